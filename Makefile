@@ -1,0 +1,40 @@
+# partgnn: `make demo` and `make test` work on a fresh clone with only python3 (>= 3.10) and make.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# A CPU build of torch 2.13.0 is what the project is developed and tested with; on a CUDA
+# machine run e.g. `make setup TORCH_SPEC="torch==2.13.0"` against the CUDA wheel index of your site.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+DEMO_DIR ?= demo-output
+
+.PHONY: setup demo test test-fast lint format clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[mpi,dev]"
+	@touch $(STAMP)
+
+demo: setup
+	$(PY) -m partgnn.demo --out $(DEMO_DIR)
+
+test: setup
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow"
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache

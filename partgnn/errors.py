@@ -1,0 +1,9 @@
+"""Exceptions that the command line turns into one clear line and a non-zero exit."""
+
+
+class InputError(Exception):
+    """Bad user input: a missing or malformed file, a wrong column, an out-of-range value.
+
+    The message is one line that names the file, event or field and says what is wrong; the CLI
+    prints it as ``partgnn: error: <message>`` and exits with status 2.
+    """
