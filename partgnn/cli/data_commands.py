@@ -1,0 +1,225 @@
+"""Data-stage sub-commands: ``simulate``, ``import-trackml``, ``build-graphs``, ``info``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from partgnn.data.event import Event
+from partgnn.data.geometry import load_geometry
+from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation import SimulationConfig, simulate_events
+from partgnn.data.storage import (
+    EVENTS_FORMAT,
+    EventFile,
+    file_sha256,
+    open_store,
+    write_events,
+    write_graphs,
+)
+from partgnn.data.trackml_reader import find_trackml_events, read_trackml_event
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the data-stage sub-commands to the ``partgnn`` parser."""
+    geometry_help = "detector geometry: YAML or TrackML detectors.csv(.gz) (default: TrackML)"
+
+    simulate = subparsers.add_parser(
+        "simulate", help="simulate pile-up events in the TrackML detector"
+    )
+    simulate.add_argument("--events", type=_positive_int, default=10, help="number of events")
+    simulate.add_argument("--pileup", type=_non_negative_float, default=200.0, help="pile-up mu")
+    simulate.add_argument("--seed", type=int, default=0, help="random seed")
+    simulate.add_argument("--first-event-id", type=int, default=0, help="id of the first event")
+    simulate.add_argument("--noise-fraction", type=_fraction, default=None, help="noise hits")
+    simulate.add_argument("--geometry", default=None, help=geometry_help)
+    simulate.add_argument("--out", required=True, type=Path, help="output events file (.h5)")
+    simulate.set_defaults(run=run_simulate)
+
+    trackml = subparsers.add_parser(
+        "import-trackml", help="read TrackML CSV(.gz) events into an events file"
+    )
+    trackml.add_argument("directory", type=Path, help="folder with eventNNN-hits.csv(.gz) files")
+    trackml.add_argument("--geometry", default=None, help=geometry_help)
+    trackml.add_argument("--out", required=True, type=Path, help="output events file (.h5)")
+    trackml.set_defaults(run=run_import_trackml)
+
+    build = subparsers.add_parser("build-graphs", help="build event graphs from an events file")
+    build.add_argument("events", type=Path, help="events file from simulate or import-trackml")
+    build.add_argument("--out", required=True, type=Path, help="output graphs file (.h5)")
+    build.add_argument("--geometry", default=None, help=geometry_help)
+    for field in dataclasses.fields(GraphBuildConfig):
+        build.add_argument(
+            "--" + field.name.replace("_", "-"),
+            type=_non_negative_float,
+            default=None,
+            help=f"graph construction cut (default: {field.default})",
+        )
+    build.set_defaults(run=run_build_graphs)
+
+    info = subparsers.add_parser("info", help="print what an events or graphs file holds")
+    info.add_argument("file", type=Path)
+    info.set_defaults(run=run_info)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    geometry = load_geometry(args.geometry)
+    overrides = {"pileup": args.pileup}
+    if args.noise_fraction is not None:
+        overrides["noise_fraction"] = args.noise_fraction
+    config = SimulationConfig(**overrides)
+    events = simulate_events(
+        geometry,
+        config,
+        n_events=args.events,
+        seed=args.seed,
+        first_event_id=args.first_event_id,
+    )
+    provenance = {
+        "source": "simulation",
+        "seed": args.seed,
+        "geometry": geometry.name,
+        "config": dataclasses.asdict(config),
+    }
+    stats = _EventStats()
+    n_events = write_events(
+        args.out,
+        stats.track(tqdm(events, total=args.events, desc="simulate", unit="event")),
+        provenance=provenance,
+    )
+    stats.print(f"simulated {n_events} events (pile-up {args.pileup:g}) -> {args.out}")
+    return 0
+
+
+def run_import_trackml(args: argparse.Namespace) -> int:
+    geometry = load_geometry(args.geometry)
+    found = find_trackml_events(args.directory)
+    events = (read_trackml_event(prefix, geometry=geometry) for _, prefix in found)
+    stats = _EventStats()
+    n_events = write_events(
+        args.out,
+        stats.track(tqdm(events, total=len(found), desc="import", unit="event")),
+        provenance={"source": "trackml", "directory": str(args.directory.resolve())},
+    )
+    stats.print(f"imported {n_events} TrackML events from {args.directory} -> {args.out}")
+    return 0
+
+
+def run_build_graphs(args: argparse.Namespace) -> int:
+    geometry = load_geometry(args.geometry)
+    cuts = {
+        field.name: getattr(args, field.name)
+        for field in dataclasses.fields(GraphBuildConfig)
+        if getattr(args, field.name) is not None
+    }
+    config = GraphBuildConfig(**cuts)
+    events = EventFile(args.events)
+    rows: list[dict[str, float]] = []
+
+    def graphs() -> Iterator:
+        for event in tqdm(events, total=len(events), desc="build-graphs", unit="event"):
+            start = time.perf_counter()
+            graph, quality = build_event_graph(event, geometry, config)
+            row = {**quality.to_dict(), "seconds": time.perf_counter() - start}
+            rows.append({"event_id": event.event_id, **row})
+            yield graph, row
+
+    provenance = {
+        "source_file": str(args.events.resolve()),
+        "source_sha256": file_sha256(args.events),
+        "source_format": EVENTS_FORMAT,
+        "geometry": geometry.name,
+        "config": dataclasses.asdict(config),
+    }
+    with events:
+        n_graphs = write_graphs(args.out, graphs(), provenance=provenance)
+    _print_graph_table(rows)
+    print(f"built {n_graphs} graphs -> {args.out}")
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    with open_store(args.file) as store:
+        print(f"{args.file}: {store.attrs.get('format')} v{store.attrs.get('format_version')}")
+        for key in sorted(store.attrs):
+            if key not in ("format", "format_version"):
+                print(f"  {key}: {store.attrs[key]}")
+        if isinstance(store, EventFile):
+            stats = _EventStats()
+            for _ in stats.track(iter(store)):
+                pass
+            stats.print(f"{len(store)} events")
+        else:
+            rows = [{"event_id": e, **store.quality(i)} for i, e in enumerate(store.event_ids)]
+            _print_graph_table(rows)
+    return 0
+
+
+class _EventStats:
+    """Collects per-event counts while events stream past, then prints their means."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, int, float]] = []
+
+    def track(self, events) -> Iterator[Event]:
+        for event in events:
+            is_noise = event.truth["particle_id"].to_numpy() == 0
+            noise = float(is_noise.mean()) if len(is_noise) else 0.0
+            self.rows.append((len(event.particles), len(event.hits), noise))
+            yield event
+
+    def print(self, headline: str) -> None:
+        print(headline)
+        if not self.rows:
+            return
+        particles, hits, noise = np.asarray(self.rows, dtype=float).T
+        print(
+            f"  per event: {particles.mean():,.0f} particles, {hits.mean():,.0f} hits "
+            f"(min {hits.min():,.0f}, max {hits.max():,.0f}), noise fraction {noise.mean():.3f}"
+        )
+
+
+def _print_graph_table(rows: list[dict[str, float]]) -> None:
+    header = f"{'event':>10} {'nodes':>9} {'edges':>10} {'efficiency':>10} {'purity':>8}"
+    has_time = bool(rows) and "seconds" in rows[0]
+    print(header + (f" {'seconds':>8}" if has_time else ""))
+    for row in rows:
+        line = (
+            f"{row['event_id']:>10} {row['n_nodes']:>9,} {row['n_edges']:>10,} "
+            f"{row['efficiency']:>10.4f} {row['purity']:>8.4f}"
+        )
+        print(line + (f" {row['seconds']:>8.2f}" if has_time else ""))
+    if len(rows) > 1:
+        columns = ("n_nodes", "n_edges", "efficiency", "purity")
+        mean = {k: float(np.mean([row[k] for row in rows])) for k in columns}
+        print(
+            f"{'mean':>10} {mean['n_nodes']:>9,.0f} {mean['n_edges']:>10,.0f} "
+            f"{mean['efficiency']:>10.4f} {mean['purity']:>8.4f}"
+        )
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not np.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {text})")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1) (got {text})")
+    return value

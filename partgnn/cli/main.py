@@ -1,0 +1,49 @@
+"""The ``partgnn`` command: one sub-command per pipeline stage.
+
+Every sub-command registers itself through a ``register(subparsers)`` function of its module.
+Bad input (:class:`~partgnn.errors.InputError`) ends the program with one line on stderr and
+exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from partgnn import __version__
+from partgnn.cli import data_commands
+from partgnn.errors import InputError
+
+EXIT_INPUT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``partgnn`` with all its sub-commands."""
+    parser = argparse.ArgumentParser(
+        prog="partgnn",
+        description="Graph-parallel GNN training on particle-physics event graphs.",
+    )
+    parser.add_argument("--version", action="version", version=f"partgnn {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    data_commands.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs ``partgnn`` with ``argv`` (default: the process arguments); returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except InputError as err:
+        print(f"partgnn: error: {err}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    except KeyboardInterrupt:
+        print("partgnn: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

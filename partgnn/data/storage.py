@@ -1,0 +1,391 @@
+"""HDF5 storage of events and event graphs: atomic writes, lazy per-event reads.
+
+Schema (format version 1; both kinds of file share the layout, see ``docs/DATA_FORMAT.md``)::
+
+    /                         attrs: format ("partgnn-events" | "partgnn-graphs"),
+                                     format_version, partgnn_version, created, provenance...
+    /events/event000000001/   attrs: event_id and per-event provenance or quality
+        hits/<column>         (events files) one 1-D dataset per TrackML column
+        truth/<column>
+        particles/<column>
+        x, pos, edge_index... (graphs files) one dataset per graph field
+
+Files are written under a temporary name in the target's folder and renamed into place only when
+complete, so a crash never leaves a half-written file under the final name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pandas as pd
+import torch
+from torch_geometric.data import Data
+
+import partgnn
+from partgnn.data.event import TABLES, Event
+from partgnn.errors import InputError, first_line
+
+FORMAT_VERSION = 1
+EVENTS_FORMAT = "partgnn-events"
+GRAPHS_FORMAT = "partgnn-graphs"
+
+#: Graph fields stored per event, with the dtype they are stored in. ``y`` is stored as uint8
+#: and read back as float32.
+GRAPH_FIELDS: dict[str, np.dtype] = {
+    "x": np.dtype(np.float32),
+    "pos": np.dtype(np.float32),
+    "edge_index": np.dtype(np.int64),
+    "edge_attr": np.dtype(np.float32),
+    "y": np.dtype(np.uint8),
+    "edge_pt": np.dtype(np.float32),
+    "hit_id": np.dtype(np.int64),
+    "particle_id": np.dtype(np.int64),
+    "particle_pt": np.dtype(np.float32),
+    "layer": np.dtype(np.int64),
+}
+
+# Below this many elements compression costs more than it saves.
+_COMPRESS_MIN_ELEMENTS = 1024
+
+
+def event_key(event_id: int) -> str:
+    """Group name of an event: TrackML style, ``event000000001``."""
+    return f"event{int(event_id):09d}"
+
+
+def file_sha256(path: str | os.PathLike[str], chunk_bytes: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file's bytes, read in chunks (for provenance of derived files)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_bytes):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yields a temporary path beside ``path``; renames it to ``path`` only on success.
+
+    On an exception (or Ctrl-C) the temporary file is removed and ``path`` is left untouched.
+    """
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_events(
+    path: str | os.PathLike[str],
+    events: Iterable[Event],
+    *,
+    provenance: dict[str, object] | None = None,
+) -> int:
+    """Writes events to an HDF5 events file, atomically, streaming one event at a time.
+
+    Args:
+        path: Output file.
+        events: Events to store (each is validated first).
+        provenance: Root attributes (source, command, configuration...); values that are not
+            HDF5 scalars are stored as JSON strings.
+
+    Returns:
+        The number of events written.
+
+    Raises:
+        InputError: If an event is invalid or two events share an id (nothing is written).
+    """
+    with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
+        _write_root_attrs(h5, EVENTS_FORMAT, provenance)
+        group = h5.create_group("events")
+        n_events = 0
+        for event in events:
+            event = event.normalized()
+            event.validate()
+            key = event_key(event.event_id)
+            if key in group:
+                raise InputError(f"{path}: two events with event_id {event.event_id}")
+            event_group = group.create_group(key)
+            event_group.attrs["event_id"] = event.event_id
+            _write_attrs(event_group, event.attrs)
+            for table_name, columns in TABLES.items():
+                table = getattr(event, table_name)
+                table_group = event_group.create_group(table_name)
+                for column in columns:
+                    _write_array(table_group, column, table[column].to_numpy())
+            n_events += 1
+        h5.attrs["n_events"] = n_events
+    return n_events
+
+
+def write_graphs(
+    path: str | os.PathLike[str],
+    graphs: Iterable[tuple[Data, dict[str, float]]],
+    *,
+    provenance: dict[str, object] | None = None,
+) -> int:
+    """Writes event graphs and their construction quality to an HDF5 graphs file, atomically.
+
+    Args:
+        path: Output file.
+        graphs: ``(graph, quality)`` pairs; ``graph`` carries the fields of
+            :data:`GRAPH_FIELDS` and ``event_id``; ``quality`` becomes the event's attributes.
+        provenance: Root attributes (source file and checksum, build configuration...).
+
+    Returns:
+        The number of graphs written.
+    """
+    with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
+        _write_root_attrs(h5, GRAPHS_FORMAT, provenance)
+        group = h5.create_group("events")
+        n_graphs = 0
+        for graph, quality in graphs:
+            key = event_key(int(graph.event_id))
+            if key in group:
+                raise InputError(f"{path}: two graphs with event_id {int(graph.event_id)}")
+            event_group = group.create_group(key)
+            event_group.attrs["event_id"] = int(graph.event_id)
+            _write_attrs(event_group, quality)
+            for name, dtype in GRAPH_FIELDS.items():
+                value = getattr(graph, name, None)
+                if value is None:
+                    raise InputError(f"graph of {key} lacks field {name!r}")
+                array = value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+                _write_array(event_group, name, array.astype(dtype, copy=False))
+            n_graphs += 1
+        h5.attrs["n_events"] = n_graphs
+    return n_graphs
+
+
+class _EventStore:
+    """Lazy reader of a partgnn HDF5 file: opens it, checks format and version, lists events."""
+
+    expected_format: str = ""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._file: h5py.File | None = None
+        self._pid: int | None = None
+        h5 = self._handle()
+        fmt = _decode(h5.attrs.get("format"))
+        if fmt != self.expected_format:
+            raise InputError(
+                f"{self.path}: not a {self.expected_format} file (format attribute is {fmt!r})"
+            )
+        version = int(h5.attrs.get("format_version", -1))
+        if version != FORMAT_VERSION:
+            raise InputError(
+                f"{self.path}: format version {version}, this partgnn reads {FORMAT_VERSION}"
+            )
+        if "events" not in h5:
+            raise InputError(f"{self.path}: no 'events' group (truncated or not partgnn?)")
+        self.keys: list[str] = sorted(h5["events"].keys())
+        self.attrs: dict[str, object] = {k: _decode(v) for k, v in h5.attrs.items()}
+
+    def _handle(self) -> h5py.File:
+        # h5py handles must not cross a fork: reopen in every process that reads.
+        if self._file is None or self._pid != os.getpid():
+            if not self.path.exists():
+                raise InputError(f"{self.path}: file not found")
+            try:
+                self._file = h5py.File(self.path, "r")
+            except OSError as err:
+                raise InputError(
+                    f"{self.path}: not a readable HDF5 file ({first_line(err)})"
+                ) from None
+            self._pid = os.getpid()
+        return self._file
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def event_ids(self) -> list[int]:
+        return [int(key.removeprefix("event")) for key in self.keys]
+
+    def _group(self, index: int) -> tuple[str, h5py.Group]:
+        if not -len(self.keys) <= index < len(self.keys):
+            raise IndexError(f"{self.path}: event index {index} out of range ({len(self)} events)")
+        key = self.keys[index]
+        return key, self._handle()["events"][key]
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        # Picklable for DataLoader workers: the handle is reopened on first use.
+        state = dict(self.__dict__)
+        state["_file"] = None
+        state["_pid"] = None
+        return state
+
+
+class EventFile(_EventStore):
+    """Reads events lazily from an events file written by :func:`write_events`.
+
+    Example:
+        >>> with EventFile("events.h5") as events:
+        ...     first = events[0]
+    """
+
+    expected_format = EVENTS_FORMAT
+
+    def __getitem__(self, index: int) -> Event:
+        key, group = self._group(index)
+        try:
+            tables = {
+                table_name: pd.DataFrame({c: group[table_name][c][()] for c in columns})
+                for table_name, columns in TABLES.items()
+            }
+            attrs = {k: _decode(v) for k, v in group.attrs.items() if k != "event_id"}
+            event = Event(event_id=int(group.attrs["event_id"]), attrs=attrs, **tables)
+        except (KeyError, OSError) as err:
+            raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
+        event.validate(where=f"{self.path}: {key}")
+        return event
+
+    def __iter__(self) -> Iterator[Event]:
+        for index in range(len(self)):
+            yield self[index]
+
+
+class GraphFile(_EventStore):
+    """Reads event graphs lazily from a graphs file written by :func:`write_graphs`."""
+
+    expected_format = GRAPHS_FORMAT
+
+    def __getitem__(self, index: int) -> Data:
+        key, group = self._group(index)
+        try:
+            fields = {name: torch.from_numpy(group[name][()]) for name in GRAPH_FIELDS}
+            event_id = int(group.attrs["event_id"])
+        except (KeyError, OSError) as err:
+            raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
+        fields["y"] = fields["y"].to(torch.float32)
+        graph = Data(**fields, event_id=event_id)
+        graph.num_nodes = fields["x"].shape[0]
+        _check_graph(graph, where=f"{self.path}: {key}")
+        return graph
+
+    def quality(self, index: int) -> dict[str, object]:
+        """The construction quality stored with event ``index`` (n_edges, efficiency, ...)."""
+        _, group = self._group(index)
+        return {k: _decode(v) for k, v in group.attrs.items()}
+
+    def __iter__(self) -> Iterator[Data]:
+        for index in range(len(self)):
+            yield self[index]
+
+
+def open_store(path: str | os.PathLike[str]) -> EventFile | GraphFile:
+    """Opens a partgnn HDF5 file as an :class:`EventFile` or a :class:`GraphFile`, by its format.
+
+    Raises:
+        InputError: If the file is missing, unreadable, or of neither format.
+    """
+    probe = _EventStore.__new__(_EventStore)
+    probe.path, probe._file, probe._pid = Path(path), None, None
+    try:
+        fmt = _decode(probe._handle().attrs.get("format"))
+    finally:
+        probe.close()
+    readers = {EVENTS_FORMAT: EventFile, GRAPHS_FORMAT: GraphFile}
+    if fmt not in readers:
+        raise InputError(f"{path}: neither a partgnn events nor a graphs file (format {fmt!r})")
+    return readers[fmt](path)
+
+
+class GraphDataset(torch.utils.data.Dataset):
+    """A torch ``Dataset`` of event graphs, read lazily from a graphs file.
+
+    Safe with ``DataLoader(num_workers > 0)``: every worker opens its own HDF5 handle.
+
+    Args:
+        path: Graphs file written by ``partgnn build-graphs``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.graphs = GraphFile(path)
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def __getitem__(self, index: int) -> Data:
+        return self.graphs[index]
+
+
+def _check_graph(graph: Data, *, where: str) -> None:
+    n_nodes = graph.x.shape[0]
+    edge_index = graph.edge_index
+    if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        raise InputError(
+            f"{where}: edge_index must have shape (2, E), got {tuple(edge_index.shape)}"
+        )
+    if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= n_nodes):
+        raise InputError(f"{where}: edge_index refers to nodes outside 0..{n_nodes - 1}")
+    n_edges = edge_index.shape[1]
+    for name in ("edge_attr", "y", "edge_pt"):
+        if graph[name].shape[0] != n_edges:
+            raise InputError(f"{where}: {name} has {graph[name].shape[0]} rows, expected {n_edges}")
+    for name in ("pos", "hit_id", "particle_id", "particle_pt", "layer"):
+        if graph[name].shape[0] != n_nodes:
+            raise InputError(f"{where}: {name} has {graph[name].shape[0]} rows, expected {n_nodes}")
+    for name in ("x", "edge_attr"):
+        if not torch.isfinite(graph[name]).all():
+            raise InputError(f"{where}: {name} holds NaN or inf")
+
+
+def _write_root_attrs(h5: h5py.File, fmt: str, provenance: dict[str, object] | None) -> None:
+    h5.attrs["format"] = fmt
+    h5.attrs["format_version"] = FORMAT_VERSION
+    h5.attrs["partgnn_version"] = partgnn.__version__
+    h5.attrs["created"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    _write_attrs(h5, provenance or {})
+
+
+def _write_attrs(obj: h5py.HLObject, attrs: dict[str, object]) -> None:
+    for key, value in attrs.items():
+        if isinstance(value, (bool, int, float, str, np.integer, np.floating)):
+            obj.attrs[key] = value
+        else:
+            obj.attrs[key] = json.dumps(value, sort_keys=True, default=str)
+
+
+def _write_array(group: h5py.Group, name: str, array: np.ndarray) -> None:
+    options = {}
+    if array.size >= _COMPRESS_MIN_ELEMENTS:
+        options = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
+    group.create_dataset(name, data=np.ascontiguousarray(array), **options)
+
+
+def _decode(value: object) -> object:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

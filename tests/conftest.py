@@ -1,0 +1,86 @@
+"""Shared fixtures: the real TrackML sample event and a tiny hand-made event."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from partgnn.data.event import Event
+from partgnn.data.paths import trackml_sample_dir
+
+SAMPLE_DIR = trackml_sample_dir()
+
+
+@pytest.fixture(scope="session")
+def sample_dir() -> Path:
+    if not (SAMPLE_DIR / "event000000001-hits.csv.gz").exists():
+        pytest.skip(f"TrackML sample not found at {SAMPLE_DIR}")
+    return SAMPLE_DIR
+
+
+def make_tiny_event(event_id: int = 7) -> Event:
+    """Two particles crossing the four pixel barrel layers, plus one noise hit."""
+    radii = np.array([32.0, 72.0, 116.0, 172.0])
+    phi = np.array([0.1, -2.0])
+    xs, ys, zs, layers, pids = [], [], [], [], []
+    for p, phi0 in enumerate(phi):
+        for k, r in enumerate(radii):
+            xs.append(r * np.cos(phi0))
+            ys.append(r * np.sin(phi0))
+            zs.append(0.5 * r)
+            layers.append(2 * (k + 1))
+            pids.append(p + 1)
+    xs.append(0.0)
+    ys.append(116.0)
+    zs.append(-40.0)
+    layers.append(6)
+    pids.append(0)
+    n = len(xs)
+    hit_id = np.arange(1, n + 1)
+    hits = pd.DataFrame(
+        {
+            "hit_id": hit_id,
+            "x": xs,
+            "y": ys,
+            "z": zs,
+            "volume_id": 8,
+            "layer_id": layers,
+            "module_id": 1,
+        }
+    )
+    truth = pd.DataFrame(
+        {
+            "hit_id": hit_id,
+            "particle_id": pids,
+            "tx": xs,
+            "ty": ys,
+            "tz": zs,
+            "tpx": 1.0,
+            "tpy": 0.0,
+            "tpz": 0.5,
+            "weight": np.where(np.array(pids) > 0, 1.0 / 8, 0.0),
+        }
+    )
+    particles = pd.DataFrame(
+        {
+            "particle_id": [1, 2],
+            "particle_type": [211, -211],
+            "vx": 0.0,
+            "vy": 0.0,
+            "vz": 0.0,
+            "px": [np.cos(phi[0]), np.cos(phi[1])],
+            "py": [np.sin(phi[0]), np.sin(phi[1])],
+            "pz": 0.5,
+            "q": [1, -1],
+            "nhits": 4,
+        }
+    )
+    return Event(event_id, hits, truth, particles, attrs={"source": "hand-made"}).normalized()
+
+
+@pytest.fixture
+def tiny_event() -> Event:
+    return make_tiny_event()
