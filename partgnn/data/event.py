@@ -114,6 +114,8 @@ class Event:
             raise InputError(f"{where}: truth.hit_id does not follow hits.hit_id row by row")
         if self.hits["hit_id"].duplicated().any():
             raise InputError(f"{where}: hits.hit_id has duplicates")
+        if self.particles["particle_id"].duplicated().any():
+            raise InputError(f"{where}: particles.particle_id has duplicates")
         particle_ids = self.truth["particle_id"].to_numpy()
         known = np.isin(particle_ids, self.particles["particle_id"].to_numpy()) | (
             particle_ids == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pandas as pd
 
 from partgnn.data.event import HIT_COLUMNS, PARTICLE_COLUMNS, TRUTH_COLUMNS, Event
 from partgnn.data.geometry import DetectorGeometry, default_geometry
-from partgnn.errors import InputError
+from partgnn.errors import InputError, first_line
 
 __all__ = ["find_trackml_events", "read_trackml_event", "read_trackml_events"]
 
@@ -128,9 +129,10 @@ def read_trackml_event(
 
     Raises:
         InputError: One line naming the file and what is wrong: a missing or unreadable file,
-            a missing, non-numeric, non-finite or out-of-range column value, an unknown
-            volume or layer, a duplicate or unmatched hit id, or a particle missing from the
-            particles table.
+            a missing column, a non-numeric, non-finite, fractional or out-of-range value (with
+            its column and data row, counted from 1 after the header), an unknown volume or
+            layer, a duplicate or unmatched hit id, or a particle missing from the particles
+            table.
     """
     prefix = Path(prefix)
     match = _PREFIX.match(prefix.name)
@@ -182,12 +184,19 @@ def _read_table(path: Path, table: str) -> pd.DataFrame:
     try:
         # dtypes are inferred rather than imposed: a clean file parses to int64/float64 in one go
         # (int64 keeps ~1e18 particle ids exact), and a bad value then becomes a column we can
-        # diagnose by name and row instead of an anonymous pandas conversion error.
-        frame = pd.read_csv(path, usecols=lambda name: name in columns)
+        # diagnose by name and row instead of an anonymous pandas conversion error. All columns
+        # are parsed (no usecols), because usecols makes pandas accept rows with extra fields.
+        with warnings.catch_warnings():
+            # index_col=False stops pandas from silently turning the first column into the index
+            # when every row is longer than the header; it warns instead, which we make an error.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, index_col=False)
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: empty file, not a CSV table") from None
+    except pd.errors.ParserWarning:
+        raise InputError(f"{path}: not a readable CSV file (rows longer than the header)") from None
     except _READ_ERRORS as err:
-        raise InputError(f"{path}: not a readable CSV file ({_first_line(err)})") from None
+        raise InputError(f"{path}: not a readable CSV file ({first_line(err)})") from None
     optional = OPTIONAL_COLUMNS.get(table, {})
     out = {}
     for name, dtype in columns.items():
@@ -205,6 +214,8 @@ def _convert_column(series: pd.Series, dtype: np.dtype, path: Path, name: str) -
     if pd.api.types.is_bool_dtype(series) or not (
         pd.api.types.is_integer_dtype(series) or pd.api.types.is_float_dtype(series)
     ):
+        if dtype.kind == "i":
+            return _integers_from_objects(series, dtype, path, name)
         numeric = pd.to_numeric(series, errors="coerce")
         bad = np.flatnonzero((numeric.isna() & series.notna()).to_numpy())
         if len(bad) or pd.api.types.is_bool_dtype(series):
@@ -228,18 +239,15 @@ def _convert_column(series: pd.Series, dtype: np.dtype, path: Path, name: str) -
             row = int(too_big[0])
             raise InputError(
                 f"{path}: column {name!r} value {values[row]} in data row {row + 1} "
-                f"is out of range for {dtype}"
+                f"is out of range ({dtype} expected)"
             )
         return values.astype(dtype, copy=False)
-    if values.dtype.kind == "f":
-        # Integers written as "8.0" are accepted, but only where float64 still holds them exactly.
-        fractional = np.flatnonzero((values != np.round(values)) | (np.abs(values) > 2.0**53))
-        if len(fractional):
-            row = int(fractional[0])
-            raise InputError(
-                f"{path}: column {name!r} must hold integers (value {values[row]!r} "
-                f"in data row {row + 1})"
-            )
+    if values.dtype.kind == "f" and (
+        (values != np.round(values)).any() or (np.abs(values) > 2.0**53).any()
+    ):
+        # One fraction turns the whole column into float64, where large ids are no longer
+        # exact: parse the column's text again to keep them and to name the real culprit.
+        return _integers_from_objects(_text_column(path, name), dtype, path, name)
     info = np.iinfo(dtype)
     # A value beyond int64 makes pandas parse the column as uint64, hence the separate test.
     if values.dtype.kind == "u":
@@ -250,9 +258,68 @@ def _convert_column(series: pd.Series, dtype: np.dtype, path: Path, name: str) -
         row = int(np.flatnonzero(out_of_range)[0])
         raise InputError(
             f"{path}: column {name!r} value {values[row]} in data row {row + 1} "
-            f"is out of range for {dtype}"
+            f"is out of range ({dtype} expected)"
         )
     return values.astype(dtype, copy=False)
+
+
+def _text_column(path: Path, name: str) -> pd.Series:
+    """Reads one column of a file already parsed once as text (only on the error path)."""
+    try:
+        return pd.read_csv(path, usecols=[name], dtype=str, index_col=False)[name]
+    except _READ_ERRORS as err:
+        raise InputError(f"{path}: not a readable CSV file ({first_line(err)})") from None
+
+
+def _integers_from_objects(series: pd.Series, dtype: np.dtype, path: Path, name: str) -> np.ndarray:
+    """Parses a text column value by value into integers; names the first bad value.
+
+    pandas leaves an integer column as text when one value is not a number or lies beyond
+    (u)int64, and as float64 when one value has a fraction; both would blur the ~1e18 particle
+    ids in float64, so each value is parsed as a Python int. This path runs only on odd files.
+    """
+    info = np.iinfo(dtype)
+    out = np.empty(len(series), dtype=dtype)
+    where = f"{path}: column {name!r}"
+    for row, value in enumerate(series.tolist()):
+        if isinstance(value, bool):
+            raise InputError(f"{where} is not numeric (value {value!r} in data row {row + 1})")
+        if pd.isna(value):
+            raise InputError(f"{where} has an empty or NaN value in data row {row + 1}")
+        try:
+            if isinstance(value, float):
+                raise ValueError  # int(2.5) would silently truncate
+            number = int(value)
+        except (TypeError, ValueError):
+            try:
+                real = float(value)
+            except (TypeError, ValueError):
+                raise InputError(
+                    f"{where} is not numeric (value {_short(value)} in data row {row + 1})"
+                ) from None
+            if np.isnan(real):
+                raise InputError(
+                    f"{where} has an empty or NaN value in data row {row + 1}"
+                ) from None
+            if np.isinf(real):
+                raise InputError(f"{where} has an infinite value in data row {row + 1}") from None
+            if not real.is_integer():
+                raise InputError(
+                    f"{where} value {_short(value)} in data row {row + 1} is not an integer "
+                    f"({dtype} expected)"
+                ) from None
+            if abs(real) > 2.0**53:
+                raise InputError(
+                    f"{where} value {_short(value)} in data row {row + 1} is not an exact "
+                    f"integer (write it without exponent or decimal point)"
+                ) from None
+            number = int(real)
+        if not info.min <= number <= info.max:
+            raise InputError(
+                f"{where} value {number} in data row {row + 1} is out of range ({dtype} expected)"
+            )
+        out[row] = number
+    return out
 
 
 def _check_unique(frame: pd.DataFrame, column: str, path: Path) -> None:
@@ -304,7 +371,3 @@ def _short(value: object, width: int = 40) -> str:
     text = repr(value).replace("\n", " ")
     return text if len(text) <= width else text[: width - 3] + "..."
 
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__

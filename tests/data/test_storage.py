@@ -123,7 +123,8 @@ def test_graphs_round_trip_and_dataset(tmp_path: Path):
     assert isinstance(open_store(path), GraphFile)
     dataset = GraphDataset(path)
     assert len(dataset) == 2
-    for original, quality, (index, read) in zip(graphs, qualities, enumerate(dataset), strict=False):
+    for index, (original, quality) in enumerate(zip(graphs, qualities, strict=True)):
+        read = dataset[index]
         assert read.event_id == original.event_id
         assert read.num_nodes == original.num_nodes
         for name in ("x", "pos", "edge_index", "edge_attr", "y", "edge_pt", "hit_id", "layer"):

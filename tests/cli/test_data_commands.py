@@ -1,0 +1,105 @@
+"""Smoke and bad-input tests of the data-stage sub-commands, run as a user would."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from partgnn.cli.main import main
+from partgnn.data.storage import EventFile, GraphFile
+
+
+@pytest.fixture(scope="module")
+def events_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "events.h5"
+    code = main(["simulate", "--events", "2", "--pileup", "3", "--seed", "5", "--out", str(path)])
+    assert code == 0
+    return path
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("partgnn: error: "), err
+    assert "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_simulate_writes_events_deterministically(events_file: Path, tmp_path: Path, capsys):
+    again = tmp_path / "again.h5"
+    assert (
+        main(["simulate", "--events", "2", "--pileup", "3", "--seed", "5", "--out", str(again)])
+        == 0
+    )
+    assert "simulated 2 events" in capsys.readouterr().out
+    with EventFile(events_file) as first, EventFile(again) as second:
+        assert first.event_ids == second.event_ids == [0, 1]
+        for a, b in zip(first, second, strict=True):
+            assert a.hits.equals(b.hits) and a.truth.equals(b.truth)
+            assert a.particles.equals(b.particles)
+            assert len(a.hits) > 100
+
+
+def test_build_graphs_prints_quality_and_stores_it(events_file: Path, tmp_path: Path, capsys):
+    out = tmp_path / "graphs.h5"
+    assert main(["build-graphs", str(events_file), "--out", str(out), "--pt-min", "1.0"]) == 0
+    printed = capsys.readouterr().out
+    assert "efficiency" in printed and "purity" in printed and "built 2 graphs" in printed
+    with GraphFile(out) as graphs:
+        assert len(graphs) == 2
+        assert graphs.attrs["source_file"] == str(events_file.resolve())
+        quality = graphs.quality(0)
+        graph = graphs[0]
+        assert quality["n_edges"] == graph.edge_index.shape[1]
+        assert quality["n_nodes"] == graph.num_nodes
+        assert 0.0 < quality["efficiency"] <= 1.0
+    assert main(["info", str(out)]) == 0
+    assert "partgnn-graphs" in capsys.readouterr().out
+
+
+def test_import_trackml_sample(sample_dir: Path, tmp_path: Path, capsys):
+    out = tmp_path / "sample.h5"
+    assert main(["import-trackml", str(sample_dir), "--out", str(out)]) == 0
+    with EventFile(out) as events:
+        assert events.event_ids == [1]
+        assert len(events[0].hits) == 5527
+    assert main(["info", str(out)]) == 0
+    assert "5,527 hits" in capsys.readouterr().out
+
+
+def test_missing_input_gives_one_line_and_no_output(tmp_path: Path, capsys):
+    out = tmp_path / "graphs.h5"
+    assert main(["build-graphs", str(tmp_path / "missing.h5"), "--out", str(out)]) == 2
+    assert "missing.h5: file not found" in _one_line_error(capsys)
+    assert not out.exists()
+
+
+def test_truncated_events_file_is_reported(events_file: Path, tmp_path: Path, capsys):
+    truncated = tmp_path / "truncated.h5"
+    data = events_file.read_bytes()
+    truncated.write_bytes(data[: len(data) // 3])
+    out = tmp_path / "graphs.h5"
+    assert main(["build-graphs", str(truncated), "--out", str(out)]) == 2
+    assert str(truncated) in _one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == [truncated]
+
+
+def test_empty_trackml_directory(tmp_path: Path, capsys):
+    out = tmp_path / "events.h5"
+    assert main(["import-trackml", str(tmp_path), "--out", str(out)]) == 2
+    assert str(tmp_path) in _one_line_error(capsys)
+    assert not out.exists()
+
+
+def test_bad_arguments_exit_non_zero(tmp_path: Path):
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", "--events", "0", "--out", str(tmp_path / "e.h5")])
+    assert info.value.code == 2
+
+
+def test_console_script_and_module_entry_points():
+    script = Path(sys.executable).parent / "partgnn"
+    for command in ([str(script), "--version"], [sys.executable, "-m", "partgnn", "--version"]):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("partgnn ")
