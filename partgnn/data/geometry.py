@@ -193,7 +193,12 @@ class DetectorGeometry:
             modules = pd.read_csv(path)
         except FileNotFoundError:
             raise InputError(f"{path}: detectors file not found") from None
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as err:
+        except (
+            pd.errors.ParserError,
+            pd.errors.EmptyDataError,
+            UnicodeDecodeError,
+            OSError,
+        ) as err:
             raise InputError(f"{path}: not a readable CSV file ({first_line(err)})") from None
         missing = [c for c in _DETECTOR_COLUMNS if c not in modules.columns]
         if missing:
@@ -307,4 +312,3 @@ def _layers_of_volume(volume: dict, *, where: str) -> list[Layer]:
             )
         )
     return layers
-

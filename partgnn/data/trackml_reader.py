@@ -370,4 +370,3 @@ def _check_particles_known(
 def _short(value: object, width: int = 40) -> str:
     text = repr(value).replace("\n", " ")
     return text if len(text) <= width else text[: width - 3] + "..."
-

@@ -155,6 +155,4 @@ def test_out_of_range_edge_index_is_rejected(tmp_path: Path):
 def test_file_sha256(tmp_path: Path):
     path = tmp_path / "f"
     path.write_bytes(b"abc")
-    assert file_sha256(path) == (
-        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-    )
+    assert file_sha256(path) == ("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
