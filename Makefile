@@ -14,9 +14,10 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[mpi,dev]"
+	@echo "installing partgnn into $(VENV) (log: $(VENV)/install.log)"
+	@$(PY) -m pip install -e ".[mpi,dev]" > $(VENV)/install.log 2>&1 \
+		|| { tail -n 30 $(VENV)/install.log; exit 1; }
 	@touch $(STAMP)
 
 demo: setup

@@ -59,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--" + field.name.replace("_", "-"),
             type=_non_negative_float,
             default=None,
-            help=f"graph construction cut (default: {field.default})",
+            help="graph construction setting (default: see GraphBuildConfig; cut values "
+            "depend on --pt-min)",
         )
     build.set_defaults(run=run_build_graphs)
 
@@ -118,7 +119,7 @@ def run_build_graphs(args: argparse.Namespace) -> int:
         for field in dataclasses.fields(GraphBuildConfig)
         if getattr(args, field.name) is not None
     }
-    config = GraphBuildConfig(**cuts)
+    config = GraphBuildConfig(**cuts).resolved(geometry.b_field)
     events = EventFile(args.events)
     rows: list[dict[str, float]] = []
 
