@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from partgnn import __version__
-from partgnn.cli import data_commands
+from partgnn.cli import data_commands, partition_commands
 from partgnn.errors import InputError
 
 EXIT_INPUT_ERROR = 2
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"partgnn {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     data_commands.register(subparsers)
+    partition_commands.register(subparsers)
     return parser
 
 

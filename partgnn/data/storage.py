@@ -39,6 +39,10 @@ FORMAT_VERSION = 1
 EVENTS_FORMAT = "partgnn-events"
 GRAPHS_FORMAT = "partgnn-graphs"
 
+#: Graph fields with one row per node and per edge.
+NODE_FIELDS = ("x", "pos", "hit_id", "particle_id", "particle_pt", "layer")
+EDGE_FIELDS = ("edge_attr", "y", "edge_pt")
+
 #: Graph fields stored per event, with the dtype they are stored in. ``y`` is stored as uint8
 #: and read back as float32.
 GRAPH_FIELDS: dict[str, np.dtype] = {
@@ -85,9 +89,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     os.close(fd)
     tmp = Path(tmp_name)
     # mkstemp creates the file private (0600); give the result the permissions of a normal file.
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o666 & ~umask)
+    tmp.chmod(0o666 & ~current_umask())
     try:
         yield tmp
         os.replace(tmp, path)
@@ -117,7 +119,7 @@ def write_events(
         InputError: If an event is invalid or two events share an id (nothing is written).
     """
     with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
-        _write_root_attrs(h5, EVENTS_FORMAT, provenance)
+        write_root_attrs(h5, EVENTS_FORMAT, provenance)
         group = h5.create_group("events")
         n_events = 0
         for event in events:
@@ -128,12 +130,12 @@ def write_events(
                 raise InputError(f"{path}: two events with event_id {event.event_id}")
             event_group = group.create_group(key)
             event_group.attrs["event_id"] = event.event_id
-            _write_attrs(event_group, event.attrs)
+            write_attrs(event_group, event.attrs)
             for table_name, columns in TABLES.items():
                 table = getattr(event, table_name)
                 table_group = event_group.create_group(table_name)
                 for column in columns:
-                    _write_array(table_group, column, table[column].to_numpy())
+                    write_array(table_group, column, table[column].to_numpy())
             n_events += 1
         h5.attrs["n_events"] = n_events
     return n_events
@@ -157,7 +159,7 @@ def write_graphs(
         The number of graphs written.
     """
     with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
-        _write_root_attrs(h5, GRAPHS_FORMAT, provenance)
+        write_root_attrs(h5, GRAPHS_FORMAT, provenance)
         group = h5.create_group("events")
         n_graphs = 0
         for graph, quality in graphs:
@@ -166,13 +168,13 @@ def write_graphs(
                 raise InputError(f"{path}: two graphs with event_id {int(graph.event_id)}")
             event_group = group.create_group(key)
             event_group.attrs["event_id"] = int(graph.event_id)
-            _write_attrs(event_group, quality)
+            write_attrs(event_group, quality)
             for name, dtype in GRAPH_FIELDS.items():
                 value = getattr(graph, name, None)
                 if value is None:
                     raise InputError(f"graph of {key} lacks field {name!r}")
                 array = value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-                _write_array(event_group, name, array.astype(dtype, copy=False))
+                write_array(event_group, name, array.astype(dtype, copy=False))
             n_graphs += 1
         h5.attrs["n_events"] = n_graphs
     return n_graphs
@@ -188,7 +190,7 @@ class _EventStore:
         self._file: h5py.File | None = None
         self._pid: int | None = None
         h5 = self._handle()
-        fmt = _decode(h5.attrs.get("format"))
+        fmt = decode_attr(h5.attrs.get("format"))
         if fmt != self.expected_format:
             raise InputError(
                 f"{self.path}: not a {self.expected_format} file (format attribute is {fmt!r})"
@@ -201,7 +203,7 @@ class _EventStore:
         if "events" not in h5:
             raise InputError(f"{self.path}: no 'events' group (truncated or not partgnn?)")
         self.keys: list[str] = sorted(h5["events"].keys())
-        self.attrs: dict[str, object] = {k: _decode(v) for k, v in h5.attrs.items()}
+        self.attrs: dict[str, object] = {k: decode_attr(v) for k, v in h5.attrs.items()}
 
     def _handle(self) -> h5py.File:
         # h5py handles must not cross a fork: reopen in every process that reads.
@@ -266,7 +268,7 @@ class EventFile(_EventStore):
                 table_name: pd.DataFrame({c: group[table_name][c][()] for c in columns})
                 for table_name, columns in TABLES.items()
             }
-            attrs = {k: _decode(v) for k, v in group.attrs.items() if k != "event_id"}
+            attrs = {k: decode_attr(v) for k, v in group.attrs.items() if k != "event_id"}
             event = Event(event_id=int(group.attrs["event_id"]), attrs=attrs, **tables)
         except (KeyError, OSError) as err:
             raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
@@ -299,7 +301,7 @@ class GraphFile(_EventStore):
     def quality(self, index: int) -> dict[str, object]:
         """The construction quality stored with event ``index`` (n_edges, efficiency, ...)."""
         _, group = self._group(index)
-        return {k: _decode(v) for k, v in group.attrs.items()}
+        return {k: decode_attr(v) for k, v in group.attrs.items()}
 
     def __iter__(self) -> Iterator[Data]:
         for index in range(len(self)):
@@ -315,7 +317,7 @@ def open_store(path: str | os.PathLike[str]) -> EventFile | GraphFile:
     probe = _EventStore.__new__(_EventStore)
     probe.path, probe._file, probe._pid = Path(path), None, None
     try:
-        fmt = _decode(probe._handle().attrs.get("format"))
+        fmt = decode_attr(probe._handle().attrs.get("format"))
     finally:
         probe.close()
     readers = {EVENTS_FORMAT: EventFile, GRAPHS_FORMAT: GraphFile}
@@ -364,15 +366,35 @@ def _check_graph(graph: Data, *, where: str) -> None:
             raise InputError(f"{where}: {name} holds NaN or inf")
 
 
-def _write_root_attrs(h5: h5py.File, fmt: str, provenance: dict[str, object] | None) -> None:
+def write_root_attrs(
+    h5: h5py.File,
+    fmt: str,
+    provenance: dict[str, object] | None,
+    *,
+    version: int = FORMAT_VERSION,
+    timestamp: bool = True,
+) -> None:
+    """Writes the common root attributes (format, version, provenance) of a partgnn file.
+
+    ``timestamp=False`` leaves out the creation time, for files that must be reproducible.
+    """
     h5.attrs["format"] = fmt
-    h5.attrs["format_version"] = FORMAT_VERSION
+    h5.attrs["format_version"] = version
     h5.attrs["partgnn_version"] = partgnn.__version__
-    h5.attrs["created"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    _write_attrs(h5, provenance or {})
+    if timestamp:
+        h5.attrs["created"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    write_attrs(h5, provenance or {})
 
 
-def _write_attrs(obj: h5py.HLObject, attrs: dict[str, object]) -> None:
+def current_umask() -> int:
+    """The process's file-creation mask (read without changing it for longer than a moment)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_attrs(obj: h5py.HLObject, attrs: dict[str, object]) -> None:
+    """Stores HDF5 scalars as they are and anything else as a JSON string."""
     for key, value in attrs.items():
         if isinstance(value, (bool, int, float, str, np.integer, np.floating)):
             obj.attrs[key] = value
@@ -380,14 +402,16 @@ def _write_attrs(obj: h5py.HLObject, attrs: dict[str, object]) -> None:
             obj.attrs[key] = json.dumps(value, sort_keys=True, default=str)
 
 
-def _write_array(group: h5py.Group, name: str, array: np.ndarray) -> None:
+def write_array(group: h5py.Group, name: str, array: np.ndarray) -> None:
+    """Writes a dataset, compressed when it is large enough for that to pay."""
     options = {}
     if array.size >= _COMPRESS_MIN_ELEMENTS:
         options = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
     group.create_dataset(name, data=np.ascontiguousarray(array), **options)
 
 
-def _decode(value: object) -> object:
+def decode_attr(value: object) -> object:
+    """An HDF5 attribute as a plain Python value (bytes -> str, numpy scalar -> item)."""
     if isinstance(value, bytes):
         return value.decode()
     if isinstance(value, np.generic):

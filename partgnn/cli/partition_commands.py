@@ -1,0 +1,149 @@
+"""Partition-stage sub-commands: ``partition`` (write shards) and ``inspect`` (read them)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from partgnn.errors import InputError
+from partgnn.partition.assign import METHODS
+from partgnn.partition.plot import plot_partition
+from partgnn.partition.shards import PartitionOptions, ShardDirectory, write_shards
+from partgnn.partition.statistics import DEFAULT_HIDDEN
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``partition`` and ``inspect`` to the ``partgnn`` parser."""
+    partition = subparsers.add_parser(
+        "partition", help="split every event graph into P parts: one shard file per rank"
+    )
+    partition.add_argument("graphs", type=Path, help="graphs file from build-graphs")
+    partition.add_argument("--parts", type=int, required=True, help="number of parts P")
+    partition.add_argument("--method", choices=METHODS, default="metis")
+    partition.add_argument("--out", type=Path, required=True, help="output shard directory")
+    partition.add_argument("--seed", type=int, default=0, help="partitioner seed")
+    partition.add_argument("--grid", type=_grid, default=None, help="phieta sectors, e.g. 4x2")
+    partition.add_argument(
+        "--margin", type=int, default=0, help="also store extended naive sectors of K hops"
+    )
+    partition.add_argument("--workers", type=int, default=1, help="processes splitting events")
+    partition.add_argument(
+        "--hidden", type=int, default=DEFAULT_HIDDEN, help="hidden size for bytes/exchange"
+    )
+    partition.set_defaults(run=run_partition)
+
+    inspect = subparsers.add_parser("inspect", help="print partition statistics, draw an event")
+    inspect.add_argument("directory", type=Path, help="shard directory from partition")
+    inspect.add_argument("--event", type=int, default=None, help="event id (default: first)")
+    inspect.add_argument("--plot", type=Path, default=None, help="write x-y and r-z views (PNG)")
+    inspect.set_defaults(run=run_inspect)
+
+
+def run_partition(args: argparse.Namespace) -> int:
+    options = PartitionOptions(
+        n_parts=args.parts,
+        method=args.method,
+        seed=args.seed,
+        grid=args.grid,
+        margin=args.margin,
+        hidden=args.hidden,
+    )
+    meta = write_shards(args.graphs, args.out, options, workers=args.workers)
+    _print_summary(meta)
+    print(f"wrote {options.n_parts} shards of {len(meta['event_ids'])} events -> {args.out}")
+    return 0
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    shards = ShardDirectory(args.directory)
+    meta = shards.meta
+    event_ids = list(meta["event_ids"])
+    event_id = event_ids[0] if args.event is None and event_ids else args.event
+    if event_id not in event_ids:
+        raise InputError(f"{args.directory}: no event {event_id} (events: {_ids(event_ids)})")
+    _print_summary(meta)
+    per_event = {row["event_id"]: row for row in meta["statistics"]["per_event"]}
+    _print_ranks(per_event[event_id])
+    if args.plot is not None:
+        pos, assignment, edge_index = _gather_event(shards, event_ids.index(event_id))
+        title = f"event {event_id}: {meta['method']}, P = {meta['n_parts']}"
+        plot_partition(pos, assignment, edge_index, args.plot, title=title)
+        print(f"plot -> {args.plot}")
+    return 0
+
+
+def _gather_event(shards: ShardDirectory, index: int) -> tuple[np.ndarray, ...]:
+    """Rebuilds one event's global positions, assignment and edges from all ranks' shards."""
+    parts = []
+    for rank in range(shards.n_parts):
+        with shards.open_rank(rank) as shard:
+            parts.append(shard[index])
+    n_nodes = parts[0].n_global_nodes
+    pos = np.zeros((n_nodes, 3), dtype=np.float32)
+    assignment = np.zeros(n_nodes, dtype=np.int64)
+    edge_index = np.zeros((2, parts[0].n_global_edges), dtype=np.int64)
+    for part in parts:
+        plan = part.plan
+        pos[plan.owned_nodes] = part.graph.pos[: plan.n_owned].numpy()
+        assignment[plan.owned_nodes] = plan.rank
+        edge_index[:, plan.edge_ids] = plan.local_nodes[plan.edge_index]
+    return pos, assignment, edge_index
+
+
+def _print_summary(meta: dict) -> None:
+    summary = meta["statistics"]["summary"]
+    print(
+        f"method {meta['method']}, P = {meta['n_parts']}, {summary['events']} events, "
+        f"source {meta['source']['path']}"
+    )
+    if not summary["events"]:
+        return
+    rows = [
+        ("edge cut fraction", f"{summary['edge_cut_fraction']:.4f}"),
+        ("true-edge cut fraction (lost by naive)", f"{summary['true_edge_cut_fraction']:.4f}"),
+        ("halo / owned nodes, mean over ranks", f"{summary['halo_ratio_mean']:.4f}"),
+        ("halo / owned nodes, worst rank", f"{summary['halo_ratio_max']:.4f}"),
+        ("node imbalance (max / mean)", f"{summary['node_imbalance']:.4f}"),
+        ("edge imbalance (max / mean local edges)", f"{summary['edge_imbalance']:.4f}"),
+        ("neighbour ranks, worst rank", f"{summary['neighbours_max']:.1f}"),
+        (
+            f"bytes per exchange, all ranks (H = {summary['hidden']}, float32)",
+            f"{summary['bytes_per_exchange_total']:,.0f}",
+        ),
+    ]
+    width = max(len(name) for name, _ in rows)
+    print("mean over events:")
+    for name, value in rows:
+        print(f"  {name:<{width}}  {value:>12}")
+
+
+def _print_ranks(row: dict) -> None:
+    print(f"event {row['event_id']}: {row['n_nodes']:,} nodes, {row['n_edges']:,} edges")
+    print(
+        f"  {'rank':>4} {'owned':>9} {'halo':>8} {'halo/own':>8} {'edges':>10} "
+        f"{'peers':>5} {'send rows':>9} {'bytes/exch':>11}"
+    )
+    for rank in range(row["n_parts"]):
+        print(
+            f"  {rank:>4} {row['owned_nodes'][rank]:>9,} {row['halo_nodes'][rank]:>8,} "
+            f"{row['halo_ratio'][rank]:>8.3f} {row['local_edges'][rank]:>10,} "
+            f"{row['neighbours'][rank]:>5} {row['send_rows'][rank]:>9,} "
+            f"{row['bytes_per_exchange'][rank]:>11,}"
+        )
+
+
+def _ids(event_ids: list[int]) -> str:
+    shown = ", ".join(map(str, event_ids[:8]))
+    return shown + (", ..." if len(event_ids) > 8 else "")
+
+
+def _grid(text: str) -> tuple[int, int]:
+    try:
+        n_phi, n_eta = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PHIxETA like 4x2 (got {text!r})") from None
+    if n_phi < 1 or n_eta < 1:
+        raise argparse.ArgumentTypeError(f"grid counts must be >= 1 (got {text!r})")
+    return n_phi, n_eta

@@ -1,0 +1,1 @@
+"""Partitioning of event graphs: partitioners, halo plans, naive sectors, shards on disk."""

@@ -1,0 +1,59 @@
+"""The partition and inspect sub-commands, run as a user would."""
+
+from pathlib import Path
+
+import pytest
+
+from partgnn.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def graphs_file(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("cli-partition")
+    events, graphs = folder / "events.h5", folder / "graphs.h5"
+    assert (
+        main(["simulate", "--events", "2", "--pileup", "5", "--seed", "2", "--out", str(events)])
+        == 0
+    )
+    assert main(["build-graphs", str(events), "--out", str(graphs), "--pt-min", "0.5"]) == 0
+    return graphs
+
+
+def test_partition_then_inspect_with_plot(graphs_file: Path, tmp_path: Path, capsys):
+    out = tmp_path / "shards"
+    code = main(
+        [
+            "partition",
+            str(graphs_file),
+            "--parts",
+            "4",
+            "--method",
+            "phieta",
+            "--grid",
+            "2x2",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "true-edge cut fraction" in printed and "wrote 4 shards of 2 events" in printed
+    plot = tmp_path / "partition.png"
+    assert main(["inspect", str(out), "--event", "1", "--plot", str(plot)]) == 0
+    printed = capsys.readouterr().out
+    assert "event 1:" in printed and "bytes/exch" in printed
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_inspect_errors_are_one_line(graphs_file: Path, tmp_path: Path, capsys):
+    out = tmp_path / "shards"
+    assert main(["partition", str(graphs_file), "--parts", "2", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(out), "--event", "42"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"partgnn: error: {out}: no event 42 (events: 0, 1)"
+    assert main(["inspect", str(tmp_path / "nowhere")]) == 2
+    assert "shard directory not found" in capsys.readouterr().err
+    assert main(["partition", str(graphs_file), "--parts", "0", "--out", str(tmp_path / "z")]) == 2
+    assert "parts must be >= 1 (got 0)" in capsys.readouterr().err
+    assert not (tmp_path / "z").exists()
