@@ -50,7 +50,7 @@ from partgnn.data.storage import (
 from partgnn.errors import InputError, first_line
 from partgnn.partition.assign import METHODS, partition_graph
 from partgnn.partition.halo_plan import HaloPlan, build_halo_plans, validate_plans
-from partgnn.partition.naive import Sector, extended_sector
+from partgnn.partition.naive import extended_sector
 from partgnn.partition.statistics import (
     DEFAULT_HIDDEN,
     PartitionStatistics,
@@ -106,13 +106,16 @@ class PartitionOptions:
 
 @dataclass(frozen=True)
 class _SplitEvent:
-    """One event split for all ranks: what a worker hands back to the writer."""
+    """One event split for all ranks, as plain arrays: what a worker hands the writer.
+
+    ``ranks[r]`` maps a dataset path inside the event group (``"x"``, ``"plan/send_index"``,
+    ``"sector/edge_index"``...) to its array; ``group_attrs`` maps a group path (``""`` for
+    the event group) to its attributes, the same for every rank except the sector's.
+    """
 
     event_id: int
-    attrs: dict[str, int]
-    plans: list[HaloPlan]
-    graph: Data
-    sectors: list[Sector] | None
+    ranks: list[dict[str, np.ndarray]]
+    group_attrs: list[dict[str, dict[str, int]]]
     statistics: PartitionStatistics
 
 
@@ -212,30 +215,47 @@ def write_shards(
 
 
 def split_event(graph: Data, options: PartitionOptions) -> _SplitEvent:
-    """Partitions one event graph and builds (and validates) the plans of all ranks."""
+    """Partitions one event graph, builds and validates every rank's plan, gathers its data."""
     edge_index = graph.edge_index.numpy()
     assignment = partition_graph(
         graph, options.n_parts, options.method, seed=options.seed, grid=options.grid
     )
     plans = build_halo_plans(edge_index, assignment, options.n_parts)
     validate_plans(plans, edge_index, assignment)
-    sectors = None
-    if options.margin > 0:
-        sectors = [
-            extended_sector(edge_index, assignment, rank, options.margin, options.n_parts)
-            for rank in range(options.n_parts)
-        ]
-    y = graph.y.numpy()
+    fields = {name: _field(graph, name) for name in (*NODE_FIELDS, *EDGE_FIELDS)}
+    y = fields["y"]
+    event_attrs = {
+        "event_id": int(graph.event_id),
+        "n_global_nodes": int(graph.num_nodes),
+        "n_global_edges": int(edge_index.shape[1]),
+        "n_global_true_edges": int((y > 0).sum()),
+    }
+    plan_attrs = {
+        "n_global_nodes": int(graph.num_nodes),
+        "n_global_edges": event_attrs["n_global_edges"],
+    }
+    ranks, group_attrs = [], []
+    for plan in plans:
+        arrays = _subgraph_arrays(fields, plan.local_nodes, plan.edge_ids, "")
+        arrays.update({f"plan/{name}": getattr(plan, name) for name in _PLAN_ARRAYS})
+        arrays["edge_index"] = plan.edge_index
+        arrays["edge_owned"] = plan.edge_owned.astype(np.uint8)
+        attrs = {"": event_attrs, "plan": plan_attrs}
+        if options.margin > 0:
+            sector = extended_sector(
+                edge_index, assignment, plan.rank, options.margin, options.n_parts
+            )
+            arrays.update(_subgraph_arrays(fields, sector.nodes, sector.edge_ids, "sector/"))
+            arrays.update({f"sector/{name}": getattr(sector, name) for name in _SECTOR_ARRAYS})
+            arrays["sector/edge_index"] = sector.edge_index
+            arrays["sector/edge_owned"] = sector.edge_owned.astype(np.uint8)
+            attrs["sector"] = {"n_owned": sector.n_owned}
+        ranks.append(arrays)
+        group_attrs.append(attrs)
     return _SplitEvent(
-        event_id=int(graph.event_id),
-        attrs={
-            "n_global_nodes": int(graph.num_nodes),
-            "n_global_edges": int(edge_index.shape[1]),
-            "n_global_true_edges": int((y > 0.5).sum()),
-        },
-        plans=plans,
-        graph=graph,
-        sectors=sectors,
+        event_id=event_attrs["event_id"],
+        ranks=ranks,
+        group_attrs=group_attrs,
         statistics=partition_statistics(plans, edge_index, y),
     )
 
@@ -420,35 +440,22 @@ def _split_task(task: tuple[Path, int, PartitionOptions]) -> _SplitEvent:
 
 
 def _write_rank_event(events_group: h5py.Group, split: _SplitEvent, rank: int) -> None:
-    plan = split.plans[rank]
     group = events_group.create_group(event_key(split.event_id))
-    group.attrs["event_id"] = split.event_id
-    for key, value in split.attrs.items():
-        group.attrs[key] = value
-    _write_subgraph(group, split.graph, plan.local_nodes, plan.edge_ids)
-    plan_group = group.create_group("plan")
-    plan_group.attrs["n_global_nodes"] = plan.n_global_nodes
-    plan_group.attrs["n_global_edges"] = plan.n_global_edges
-    for name in _PLAN_ARRAYS:
-        write_array(plan_group, name, getattr(plan, name))
-    write_array(group, "edge_index", plan.edge_index)
-    write_array(group, "edge_owned", plan.edge_owned.astype(np.uint8))
-    if split.sectors is not None:
-        sector = split.sectors[rank]
-        sector_group = group.create_group("sector")
-        sector_group.attrs["n_owned"] = sector.n_owned
-        _write_subgraph(sector_group, split.graph, sector.nodes, sector.edge_ids)
-        for name in _SECTOR_ARRAYS:
-            write_array(sector_group, name, getattr(sector, name))
-        write_array(sector_group, "edge_index", sector.edge_index)
-        write_array(sector_group, "edge_owned", sector.edge_owned.astype(np.uint8))
+    for path, attrs in split.group_attrs[rank].items():
+        target = group.require_group(path) if path else group
+        for key, value in attrs.items():
+            target.attrs[key] = value
+    for path, array in split.ranks[rank].items():
+        folder, _, name = path.rpartition("/")
+        write_array(group.require_group(folder) if folder else group, name, array)
 
 
-def _write_subgraph(group: h5py.Group, graph: Data, nodes: np.ndarray, edges: np.ndarray) -> None:
-    for name in NODE_FIELDS:
-        write_array(group, name, _field(graph, name)[nodes])
-    for name in EDGE_FIELDS:
-        write_array(group, name, _field(graph, name)[edges])
+def _subgraph_arrays(
+    fields: dict[str, np.ndarray], nodes: np.ndarray, edges: np.ndarray, prefix: str
+) -> dict[str, np.ndarray]:
+    arrays = {f"{prefix}{name}": fields[name][nodes] for name in NODE_FIELDS}
+    arrays.update({f"{prefix}{name}": fields[name][edges] for name in EDGE_FIELDS})
+    return arrays
 
 
 def _field(graph: Data, name: str) -> np.ndarray:
