@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from partgnn import __version__
 from partgnn.cli import data_commands, partition_commands
+from partgnn.distributed import selfcheck
 from partgnn.errors import InputError
 
 EXIT_INPUT_ERROR = 2
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     data_commands.register(subparsers)
     partition_commands.register(subparsers)
+    selfcheck.register(subparsers)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Distributed core: process groups, differentiable halo exchange, communication accounting."""

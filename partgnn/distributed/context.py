@@ -1,0 +1,55 @@
+"""The small object every distributed function receives: who am I, with whom, on what device.
+
+Passed explicitly (never a module global), so graph parallelism composes with data parallelism:
+``group`` is the graph-parallel group of the ``P`` ranks that share one event graph, and
+``data_parallel_group`` links the ranks at the same position in different graph-parallel groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Rank, group and device of one process.
+
+    Attributes:
+        rank: Rank within the graph-parallel group, in ``[0, world_size)``; it selects the
+            shard (``part-{rank:05d}.h5``) this process reads.
+        world_size: Size ``P`` of the graph-parallel group.
+        group: The graph-parallel process group (``None``: the default group, i.e. all ranks).
+        device: Device of this rank's tensors (``cuda:<local_rank>`` or ``cpu``).
+        backend: ``"gloo"`` or ``"nccl"``.
+        global_rank: Rank in the whole job.
+        global_world_size: Processes in the whole job.
+        local_rank: Rank among the processes on this node (chooses the GPU).
+        data_parallel_group: Ranks with the same ``rank`` in the other graph-parallel groups
+            (``None`` when there is one group).
+        launcher: How the job was started: ``"torchrun"``, ``"mpi"``, ``"slurm"``, ``"env"``
+            (explicit environment variables) or ``"single"``.
+    """
+
+    rank: int
+    world_size: int
+    group: dist.ProcessGroup | None
+    device: torch.device
+    backend: str = "gloo"
+    global_rank: int = 0
+    global_world_size: int = 1
+    local_rank: int = 0
+    data_parallel_group: dist.ProcessGroup | None = None
+    launcher: str = "single"
+
+    @property
+    def is_main(self) -> bool:
+        """True on the process that prints and writes files (global rank 0)."""
+        return self.global_rank == 0
+
+    @property
+    def n_graph_groups(self) -> int:
+        """Number of graph-parallel groups (data-parallel replicas)."""
+        return self.global_world_size // self.world_size

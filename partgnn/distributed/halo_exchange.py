@@ -1,0 +1,310 @@
+"""Differentiable halo exchange: fill every rank's halo rows with their owners' current values.
+
+Forward: each rank gathers the rows of its owned nodes that other ranks hold as halo
+(``send_index``), sends them, and appends what it receives to its owned rows, giving the local
+node matrix ``[owned; halo]`` in the order of the rank's :class:`~partgnn.partition.halo_plan.
+HaloPlan`. Backward: the reverse exchange (send and receive counts swapped) returns the halo
+gradients to the owners, which sum them into their rows. With it, every owned node sees current
+states of all its neighbours, so a partitioned forward and the summed gradients equal the
+single-process full-graph computation.
+
+Two transports: ``all_to_all`` (one ``all_to_all_single`` with split sizes; every rank of the
+group takes part) and ``p2p`` (batched ``isend``/``irecv`` with the neighbour ranks only: a
+detector sector has few neighbours, and all-to-all latency grows with P).
+
+.. warning::
+    Every exchange is a synchronisation point: every rank of the group must call it, in the same
+    order, with its own plan — also ranks with no owned nodes or nothing to send. Its backward is
+    one too: every exchange output must contribute to every rank's loss (an empty contribution
+    is fine: autograd still runs the backward), so that all ranks run the reverse exchanges in
+    the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+import torch.distributed as dist
+
+from partgnn.distributed.context import DistContext
+from partgnn.partition.halo_plan import HaloPlan
+
+Transport = Literal["auto", "all_to_all", "p2p"]
+TRANSPORTS: tuple[str, ...] = ("auto", "all_to_all", "p2p")
+
+#: With ``transport="auto"``, groups larger than this use point-to-point.
+AUTO_P2P_MIN_RANKS = 5
+
+
+@dataclass(frozen=True, eq=False)
+class ExchangePlan:
+    """A rank's exchange lists, on its device, built once per event and reused every step.
+
+    Attributes:
+        n_owned: Owned nodes of this rank.
+        n_halo: Halo nodes of this rank (rows received per exchange).
+        send_index: Local indices of the owned rows to send, grouped by peer, shape ``(S,)``.
+        send_counts: Rows sent to each peer, length ``P``.
+        recv_counts: Rows received from each peer, length ``P``.
+    """
+
+    n_owned: int
+    n_halo: int
+    send_index: torch.Tensor
+    send_counts: tuple[int, ...]
+    recv_counts: tuple[int, ...]
+
+    @classmethod
+    def from_halo_plan(cls, plan: HaloPlan, device: torch.device | str = "cpu") -> ExchangePlan:
+        """Moves a halo plan's exchange lists to ``device``."""
+        return cls(
+            n_owned=plan.n_owned,
+            n_halo=plan.n_halo,
+            send_index=torch.as_tensor(plan.send_index, dtype=torch.long, device=device),
+            send_counts=tuple(int(c) for c in plan.send_counts),
+            recv_counts=tuple(int(c) for c in plan.recv_counts),
+        )
+
+    @classmethod
+    def single(cls, n_nodes: int, device: torch.device | str = "cpu") -> ExchangePlan:
+        """The plan of a whole graph on one rank: nothing to exchange."""
+        empty = torch.zeros(0, dtype=torch.long, device=device)
+        return cls(n_owned=n_nodes, n_halo=0, send_index=empty, send_counts=(0,), recv_counts=(0,))
+
+    @property
+    def n_parts(self) -> int:
+        return len(self.send_counts)
+
+    @property
+    def rows_sent(self) -> int:
+        return int(self.send_index.shape[0])
+
+    @property
+    def peers(self) -> tuple[int, ...]:
+        """Ranks this rank sends to or receives from."""
+        return tuple(
+            peer
+            for peer, (s, r) in enumerate(zip(self.send_counts, self.recv_counts, strict=True))
+            if s or r
+        )
+
+
+@dataclass
+class CommunicationCounter:
+    """Bytes moved by halo exchanges: per direction, accumulated until :meth:`reset`.
+
+    Recomputed forward passes (activation checkpointing) exchange again and are counted again:
+    the numbers are the traffic that really happened.
+
+    Attributes:
+        forward_exchanges: Forward exchanges run.
+        backward_exchanges: Backward (reverse) exchanges run.
+        forward_bytes_sent: Bytes this rank sent in forward exchanges.
+        forward_bytes_received: Bytes it received in forward exchanges.
+        backward_bytes_sent: Bytes it sent in backward exchanges.
+        backward_bytes_received: Bytes it received in backward exchanges.
+    """
+
+    forward_exchanges: int = 0
+    backward_exchanges: int = 0
+    forward_bytes_sent: int = 0
+    forward_bytes_received: int = 0
+    backward_bytes_sent: int = 0
+    backward_bytes_received: int = 0
+    _history: list[tuple[str, int, int]] = field(default_factory=list, repr=False)
+
+    def record(self, direction: str, bytes_sent: int, bytes_received: int) -> None:
+        if direction == "forward":
+            self.forward_exchanges += 1
+            self.forward_bytes_sent += bytes_sent
+            self.forward_bytes_received += bytes_received
+        else:
+            self.backward_exchanges += 1
+            self.backward_bytes_sent += bytes_sent
+            self.backward_bytes_received += bytes_received
+        self._history.append((direction, bytes_sent, bytes_received))
+
+    @property
+    def bytes_sent(self) -> int:
+        return self.forward_bytes_sent + self.backward_bytes_sent
+
+    @property
+    def bytes_received(self) -> int:
+        return self.forward_bytes_received + self.backward_bytes_received
+
+    @property
+    def history(self) -> list[tuple[str, int, int]]:
+        """``(direction, bytes sent, bytes received)`` of every exchange since the reset."""
+        return list(self._history)
+
+    def reset(self) -> None:
+        self.__init__()
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "forward_exchanges": self.forward_exchanges,
+            "backward_exchanges": self.backward_exchanges,
+            "forward_bytes_sent": self.forward_bytes_sent,
+            "forward_bytes_received": self.forward_bytes_received,
+            "backward_bytes_sent": self.backward_bytes_sent,
+            "backward_bytes_received": self.backward_bytes_received,
+        }
+
+
+def resolve_transport(transport: str, n_parts: int) -> str:
+    """The concrete transport for ``transport`` in a group of ``n_parts`` ranks.
+
+    ``"auto"`` depends only on ``n_parts``, so every rank of a group makes the same choice.
+    """
+    if transport not in TRANSPORTS:
+        raise ValueError(f"unknown transport {transport!r} (choose {', '.join(TRANSPORTS)})")
+    if transport == "auto":
+        return "p2p" if n_parts >= AUTO_P2P_MIN_RANKS else "all_to_all"
+    return transport
+
+
+def halo_exchange(
+    x_owned: torch.Tensor,
+    plan: ExchangePlan,
+    context: DistContext,
+    *,
+    transport: Transport = "auto",
+    counter: CommunicationCounter | None = None,
+) -> torch.Tensor:
+    """Returns ``[x_owned; x_halo]``: the owned rows followed by the halo rows from their owners.
+
+    Differentiable: the gradient of the halo rows flows back to the ranks that own them.
+
+    Args:
+        x_owned: Rows of the owned nodes, shape ``(n_owned, *F)``.
+        plan: This rank's exchange lists (:meth:`ExchangePlan.from_halo_plan`).
+        context: Rank and graph-parallel group.
+        transport: ``"all_to_all"``, ``"p2p"`` or ``"auto"``.
+        counter: Accumulates the bytes moved, forward and backward.
+
+    Returns:
+        Local rows, shape ``(n_owned + n_halo, *F)``.
+
+    .. warning::
+        A synchronisation point: every rank of ``context.group`` must call it in the same order
+        (see the module docstring).
+    """
+    if x_owned.shape[0] != plan.n_owned:
+        raise ValueError(
+            f"halo_exchange: x_owned has {x_owned.shape[0]} rows, the plan owns {plan.n_owned}"
+        )
+    if plan.n_parts != context.world_size:
+        raise ValueError(
+            f"halo_exchange: plan is for {plan.n_parts} ranks, the group has {context.world_size}"
+        )
+    if context.world_size == 1:
+        return x_owned
+    return _HaloExchange.apply(
+        x_owned, plan, context, resolve_transport(transport, context.world_size), counter
+    )
+
+
+class HaloExchanger:
+    """A rank's halo exchange for one event, as a callable ``x_owned -> [x_owned; x_halo]``.
+
+    Models take one of these, so the same model code runs on a whole graph (``P = 1``: the
+    identity) and on a partition.
+    """
+
+    def __init__(
+        self,
+        plan: ExchangePlan,
+        context: DistContext,
+        *,
+        transport: Transport = "auto",
+        counter: CommunicationCounter | None = None,
+    ) -> None:
+        self.plan = plan
+        self.context = context
+        self.transport = transport
+        self.counter = counter
+
+    @property
+    def n_owned(self) -> int:
+        return self.plan.n_owned
+
+    def __call__(self, x_owned: torch.Tensor) -> torch.Tensor:
+        return halo_exchange(
+            x_owned, self.plan, self.context, transport=self.transport, counter=self.counter
+        )
+
+
+class _HaloExchange(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_owned, plan, context, transport, counter):
+        x_owned = x_owned.contiguous()
+        send = x_owned.index_select(0, plan.send_index)
+        received = x_owned.new_empty((plan.n_halo, *x_owned.shape[1:]))
+        _exchange(send, received, plan.send_counts, plan.recv_counts, context, transport)
+        if counter is not None:
+            counter.record("forward", _nbytes(send), _nbytes(received))
+        ctx.plan, ctx.context, ctx.transport, ctx.counter = plan, context, transport, counter
+        return torch.cat([x_owned, received])
+
+    @staticmethod
+    def backward(ctx, grad_local):
+        plan = ctx.plan
+        grad_halo = grad_local[plan.n_owned :].contiguous()
+        grad_sent = grad_local.new_empty((plan.rows_sent, *grad_local.shape[1:]))
+        # The reverse exchange: what was received is sent back, into the rows that were sent.
+        _exchange(
+            grad_halo, grad_sent, plan.recv_counts, plan.send_counts, ctx.context, ctx.transport
+        )
+        if ctx.counter is not None:
+            ctx.counter.record("backward", _nbytes(grad_halo), _nbytes(grad_sent))
+        grad_owned = grad_local[: plan.n_owned].clone()
+        grad_owned.index_add_(0, plan.send_index, grad_sent)
+        return grad_owned, None, None, None, None
+
+
+def _exchange(
+    send: torch.Tensor,
+    receive: torch.Tensor,
+    send_counts: Sequence[int],
+    recv_counts: Sequence[int],
+    context: DistContext,
+    transport: str,
+) -> None:
+    """Sends ``send`` split by ``send_counts`` and fills ``receive`` split by ``recv_counts``."""
+    if transport == "all_to_all":
+        dist.all_to_all_single(
+            receive,
+            send,
+            output_split_sizes=list(recv_counts),
+            input_split_sizes=list(send_counts),
+            group=context.group,
+        )
+        return
+    ops = []
+    send_chunks = send.split(list(send_counts))
+    recv_chunks = receive.split(list(recv_counts))
+    for peer, (n_send, n_recv) in enumerate(zip(send_counts, recv_counts, strict=True)):
+        global_peer = _global_rank(context, peer)
+        # Receives are posted before sends; gloo pairs them by (peer, tag).
+        if n_recv:
+            ops.append(dist.P2POp(dist.irecv, recv_chunks[peer], global_peer, context.group))
+        if n_send:
+            ops.append(dist.P2POp(dist.isend, send_chunks[peer], global_peer, context.group))
+    if ops:
+        # Waiting on every request works around gloo's asynchronous isend/irecv bug
+        # (pytorch issue 30723).
+        for request in dist.batch_isend_irecv(ops):
+            request.wait()
+
+
+def _global_rank(context: DistContext, group_rank: int) -> int:
+    if context.group is None:
+        return group_rank
+    return dist.get_global_rank(context.group, group_rank)
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()

@@ -1,0 +1,1 @@
+"""Models: the Interaction Network edge classifier and PyG layers on a partition."""

@@ -1,0 +1,78 @@
+"""One rank of the exactness check: the Interaction Network on this rank's shard.
+
+For every partition method, dtype, checkpointing setting and transport it runs a forward and
+backward pass on event 0 of ``ROOT/<method>`` (shards for this world size), all-reduces the
+parameter gradients and the loss over the ranks, and saves what the test compares against a
+single-process full-graph run: owned-edge logits with their global edge ids, the summed
+gradients, the loss, and the bytes the exchanges moved.
+
+Run by ``tests/distributed/launch.py`` (RANK, WORLD_SIZE, MASTER_ADDR/PORT in the environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from partgnn.distributed.halo_exchange import CommunicationCounter, ExchangePlan, HaloExchanger
+from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.partition.shards import ShardDirectory
+from tests.distributed.reference import DTYPES, build_model, edge_loss
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--methods", nargs="+", required=True)
+    parser.add_argument("--transports", nargs="+", default=["all_to_all", "p2p"])
+    args = parser.parse_args()
+    context = init_distributed(device="cpu", timeout_s=60)
+    results = {}
+    for method in args.methods:
+        shards = ShardDirectory(args.root / method, world_size=context.world_size)
+        with shards.open_rank(context.rank) as shard:
+            event = shard[0]
+        plan = ExchangePlan.from_halo_plan(event.plan)
+        graph = event.graph
+        owned = torch.from_numpy(event.plan.edge_owned)
+        edge_ids = torch.from_numpy(event.plan.edge_ids)[owned]
+        for dtype_name, dtype in DTYPES.items():
+            for checkpoint in (False, True):
+                for transport in args.transports:
+                    model = build_model(graph, dtype, checkpoint=checkpoint)
+                    counter = CommunicationCounter()
+                    exchange = HaloExchanger(plan, context, transport=transport, counter=counter)
+                    logits = model(
+                        graph.x.to(dtype),
+                        graph.edge_index,
+                        graph.edge_attr.to(dtype),
+                        exchange=exchange,
+                    )
+                    loss = edge_loss(logits[owned], graph.y[owned].to(dtype), event.n_global_edges)
+                    loss.backward()
+                    grads = {}
+                    for name, parameter in model.named_parameters():
+                        grad = parameter.grad.clone()
+                        dist.all_reduce(grad, group=context.group)
+                        grads[name] = grad
+                    total_loss = loss.detach().clone()
+                    dist.all_reduce(total_loss, group=context.group)
+                    results[(method, dtype_name, checkpoint, transport)] = {
+                        "edge_ids": edge_ids,
+                        "logits": logits.detach()[owned],
+                        "grads": grads,
+                        "loss": total_loss,
+                        "counter": counter.as_dict(),
+                        "rows_sent": plan.rows_sent,
+                        "rows_received": plan.n_halo,
+                    }
+    torch.save(results, args.out.with_name(f"{args.out.name}.rank{context.rank}"))
+    destroy_distributed(context)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,526 @@
+"""Process-group set-up: launcher detection, and real rendezvous under torchrun, mpirun, Slurm.
+
+The multi-process tests start real processes (gloo over 127.0.0.1) through
+``_process_group_worker.py``; every process runs under a deadline and is killed with its whole
+process group when it passes, and each rank's stderr is shown when a check fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from partgnn.distributed import process_group as pg
+from partgnn.distributed.process_group import (
+    DistributedError,
+    LaunchInfo,
+    destroy_distributed,
+    detect_launcher,
+    expand_hostlist,
+    init_distributed,
+)
+from partgnn.errors import InputError
+
+WORKER = Path(__file__).with_name("_process_group_worker.py")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MPIRUN = Path(sys.executable).parent / "mpirun"
+
+# Variables of any launcher: removed from the children's environment so that the tests mean the
+# same inside a Slurm job or a torchrun as on a laptop.
+_LAUNCHER_PREFIXES = ("SLURM_", "PMI_", "PMIX_", "OMPI_", "MV2_", "TORCHELASTIC_", "HYDRA_")
+_LAUNCHER_NAMES = {
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "MPI_LOCALRANKID",
+    "MPI_LOCALNRANKS",
+    "PARTGNN_DIST_TIMEOUT",
+}
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (the OS picks it when binding port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _LAUNCHER_NAMES and not k.startswith(_LAUNCHER_PREFIXES)
+    }
+    env["OMP_NUM_THREADS"] = "1"  # Two cores: several ranks must not fight over threads.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Finished:
+    """One child process after the run: exit status (None: killed at the deadline), output."""
+
+    args: list[str]
+    returncode: int | None
+    elapsed: float
+    stdout: str
+    stderr: str
+
+
+def run_processes(
+    commands: list[tuple[list[str], dict[str, str]]],
+    tmp_path: Path,
+    *,
+    deadline_s: float,
+    wait_for: list[int] | None = None,
+) -> list[Finished]:
+    """Start every command at once and wait until those in ``wait_for`` (default all) exit.
+
+    Each child leads its own process group, so killing it also kills what it started (torchrun's
+    or mpirun's ranks). Children still running at the deadline, or once the awaited ones are
+    done, are killed and get ``returncode=None``. Output goes to files, not pipes, so a chatty
+    child can never block on a full pipe.
+    """
+    wait_for = list(range(len(commands))) if wait_for is None else wait_for
+    with contextlib.ExitStack() as stack:
+        logs, procs = [], []
+        start = time.monotonic()
+        for i, (args, env) in enumerate(commands):
+            out = stack.enter_context(open(tmp_path / f"p{i}.out", "w+"))
+            err = stack.enter_context(open(tmp_path / f"p{i}.err", "w+"))
+            logs.append((out, err))
+            procs.append(
+                subprocess.Popen(args, env=env, stdout=out, stderr=err, start_new_session=True)
+            )
+        ended: dict[int, float] = {}
+        while time.monotonic() - start < deadline_s:
+            for i, proc in enumerate(procs):
+                if i not in ended and proc.poll() is not None:
+                    ended[i] = time.monotonic() - start
+            if all(i in ended for i in wait_for):
+                break
+            time.sleep(0.05)
+        results = []
+        for i, proc in enumerate(procs):
+            # Kill the child's whole group: a live child, or what an exited leader left behind.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            out, err = logs[i]
+            out.seek(0)
+            err.seek(0)
+            results.append(
+                Finished(
+                    commands[i][0],
+                    proc.returncode if i in ended else None,
+                    ended.get(i, time.monotonic() - start),
+                    out.read(),
+                    err.read(),
+                )
+            )
+    return results
+
+
+def report(results: list[Finished]) -> str:
+    """Every child's command, status and output tail, for assertion messages."""
+    parts = []
+    for i, r in enumerate(results):
+        status = "killed at deadline" if r.returncode is None else f"exit {r.returncode}"
+        parts.append(
+            f"--- process {i}: {' '.join(r.args[-4:])} ({status}, {r.elapsed:.1f} s)\n"
+            f"stdout:\n{r.stdout[-2000:]}\nstderr:\n{r.stderr[-4000:]}"
+        )
+    return "\n".join(parts)
+
+
+def assert_all_ok(results: list[Finished]) -> None:
+    assert all(r.returncode == 0 for r in results), report(results)
+
+
+def read_ranks(out_dir: Path, n: int, results: list[Finished]) -> list[dict]:
+    records = []
+    for rank in range(n):
+        path = out_dir / f"rank{rank}.json"
+        assert path.exists(), f"rank {rank} wrote no result\n{report(results)}"
+        records.append(json.loads(path.read_text()))
+    return records
+
+
+def worker(mode: str, out_dir: Path, *args: object) -> list[str]:
+    return [sys.executable, str(WORKER), mode, str(out_dir), *map(str, args)]
+
+
+def env_rank(rank: int, world: int, port: int, **extra: str) -> dict[str, str]:
+    """Environment of rank ``rank`` started by hand (the ``env`` launcher)."""
+    return child_env(
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        **extra,
+    )
+
+
+@pytest.fixture
+def out_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "out"
+    path.mkdir()
+    return path
+
+
+# --- detect_launcher: pure ---------------------------------------------------------------------
+
+
+def test_no_launcher_is_single():
+    assert detect_launcher({}) == LaunchInfo("single", 0, 1, 0)
+
+
+def test_torchrun():
+    env = {
+        "TORCHELASTIC_RUN_ID": "abc",
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "n01",
+        "MASTER_PORT": "29500",
+    }
+    assert detect_launcher(env) == LaunchInfo("torchrun", 3, 4, 1, "n01", 29500)
+
+
+def test_explicit_env_without_torchrun():
+    env = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1234"}
+    # LOCAL_RANK defaults to 0, as torch's env:// does.
+    assert detect_launcher(env) == LaunchInfo("env", 1, 2, 0, "h", 1234)
+
+
+def test_explicit_env_missing_address_is_an_error():
+    with pytest.raises(InputError, match="MASTER_ADDR, MASTER_PORT missing"):
+        detect_launcher({"RANK": "0", "WORLD_SIZE": "2"})
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK='x' is not an integer"),
+        ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK=2 is not below WORLD_SIZE=2"),
+        ({"RANK": "0", "WORLD_SIZE": "0"}, "WORLD_SIZE=0 must be >= 1"),
+        ({"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "70000"}, "not a TCP port"),
+    ],
+)
+def test_malformed_variables(env, message):
+    env = {"MASTER_ADDR": "h", "MASTER_PORT": "1", **env}
+    with pytest.raises(InputError, match=message):
+        detect_launcher(env)
+
+
+def test_mpich_hydra():
+    env = {"PMI_RANK": "1", "PMI_SIZE": "3", "MPI_LOCALRANKID": "1", "PMI_FD": "9"}
+    assert detect_launcher(env) == LaunchInfo("mpi", 1, 3, 1)
+
+
+def test_open_mpi():
+    env = {
+        "OMPI_COMM_WORLD_RANK": "5",
+        "OMPI_COMM_WORLD_SIZE": "8",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+        "PMIX_RANK": "5",
+        "MASTER_ADDR": "n01",
+    }
+    assert detect_launcher(env) == LaunchInfo("mpi", 5, 8, 1, "n01", None)
+
+
+def test_pmix_alone_leaves_size_and_local_rank_to_mpi():
+    assert detect_launcher({"PMIX_RANK": "2"}) == LaunchInfo("mpi", 2, None, None)
+
+
+SLURM_STEP = {
+    "SLURM_JOB_ID": "123456",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "5",
+    "SLURM_NTASKS": "8",
+    "SLURM_LOCALID": "1",
+    "SLURM_STEP_NODELIST": "gpu[007-010]",
+    "SLURM_JOB_NODELIST": "gpu[001-010]",
+}
+
+
+def test_srun_step():
+    # First host of the *step*, port derived from the job and step ids.
+    assert detect_launcher(SLURM_STEP) == LaunchInfo(
+        "slurm", 5, 8, 1, "gpu007", 20000 + 123456 % 20000
+    )
+
+
+def test_srun_step_prefers_master_variables_and_step_task_count():
+    env = {
+        **SLURM_STEP,
+        "SLURM_STEP_NUM_TASKS": "6",
+        "MASTER_ADDR": "10.0.0.1",
+        "MASTER_PORT": "4242",
+    }
+    assert detect_launcher(env) == LaunchInfo("slurm", 5, 6, 1, "10.0.0.1", 4242)
+
+
+def test_srun_steps_side_by_side_get_different_ports():
+    ports = {detect_launcher({**SLURM_STEP, "SLURM_STEP_ID": str(s)}).master_port for s in (0, 1)}
+    assert len(ports) == 2
+    assert all(20000 <= p < 40000 for p in ports)
+
+
+def test_srun_with_pmi2_is_slurm():
+    # srun --mpi=pmi2 also sets PMI_RANK/PMI_SIZE (same numbers): Slurm, no mpi4py needed.
+    env = {**SLURM_STEP, "PMI_RANK": "5", "PMI_SIZE": "8", "PMI_FD": "7"}
+    assert detect_launcher(env).launcher == "slurm"
+
+
+def test_mpirun_inside_an_allocation_is_mpi():
+    # Hydra started its proxies with srun: the ranks inherit that step's per-node SLURM_PROCID.
+    env = {**SLURM_STEP, "SLURM_PROCID": "0", "SLURM_NTASKS": "2"}
+    env |= {"PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1"}
+    assert detect_launcher(env) == LaunchInfo("mpi", 3, 4, 1)
+    env = {**SLURM_STEP, "OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4"}
+    assert detect_launcher(env).launcher == "mpi"
+
+
+def test_torchrun_beats_slurm_and_mpi():
+    # srun torchrun ...: one torchrun per node, SLURM_PROCID counts nodes.
+    env = {**SLURM_STEP, "PMI_RANK": "5", "PMI_SIZE": "8", "MPI_LOCALRANKID": "0"}
+    env |= {"TORCHELASTIC_RUN_ID": "j", "RANK": "17", "WORLD_SIZE": "32", "LOCAL_RANK": "1"}
+    env |= {"MASTER_ADDR": "gpu007", "MASTER_PORT": "29500"}
+    assert detect_launcher(env) == LaunchInfo("torchrun", 17, 32, 1, "gpu007", 29500)
+
+
+@pytest.mark.parametrize("step_id", [None, "4294967294", "4294967295", "4294967290"])
+def test_batch_script_without_srun_is_one_process(step_id):
+    # sbatch -n 8 runs the script once, with SLURM_PROCID=0 and SLURM_NTASKS=8: not 8 ranks.
+    env = {k: v for k, v in SLURM_STEP.items() if k != "SLURM_STEP_ID"}
+    env["SLURM_PROCID"] = "0"
+    if step_id is not None:
+        env["SLURM_STEP_ID"] = step_id  # Batch, extern and interactive steps.
+    assert detect_launcher(env).launcher == "single"
+
+
+def test_slurm_without_node_list_needs_master_addr():
+    env = {k: v for k, v in SLURM_STEP.items() if not k.endswith("NODELIST")}
+    with pytest.raises(InputError, match="set MASTER_ADDR"):
+        detect_launcher(env)
+
+
+def test_slurm_single_task_needs_no_address():
+    env = {"SLURM_STEP_ID": "2", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
+    assert detect_launcher(env) == LaunchInfo("slurm", 0, 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("hostlist", "hosts"),
+    [
+        ("node01", ["node01"]),
+        ("node[01-04]", ["node01", "node02", "node03", "node04"]),
+        ("gpu[8-11],login1", ["gpu8", "gpu9", "gpu10", "gpu11", "login1"]),
+        ("a[001,003-004]-ib", ["a001-ib", "a003-ib", "a004-ib"]),
+        ("r[1-2]n[01-02]", ["r1n01", "r1n02", "r2n01", "r2n02"]),
+        ("x[9-10],y", ["x9", "x10", "y"]),
+        ("", []),
+    ],
+)
+def test_expand_hostlist(hostlist, hosts):
+    assert expand_hostlist(hostlist) == hosts
+
+
+@pytest.mark.parametrize("hostlist", ["node[01-04", "node01]", "node[a-b]", "n[5-2]"])
+def test_expand_hostlist_rejects_malformed(hostlist):
+    with pytest.raises(InputError, match="Slurm host list"):
+        expand_hostlist(hostlist)
+
+
+# --- init_distributed: checks before any rendezvous ----------------------------------------
+
+
+def test_graph_parallel_size_must_divide_world():
+    env = {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    with pytest.raises(InputError, match="graph_parallel_size 2 does not divide the world size 3"):
+        init_distributed(graph_parallel_size=2, environ=env)
+    with pytest.raises(InputError, match="positive integer"):
+        init_distributed(graph_parallel_size=0, environ={})
+    assert not dist.is_initialized()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"device": "tpu"}, "device must be"),
+        ({"device": "cpu", "backend": "nccl"}, "needs a CUDA device"),
+        ({"timeout_s": 0}, "positive number of seconds"),
+        ({"environ": {"PARTGNN_DIST_TIMEOUT": "soon"}}, "PARTGNN_DIST_TIMEOUT='soon'"),
+    ],
+)
+def test_bad_options(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        init_distributed(**{"environ": {}, **kwargs})
+    assert not dist.is_initialized()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+def test_cuda_requested_without_cuda():
+    with pytest.raises(InputError, match="CUDA is not available"):
+        init_distributed(device="cuda", environ={})
+
+
+def test_timeout_from_environment():
+    assert pg._resolve_timeout(None, {"PARTGNN_DIST_TIMEOUT": "7.5"}) == 7.5
+    assert pg._resolve_timeout(3, {"PARTGNN_DIST_TIMEOUT": "7.5"}) == 3.0
+    assert pg._resolve_timeout(None, {}) == pg.DEFAULT_TIMEOUT_S
+
+
+def test_routable_address_is_the_route_to_another_host():
+    class TwoHosts:  # Stand-in for MPI.COMM_WORLD on rank 0 of a two-node job.
+        def gather(self, value, root):
+            return [value, "127.0.0.1"]
+
+        def Get_rank(self):
+            return 0
+
+    assert pg._routable_address(TwoHosts()) == "127.0.0.1"
+
+
+# --- real process groups ---------------------------------------------------------------------
+
+
+def test_single_process_is_a_real_group_of_one():
+    ctx = init_distributed(environ={})
+    try:
+        assert (ctx.launcher, ctx.rank, ctx.world_size, ctx.global_world_size) == (
+            "single",
+            0,
+            1,
+            1,
+        )
+        assert ctx.group is None and ctx.data_parallel_group is None
+        assert (ctx.device, ctx.backend) == (torch.device("cpu"), "gloo")
+        value = torch.tensor([2.0])
+        dist.all_reduce(value, group=ctx.group)
+        assert value.item() == 2.0
+        with pytest.raises(DistributedError, match="already initialised"):
+            init_distributed(environ={})
+    finally:
+        destroy_distributed(ctx)
+    assert not dist.is_initialized()
+    destroy_distributed(ctx)  # A second call is harmless.
+
+
+def _check_allreduce(records: list[dict], launcher: str) -> None:
+    for rank, rec in enumerate(records):
+        assert rec["launcher"] == launcher
+        assert (rec["rank"], rec["world_size"], rec["global_rank"]) == (rank, 2, rank)
+        assert (rec["local_rank"], rec["device"], rec["backend"]) == (rank, "cpu", "gloo")
+        assert rec["sum"] == 3.0
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks(tmp_path, out_dir):
+    args = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    args += ["--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    args += worker("allreduce", out_dir)[1:]
+    results = run_processes([(args, child_env())], tmp_path, deadline_s=90)
+    assert_all_ok(results)
+    _check_allreduce(read_ranks(out_dir, 2, results), "torchrun")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MPIRUN.exists(), reason="no mpirun next to this Python")
+@pytest.mark.parametrize("local_rank_from", ["hydra", "mpi-split"])
+def test_mpirun_two_ranks(tmp_path, out_dir, local_rank_from):
+    pytest.importorskip("mpi4py")
+    command = worker("allreduce", out_dir)
+    if local_rank_from == "mpi-split":
+        # Without Hydra's MPI_LOCALRANKID the local rank comes from MPI's shared-memory split.
+        command = ["env", "-u", "MPI_LOCALRANKID", *command]
+    args = [str(MPIRUN), "-n", "2", *command]
+    results = run_processes([(args, child_env())], tmp_path, deadline_s=90)
+    assert_all_ok(results)
+    _check_allreduce(read_ranks(out_dir, 2, results), "mpi")
+
+
+def test_fake_srun_two_ranks(tmp_path, out_dir):
+    port = free_port()
+    commands = []
+    for rank in range(2):
+        env = child_env(
+            SLURM_JOB_ID="4711",
+            SLURM_STEP_ID="0",
+            SLURM_PROCID=str(rank),
+            SLURM_NTASKS="2",
+            SLURM_LOCALID=str(rank),
+            SLURM_STEP_NODELIST="localhost",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+        )
+        commands.append((worker("allreduce", out_dir), env))
+    results = run_processes(commands, tmp_path, deadline_s=90)
+    assert_all_ok(results)
+    _check_allreduce(read_ranks(out_dir, 2, results), "slurm")
+
+
+def test_graph_parallel_groups_of_two_among_four(tmp_path, out_dir):
+    port = free_port()
+    commands = [(worker("groups", out_dir, 2), env_rank(r, 4, port)) for r in range(4)]
+    results = run_processes(commands, tmp_path, deadline_s=120)
+    assert_all_ok(results)
+    for g_rank, rec in enumerate(read_ranks(out_dir, 4, results)):
+        assert rec["launcher"] == "env"
+        assert (rec["global_rank"], rec["global_world_size"]) == (g_rank, 4)
+        assert (rec["rank"], rec["world_size"], rec["n_graph_groups"]) == (g_rank % 2, 2, 2)
+        assert (rec["rank_in_graph_group"], rec["graph_group_size"]) == (g_rank % 2, 2)
+        # Graph groups {0, 1} and {2, 3}; data-parallel groups {0, 2} and {1, 3}.
+        assert rec["graph_sum"] == {0: 1, 1: 1, 2: 5, 3: 5}[g_rank]
+        assert rec["data_sum"] == {0: 2, 1: 4, 2: 2, 3: 4}[g_rank]
+
+
+def test_missing_peer_fails_init_within_timeout(tmp_path, out_dir):
+    port = free_port()
+    results = run_processes(
+        [(worker("missing_peer", out_dir, 3), env_rank(0, 2, port))], tmp_path, deadline_s=60
+    )
+    assert_all_ok(results)
+    (rec,) = read_ranks(out_dir, 1, results)
+    message = rec["error"]
+    assert "\n" not in message
+    assert f"launcher env, rank 0 of 2, rendezvous 127.0.0.1:{port}" in message, message
+    assert 2.5 < rec["elapsed"] < 20, rec
+
+
+@pytest.mark.parametrize("mode", ["silent_peer", "exiting_peer"])
+def test_dead_peer_makes_the_collective_fail_not_hang(tmp_path, out_dir, mode):
+    timeout_s = 4
+    port = free_port()
+    commands = [(worker(mode, out_dir, timeout_s), env_rank(r, 2, port)) for r in range(2)]
+    results = run_processes(commands, tmp_path, deadline_s=60, wait_for=[0])
+    rank0 = results[0]
+    assert rank0.returncode not in (0, None), report(results)
+    (rec,) = read_ranks(out_dir, 1, results)
+    # A silent peer is caught by the timeout; a dead one as soon as its socket closes.
+    assert rec["elapsed"] < timeout_s + 10, rec
+    if mode == "silent_peer":
+        assert rec["elapsed"] > timeout_s - 1, rec
+        assert results[1].returncode is None  # Still asleep: killed by the helper.
