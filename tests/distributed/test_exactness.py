@@ -17,10 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.storage import GraphFile, write_graphs
+from partgnn.data.storage import GraphFile
 from partgnn.partition.shards import PartitionOptions, write_shards
 from tests.distributed.launch import assert_all_succeeded, launch
 from tests.distributed.reference import (
@@ -34,16 +31,6 @@ from tests.distributed.reference import (
 METHODS = ("metis", "phi", "phieta")
 STEPS = 4
 HIDDEN = 16
-
-
-@pytest.fixture(scope="module")
-def graphs_file(tmp_path_factory) -> Path:
-    geometry = default_geometry()
-    event = simulate_event(geometry, SimulationConfig(pileup=10), event_id=0, seed=3)
-    graph, quality = build_event_graph(event, geometry, GraphBuildConfig(pt_min=0.0))
-    path = tmp_path_factory.mktemp("exactness") / "graphs.h5"
-    write_graphs(path, [(graph, quality.to_dict())])
-    return path
 
 
 @pytest.fixture(scope="module")
