@@ -1,0 +1,1 @@
+"""Metrics: edge efficiency and purity (overall, boundary, interior), reduced across ranks."""

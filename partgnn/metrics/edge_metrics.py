@@ -1,0 +1,136 @@
+"""Edge efficiency and purity at a score cut, overall and on boundary / interior edges.
+
+Counts (true/false positives and negatives) add up across events and ranks, so a partitioned
+evaluation sums each rank's counts over the edges it owns (each global edge counted once) and
+reduces them with one all-reduce. Edges a naive sector cannot score (they cross its boundary)
+count as predicted false: a lost edge is a missed true edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+import torch.distributed as dist
+
+#: Default score cut on the edge classifier's sigmoid output.
+SCORE_CUT = 0.5
+
+
+@dataclass
+class EdgeCounts:
+    """Confusion counts of edges: all edges and the boundary subset (interior = all - boundary).
+
+    Attributes:
+        tp, fp, fn, tn: Over all counted edges.
+        boundary_tp, boundary_fp, boundary_fn, boundary_tn: Over edges that cross the partition
+            boundary.
+    """
+
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    tn: int = 0
+    boundary_tp: int = 0
+    boundary_fp: int = 0
+    boundary_fn: int = 0
+    boundary_tn: int = 0
+
+    def __add__(self, other: EdgeCounts) -> EdgeCounts:
+        return EdgeCounts(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
+
+    def as_tuple(self) -> tuple[int, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def all_reduce(self, group: dist.ProcessGroup | None, device: torch.device) -> EdgeCounts:
+        """Sums the counts over the ranks of ``group`` (a collective: every rank calls it)."""
+        tensor = torch.tensor(self.as_tuple(), dtype=torch.int64, device=device)
+        dist.all_reduce(tensor, group=group)
+        return EdgeCounts(*(int(v) for v in tensor.tolist()))
+
+    @property
+    def efficiency(self) -> float:
+        return _ratio(self.tp, self.tp + self.fn)
+
+    @property
+    def purity(self) -> float:
+        return _ratio(self.tp, self.tp + self.fp)
+
+    @property
+    def boundary_efficiency(self) -> float:
+        return _ratio(self.boundary_tp, self.boundary_tp + self.boundary_fn)
+
+    @property
+    def boundary_purity(self) -> float:
+        return _ratio(self.boundary_tp, self.boundary_tp + self.boundary_fp)
+
+    @property
+    def interior_efficiency(self) -> float:
+        tp, fn = self.tp - self.boundary_tp, self.fn - self.boundary_fn
+        return _ratio(tp, tp + fn)
+
+    @property
+    def interior_purity(self) -> float:
+        tp, fp = self.tp - self.boundary_tp, self.fp - self.boundary_fp
+        return _ratio(tp, tp + fp)
+
+    def summary(self) -> dict[str, float]:
+        """Efficiency and purity overall, on boundary and on interior edges."""
+        return {
+            "efficiency": self.efficiency,
+            "purity": self.purity,
+            "boundary_efficiency": self.boundary_efficiency,
+            "boundary_purity": self.boundary_purity,
+            "interior_efficiency": self.interior_efficiency,
+            "interior_purity": self.interior_purity,
+            "boundary_true_edges": float(self.boundary_tp + self.boundary_fn),
+        }
+
+
+def count_edges(
+    scores: torch.Tensor,
+    y: torch.Tensor,
+    boundary: torch.Tensor,
+    *,
+    cut: float = SCORE_CUT,
+    lost_y: torch.Tensor | None = None,
+) -> EdgeCounts:
+    """Counts predictions of the edges one rank is responsible for.
+
+    Args:
+        scores: Edge scores in [0, 1], shape ``(E,)``.
+        y: Edge truth (0 or 1), shape ``(E,)``.
+        boundary: Mask of edges crossing the partition boundary, shape ``(E,)``.
+        cut: Score cut: an edge is predicted true when ``score > cut``.
+        lost_y: Truth of the boundary edges this rank is responsible for but could not score
+            (naive sectors), shape ``(L,)``; they count as predicted false.
+
+    Returns:
+        The counts.
+    """
+    predicted = scores > cut
+    true = y > 0.5
+    boundary = boundary.bool()
+
+    def confusion(mask: torch.Tensor) -> tuple[int, int, int, int]:
+        p, t = predicted[mask], true[mask]
+        return (
+            int((p & t).sum()),
+            int((p & ~t).sum()),
+            int((~p & t).sum()),
+            int((~p & ~t).sum()),
+        )
+
+    everything = torch.ones_like(boundary)
+    counts = EdgeCounts(*confusion(everything), *confusion(boundary))
+    if lost_y is not None and lost_y.numel():
+        lost_true = int((lost_y > 0.5).sum())
+        lost_false = int(lost_y.numel()) - lost_true
+        counts = counts + EdgeCounts(
+            fn=lost_true, tn=lost_false, boundary_fn=lost_true, boundary_tn=lost_false
+        )
+    return counts
+
+
+def _ratio(numerator: int, denominator: int) -> float:
+    return numerator / denominator if denominator else float("nan")

@@ -1,0 +1,1 @@
+"""Training: configs, the trainer (modes full / halo / naive / ddp), checkpoints, run logs."""

@@ -1,0 +1,279 @@
+"""Training configuration: typed sections, loaded from YAML, overridden by ``--set``, validated.
+
+A config file has the sections of :class:`TrainConfig` (``mode``, ``data``, ``model``, ``loss``,
+``optim``, ``run``); anything left out takes the defaults below. Every field is checked at start
+and a bad one is named in a one-line error (``halo.yaml: optim.lr must be > 0 (got -1.0)``), before
+any process group or file is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from partgnn.errors import InputError, first_line
+
+MODES = ("full", "halo", "naive", "ddp")
+
+
+@dataclass
+class DataConfig:
+    """Where the events come from.
+
+    Attributes:
+        graphs: Graphs file (``full`` and ``ddp`` modes read whole events from it).
+        shards: Shard directory from ``partgnn partition`` (``halo`` and ``naive`` modes).
+        val_events: How many events, taken from the end of the file, are for validation.
+        boundary_shards: Shard directory whose cut marks the "boundary" edges in the metrics
+            of ``full`` and ``ddp`` runs (``halo`` and ``naive`` use their own shards).
+    """
+
+    graphs: str | None = None
+    shards: str | None = None
+    val_events: int = 1
+    boundary_shards: str | None = None
+
+
+@dataclass
+class ModelConfig:
+    """Interaction Network hyper-parameters (see :class:`~partgnn.models.InteractionNetwork`)."""
+
+    hidden: int = 64
+    steps: int = 6
+    mlp_layers: int = 2
+    activation: Literal["relu", "silu", "gelu", "tanh", "leaky_relu"] = "relu"
+    aggregation: Literal["sum", "mean", "max", "sum_max"] = "sum"
+    shared_weights: bool = False
+    residual: bool = True
+    layer_norm: bool = True
+    checkpoint: bool = False
+
+
+@dataclass
+class LossConfig:
+    """Weighted binary cross-entropy: true edges weigh ``pos_weight``, false edges 1."""
+
+    pos_weight: float = 3.0
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with linear warm-up, then a constant or cosine learning rate.
+
+    Attributes:
+        epochs: Passes over the training events.
+        max_steps: Stop after this many optimizer steps (``None``: run all epochs).
+        lr: Peak learning rate.
+        weight_decay: AdamW weight decay.
+        warmup_steps: Steps of linear warm-up from 0 to ``lr``.
+        schedule: ``constant`` or ``cosine`` (to 0 at the last step) after warm-up.
+        grad_clip: Clip the global gradient norm to this value (``None``: no clipping).
+    """
+
+    epochs: int = 10
+    max_steps: int | None = None
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    warmup_steps: int = 10
+    schedule: Literal["constant", "cosine"] = "cosine"
+    grad_clip: float | None = 1.0
+
+
+@dataclass
+class RunConfig:
+    """Where results go and how the run executes.
+
+    Attributes:
+        dir: Run directory (config snapshot, metrics.csv, TensorBoard logs, checkpoints).
+        seed: Seed of weights and event order.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        dtype: Parameter and activation dtype.
+        bf16: bf16 autocast for the forward pass where the device supports it.
+        transport: Halo-exchange transport (``auto``, ``all_to_all``, ``p2p``).
+        timeout_s: Timeout of collectives [s].
+        checkpoint_every: Save a checkpoint every this many optimizer steps (and at the end).
+        eval_every: Evaluate on the validation events every this many epochs.
+        progress: Show a progress bar on rank 0.
+        tensorboard: Write TensorBoard logs.
+    """
+
+    dir: str = "runs/run"
+    seed: int = 0
+    device: str = "auto"
+    dtype: Literal["float32", "float64"] = "float32"
+    bf16: bool = False
+    transport: Literal["auto", "all_to_all", "p2p"] = "auto"
+    timeout_s: float = 300.0
+    checkpoint_every: int = 50
+    eval_every: int = 1
+    progress: bool = True
+    tensorboard: bool = True
+
+
+@dataclass
+class TrainConfig:
+    """A whole training run.
+
+    Attributes:
+        mode: ``full`` (one process, whole graphs), ``halo`` (each event over P ranks with halo
+            exchange: exact), ``naive`` (each rank its own sector, no exchange) or ``ddp``
+            (whole events spread over ranks).
+    """
+
+    mode: Literal["full", "halo", "naive", "ddp"] = "full"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def load_config(path: str | os.PathLike[str] | None, overrides: list[str] = ()) -> TrainConfig:
+    """Reads a YAML config, applies ``key.sub=value`` overrides, and validates the result.
+
+    Args:
+        path: YAML file (``None``: defaults only).
+        overrides: ``section.field=value`` strings; values are parsed as YAML scalars.
+
+    Raises:
+        InputError: One line naming the file and the bad field.
+    """
+    where = str(path) if path is not None else "config"
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = yaml.safe_load(Path(path).read_text()) or {}
+        except FileNotFoundError:
+            raise InputError(f"{where}: config file not found") from None
+        except yaml.YAMLError as err:
+            raise InputError(f"{where}: not valid YAML ({first_line(err)})") from None
+        if not isinstance(raw, dict):
+            raise InputError(f"{where}: expected a mapping of sections")
+    for override in overrides:
+        key, sep, text = override.partition("=")
+        if not sep or not key:
+            raise InputError(f"--set {override!r}: expected key=value, e.g. optim.lr=0.001")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        target = raw
+        *parents, leaf = key.split(".")
+        for parent in parents:
+            target = target.setdefault(parent, {})
+            if not isinstance(target, dict):
+                raise InputError(f"--set {override!r}: {parent} is not a section")
+        target[leaf] = value
+    config = _build(TrainConfig, raw, where, "")
+    validate_config(config, where)
+    return config
+
+
+def validate_config(config: TrainConfig, where: str = "config") -> None:
+    """Checks ranges and the fields each mode needs.
+
+    Raises:
+        InputError: One line naming the field.
+    """
+
+    def require(condition: bool, name: str, message: str) -> None:
+        if not condition:
+            raise InputError(f"{where}: {name} {message} (got {_lookup(config, name)!r})")
+
+    if config.mode in ("full", "ddp"):
+        require(config.data.graphs is not None, "data.graphs", f"is needed in mode {config.mode}")
+    else:
+        require(config.data.shards is not None, "data.shards", f"is needed in mode {config.mode}")
+    require(config.data.val_events >= 0, "data.val_events", "must be >= 0")
+    for name in ("model.hidden", "model.steps", "model.mlp_layers", "optim.epochs"):
+        require(_lookup(config, name) >= 1, name, "must be >= 1")
+    require(config.optim.lr > 0, "optim.lr", "must be > 0")
+    require(config.optim.weight_decay >= 0, "optim.weight_decay", "must be >= 0")
+    require(config.optim.warmup_steps >= 0, "optim.warmup_steps", "must be >= 0")
+    require(
+        config.optim.max_steps is None or config.optim.max_steps >= 1,
+        "optim.max_steps",
+        "must be >= 1 or null",
+    )
+    require(
+        config.optim.grad_clip is None or config.optim.grad_clip > 0,
+        "optim.grad_clip",
+        "must be > 0 or null",
+    )
+    require(config.loss.pos_weight > 0, "loss.pos_weight", "must be > 0")
+    require(config.run.checkpoint_every >= 1, "run.checkpoint_every", "must be >= 1")
+    require(config.run.eval_every >= 1, "run.eval_every", "must be >= 1")
+    require(config.run.timeout_s > 0, "run.timeout_s", "must be > 0")
+
+
+def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: {prefix.rstrip('.') or 'config'} must be a mapping")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise InputError(
+            f"{where}: unknown field {prefix}{unknown[0]} (known: {', '.join(sorted(known))})"
+        )
+    values = {}
+    for name, value in raw.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            values[name] = _build(hint, value, where, f"{prefix}{name}.")
+        else:
+            values[name] = _coerce(value, hint, where, f"{prefix}{name}")
+    return cls(**values)
+
+
+def _coerce(value: Any, hint: Any, where: str, name: str) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        if value not in args:
+            choices = ", ".join(map(str, args))
+            raise InputError(f"{where}: {name} must be one of {choices} (got {value!r})")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(value, inner, where, name)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise InputError(f"{where}: {name} must be true or false (got {value!r})")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{where}: {name} must be an integer (got {value!r})")
+        return value
+    if hint is float:
+        # YAML reads "1e-3" (no dot) as a string; accept what Python reads as a number.
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{where}: {name} must be a number (got {value!r})")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise InputError(f"{where}: {name} must be a string (got {value!r})")
+        return str(value)
+    raise TypeError(f"unsupported config type {hint!r} for {name}")
+
+
+def _lookup(config: TrainConfig, name: str) -> Any:
+    value: Any = config
+    for part in name.split("."):
+        value = getattr(value, part)
+    return value

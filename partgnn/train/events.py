@@ -1,0 +1,245 @@
+"""What one rank trains on for one event, in each mode.
+
+A source turns an event index into a :class:`TrainItem`: the rank's graph on its device, the
+halo exchange (halo mode), which edges the rank counts in the loss and metrics, which edges cross
+the partition boundary, and the loss normaliser:
+
+- ``full`` / ``ddp``: the whole event graph (:class:`WholeGraphSource`); every edge counted;
+  normaliser = the event's weighted edge count.
+- ``halo``: the rank's shard (:class:`HaloSource`): local graph plus exchange; the rank counts
+  the edges whose target it owns; normaliser = the *global* weighted edge count of the event,
+  so that the ranks' losses add up to the full-graph loss.
+- ``naive``: the rank's sector (:class:`NaiveSource`): owned nodes and interior edges (or the
+  stored extended sector); no exchange; normaliser = the sector's own weighted edge count (each
+  sector is trained as an independent graph); the boundary edges the rank would count are lost.
+
+Weighted edge count: ``sum over edges of (1 + (pos_weight - 1) * y)``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from partgnn.data.storage import GraphFile
+from partgnn.distributed.context import DistContext
+from partgnn.distributed.halo_exchange import CommunicationCounter, ExchangePlan, HaloExchanger
+from partgnn.partition.shards import RankEvent, ShardDirectory
+
+
+@dataclass
+class TrainItem:
+    """One event as one rank trains on it.
+
+    Attributes:
+        event_id: The event.
+        x: Node features ``(N_local, F_node)``.
+        edge_index: Local edges ``(2, E_local)``.
+        edge_attr: Edge features ``(E_local, F_edge)``.
+        y: Edge truth ``(E_local,)``.
+        counted: Edges this rank counts in loss and metrics ``(E_local,)``.
+        boundary: Edges crossing the partition boundary ``(E_local,)``.
+        normaliser: Denominator of this rank's loss sum.
+        exchange: The halo exchange (``None``: no exchange).
+        lost_y: Truth of the boundary edges this rank should count but cannot score ``(L,)``.
+    """
+
+    event_id: int
+    x: torch.Tensor
+    edge_index: torch.Tensor
+    edge_attr: torch.Tensor
+    y: torch.Tensor
+    counted: torch.Tensor
+    boundary: torch.Tensor
+    normaliser: float
+    exchange: HaloExchanger | None = None
+    lost_y: torch.Tensor | None = None
+
+
+def weighted_count(n_edges: int, n_true: int, pos_weight: float) -> float:
+    """``sum(1 + (pos_weight - 1) * y)`` over ``n_edges`` edges of which ``n_true`` are true."""
+    return max(n_edges + (pos_weight - 1.0) * n_true, 1.0)
+
+
+class WholeGraphSource:
+    """Whole event graphs from a graphs file (modes ``full`` and ``ddp``).
+
+    Args:
+        graphs: Graphs file.
+        device: Target device.
+        pos_weight: Weight of true edges.
+        boundary_shards: Shard directory whose cut marks boundary edges (optional).
+    """
+
+    def __init__(
+        self,
+        graphs: str | os.PathLike[str],
+        device: torch.device,
+        pos_weight: float,
+        boundary_shards: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.graphs = GraphFile(graphs)
+        self.event_ids = self.graphs.event_ids
+        self.device = device
+        self.pos_weight = pos_weight
+        self.boundary_shards = ShardDirectory(boundary_shards) if boundary_shards else None
+        if self.boundary_shards is not None:
+            self.boundary_shards.check_source(graphs)
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def item(self, index: int) -> TrainItem:
+        graph = self.graphs[index]
+        n_edges = graph.edge_index.shape[1]
+        boundary = torch.zeros(n_edges, dtype=torch.bool)
+        if self.boundary_shards is not None:
+            boundary = torch.from_numpy(cut_edges(self.boundary_shards, index, n_edges))
+        return TrainItem(
+            event_id=int(graph.event_id),
+            x=graph.x.to(self.device),
+            edge_index=graph.edge_index.to(self.device),
+            edge_attr=graph.edge_attr.to(self.device),
+            y=graph.y.to(self.device),
+            counted=torch.ones(n_edges, dtype=torch.bool, device=self.device),
+            boundary=boundary.to(self.device),
+            normaliser=weighted_count(n_edges, int(graph.y.sum()), self.pos_weight),
+        )
+
+
+class HaloSource:
+    """A rank's shard with its halo exchange (mode ``halo``)."""
+
+    def __init__(
+        self,
+        shards: ShardDirectory,
+        context: DistContext,
+        pos_weight: float,
+        *,
+        transport: str = "auto",
+        counter: CommunicationCounter | None = None,
+    ) -> None:
+        self.shard = shards.open_rank(context.rank)
+        self.event_ids = list(shards.meta["event_ids"])
+        self.context = context
+        self.pos_weight = pos_weight
+        self.transport = transport
+        self.counter = counter
+
+    def __len__(self) -> int:
+        return len(self.shard)
+
+    def item(self, index: int) -> TrainItem:
+        event = self.shard[index]
+        plan, graph, device = event.plan, event.graph, self.context.device
+        exchange = HaloExchanger(
+            ExchangePlan.from_halo_plan(plan, device),
+            self.context,
+            transport=self.transport,
+            counter=self.counter,
+        )
+        return TrainItem(
+            event_id=event.event_id,
+            x=graph.x.to(device),
+            edge_index=graph.edge_index.to(device),
+            edge_attr=graph.edge_attr.to(device),
+            y=graph.y.to(device),
+            counted=torch.from_numpy(plan.edge_owned).to(device),
+            boundary=torch.from_numpy(~plan.interior_edges).to(device),
+            normaliser=weighted_count(
+                event.n_global_edges, event.n_global_true_edges, self.pos_weight
+            ),
+            exchange=exchange,
+        )
+
+
+class NaiveSource:
+    """A rank's independent sector, without exchange (mode ``naive``)."""
+
+    def __init__(self, shards: ShardDirectory, context: DistContext, pos_weight: float) -> None:
+        self.shard = shards.open_rank(context.rank)
+        self.event_ids = list(shards.meta["event_ids"])
+        self.device = context.device
+        self.pos_weight = pos_weight
+
+    def __len__(self) -> int:
+        return len(self.shard)
+
+    def item(self, index: int) -> TrainItem:
+        event = self.shard[index]
+        if event.sector is not None:
+            return self._extended(event)
+        plan, graph = event.plan, event.graph
+        interior = torch.from_numpy(plan.interior_edges)
+        y = graph.y[interior]
+        # Boundary edges whose target this rank owns: it would count them, but they are lost.
+        lost = torch.from_numpy(plan.edge_owned & ~plan.interior_edges)
+        return self._item(
+            event.event_id,
+            graph.x[: plan.n_owned],
+            graph.edge_index[:, interior],
+            graph.edge_attr[interior],
+            y,
+            counted=torch.ones(y.shape[0], dtype=torch.bool),
+            boundary=torch.zeros(y.shape[0], dtype=torch.bool),
+            lost_y=graph.y[lost],
+        )
+
+    def _extended(self, event: RankEvent) -> TrainItem:
+        sector = event.sector
+        edge_index = sector.edge_index
+        boundary = (edge_index >= sector.n_owned).any(dim=0)
+        # Boundary edges into owned nodes whose source lies beyond the margin are lost.
+        plan = event.plan
+        in_sector = np.isin(plan.edge_ids, sector.global_edges.numpy())
+        lost = torch.from_numpy(plan.edge_owned & ~in_sector)
+        return self._item(
+            event.event_id,
+            sector.x,
+            edge_index,
+            sector.edge_attr,
+            sector.y,
+            counted=sector.edge_owned,
+            boundary=boundary,
+            lost_y=event.graph.y[lost],
+        )
+
+    def _item(
+        self,
+        event_id: int,
+        x: torch.Tensor,
+        edge_index: torch.Tensor,
+        edge_attr: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        counted: torch.Tensor,
+        boundary: torch.Tensor,
+        lost_y: torch.Tensor,
+    ) -> TrainItem:
+        n_true = int(y[counted].sum())
+        return TrainItem(
+            event_id=event_id,
+            x=x.to(self.device),
+            edge_index=edge_index.to(self.device),
+            edge_attr=edge_attr.to(self.device),
+            y=y.to(self.device),
+            counted=counted.to(self.device),
+            boundary=boundary.to(self.device),
+            normaliser=weighted_count(int(counted.sum()), n_true, self.pos_weight),
+            lost_y=lost_y.to(self.device),
+        )
+
+
+def cut_edges(shards: ShardDirectory, index: int, n_edges: int) -> np.ndarray:
+    """Mask ``(E,)`` of the global edges of event ``index`` that the shards' partition cuts.
+
+    Reads every rank's plan: a cut edge is held by two ranks.
+    """
+    holders = np.zeros(n_edges, dtype=np.int64)
+    for rank in range(shards.n_parts):
+        with shards.open_rank(rank) as shard:
+            holders[shard[index].plan.edge_ids] += 1
+    return holders > 1

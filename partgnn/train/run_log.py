@@ -1,0 +1,109 @@
+"""The run directory: config snapshot, metrics.csv, TensorBoard logs, summary.json.
+
+Only the main process (global rank 0) writes; every write of a whole file is atomic, and
+metrics.csv grows one row per evaluation.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from partgnn.data.storage import atomic_output
+
+#: Columns of metrics.csv, in order.
+METRIC_COLUMNS = (
+    "epoch",
+    "step",
+    "lr",
+    "train_loss",
+    "val_loss",
+    "val_efficiency",
+    "val_purity",
+    "val_boundary_efficiency",
+    "val_boundary_purity",
+    "val_interior_efficiency",
+    "val_interior_purity",
+    "step_time_s",
+    "peak_memory_mb_max",
+    "peak_memory_mb_per_rank",
+    "bytes_exchanged",
+)
+
+
+class RunLog:
+    """Writes the files of a run directory.
+
+    Args:
+        directory: The run directory (created).
+        tensorboard: Also write TensorBoard event files under ``tb/``.
+        resume_step: When resuming, metrics.csv rows after this step are dropped (they were
+            logged after the checkpoint the run continues from).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        tensorboard: bool,
+        resume_step: int | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = self.directory / "metrics.csv"
+        if resume_step is None or not self.metrics_path.exists():
+            self._rewrite([])
+        else:
+            with open(self.metrics_path, newline="") as handle:
+                kept = [r for r in csv.DictReader(handle) if int(r["step"]) <= resume_step]
+            self._rewrite(kept)
+        self.writer = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.directory / "tb"), purge_step=resume_step)
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        with atomic_output(self.directory / "config.yaml") as tmp:
+            tmp.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def scalar(self, name: str, value: float, step: int) -> None:
+        if self.writer is not None:
+            self.writer.add_scalar(name, value, step)
+
+    def metrics(self, row: dict[str, Any]) -> None:
+        """Appends a metrics.csv row and mirrors its numbers to TensorBoard."""
+        with open(self.metrics_path, "a", newline="") as handle:
+            csv.DictWriter(handle, METRIC_COLUMNS).writerow(
+                {k: _format(row.get(k)) for k in METRIC_COLUMNS}
+            )
+        for key, value in row.items():
+            if key not in ("epoch", "step") and isinstance(value, (int, float)):
+                self.scalar(f"epoch/{key}", value, int(row["step"]))
+
+    def summary(self, summary: dict[str, Any]) -> None:
+        with atomic_output(self.directory / "summary.json") as tmp:
+            tmp.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+    def _rewrite(self, rows: list[dict[str, str]]) -> None:
+        with atomic_output(self.metrics_path) as tmp, open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, METRIC_COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def _format(value: Any) -> Any:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return " ".join(_format(v) for v in value)
+    return "" if value is None else value

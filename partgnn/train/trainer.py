@@ -1,0 +1,492 @@
+"""The trainer: one loop for the modes full, halo, naive and ddp.
+
+Every optimizer step, each rank computes the weighted BCE of the edges it counts (see
+:mod:`partgnn.train.events`), back-propagates (through the halo exchanges in halo mode), and the
+gradients are combined: summed over the ranks of one event in halo mode (exact: the full-graph
+gradient), averaged over ranks in naive and ddp modes (and over data-parallel replicas in halo
+mode). Then clipping, AdamW and the warm-up schedule.
+
+Event order: every epoch a permutation of the training events seeded by ``(seed, epoch)``, the
+same on every rank; checkpoints record the position in it, so ``resume`` continues exactly.
+
+.. warning::
+    All ranks of the job run the same sequence of steps and collectives; the trainer makes the
+    step count equal on all ranks (events that do not fill a last step are skipped).
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from partgnn.distributed.context import DistContext
+from partgnn.distributed.halo_exchange import CommunicationCounter
+from partgnn.errors import InputError
+from partgnn.metrics.edge_metrics import EdgeCounts, count_edges
+from partgnn.models.interaction_network import InteractionNetwork
+from partgnn.partition.shards import ShardDirectory
+from partgnn.train.checkpoints import LAST, load_checkpoint, save_checkpoint
+from partgnn.train.config import TrainConfig
+from partgnn.train.events import HaloSource, NaiveSource, TrainItem, WholeGraphSource
+from partgnn.train.run_log import RunLog
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass
+class _EpochTotals:
+    """Running sums of one epoch (kept in checkpoints so a resumed epoch reports the same)."""
+
+    loss: float = 0.0
+    steps: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"loss": self.loss, "steps": self.steps, "seconds": self.seconds}
+
+
+@dataclass
+class TrainState:
+    """Where training stands."""
+
+    epoch: int = 0
+    step: int = 0
+    step_in_epoch: int = 0
+    totals: _EpochTotals = field(default_factory=_EpochTotals)
+
+
+class Trainer:
+    """Trains an Interaction Network edge classifier as ``config`` says, on ``context``'s ranks.
+
+    Args:
+        config: The validated run configuration.
+        context: This process's rank, groups and device.
+
+    Raises:
+        InputError: If the shards do not match the world size, or there are too few events.
+    """
+
+    def __init__(self, config: TrainConfig, context: DistContext) -> None:
+        self.config = config
+        self.context = context
+        self.mode = config.mode
+        self.dtype = DTYPES[config.run.dtype]
+        self.device = context.device
+        self.counter = CommunicationCounter()
+        self.source = self._make_source()
+        n_events = len(self.source.event_ids)
+        n_val = min(config.data.val_events, max(n_events - 1, 0))
+        self.train_indices = list(range(n_events - n_val))
+        self.val_indices = list(range(n_events - n_val, n_events))
+        self.events_per_step = self._events_per_step()
+        self.steps_per_epoch = len(self.train_indices) // self.events_per_step
+        if self.steps_per_epoch == 0:
+            raise InputError(
+                f"{self._data_path()}: {len(self.train_indices)} training events, but one step "
+                f"of mode {self.mode} needs {self.events_per_step}"
+            )
+        self.total_steps = config.optim.epochs * self.steps_per_epoch
+        if config.optim.max_steps is not None:
+            self.total_steps = min(self.total_steps, config.optim.max_steps)
+        sample = self.source.item(0)
+        torch.manual_seed(config.run.seed)
+        m = config.model
+        self.model = InteractionNetwork(
+            node_features=sample.x.shape[1],
+            edge_features=sample.edge_attr.shape[1],
+            hidden=m.hidden,
+            steps=m.steps,
+            mlp_layers=m.mlp_layers,
+            activation=m.activation,
+            aggregation=m.aggregation,
+            shared_weights=m.shared_weights,
+            residual=m.residual,
+            layer_norm=m.layer_norm,
+            checkpoint=m.checkpoint,
+        ).to(device=self.device, dtype=self.dtype)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        self.state = TrainState()
+        self.run_dir = Path(config.run.dir)
+
+    # ----------------------------------------------------------------------------- set-up
+
+    def _make_source(self) -> WholeGraphSource | HaloSource | NaiveSource:
+        config, context = self.config, self.context
+        pos_weight = config.loss.pos_weight
+        if self.mode in ("full", "ddp"):
+            if self.mode == "full" and context.global_world_size != 1:
+                raise InputError(
+                    f"mode full runs on one process (the world size is "
+                    f"{context.global_world_size}); use mode ddp or halo"
+                )
+            return WholeGraphSource(
+                config.data.graphs, self.device, pos_weight, config.data.boundary_shards
+            )
+        shards = ShardDirectory(config.data.shards, world_size=context.world_size)
+        if self.mode == "naive" and context.n_graph_groups != 1:
+            raise InputError(
+                f"{config.data.shards}: naive mode runs one sector per rank: shards are for "
+                f"{shards.n_parts} ranks but the world size is {context.global_world_size}"
+            )
+        if self.mode == "halo":
+            return HaloSource(
+                shards, context, pos_weight, transport=config.run.transport, counter=self.counter
+            )
+        return NaiveSource(shards, context, pos_weight)
+
+    def _data_path(self) -> str:
+        return str(
+            self.config.data.graphs if self.mode in ("full", "ddp") else self.config.data.shards
+        )
+
+    def _events_per_step(self) -> int:
+        if self.mode == "ddp":
+            return self.context.global_world_size
+        if self.mode == "halo":
+            return self.context.n_graph_groups
+        return 1
+
+    def _lr_factor(self, step: int) -> float:
+        warmup = self.config.optim.warmup_steps
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if self.config.optim.schedule == "constant":
+            return 1.0
+        span = max(self.total_steps - warmup, 1)
+        return 0.5 * (1.0 + math.cos(math.pi * min(step - warmup, span) / span))
+
+    # ----------------------------------------------------------------------------- training
+
+    def fit(self, *, resume: bool = False) -> dict[str, Any]:
+        """Trains for the configured epochs (or steps); returns the summary.
+
+        Args:
+            resume: Continue from ``<run dir>/checkpoints/last.pt``.
+        """
+        if resume:
+            self._resume()
+        log = None
+        if self.context.is_main:
+            log = RunLog(
+                self.run_dir,
+                tensorboard=self.config.run.tensorboard,
+                resume_step=self.state.step if resume else None,
+            )
+            log.write_config(self.config.to_dict())
+        progress = tqdm(
+            total=self.total_steps,
+            initial=self.state.step,
+            desc=f"train {self.mode}",
+            unit="step",
+            disable=not (self.config.run.progress and self.context.is_main),
+        )
+        last_eval = None
+        started = time.perf_counter()
+        try:
+            while self.state.step < self.total_steps:
+                order = self._epoch_order(self.state.epoch)
+                while (
+                    self.state.step_in_epoch < self.steps_per_epoch
+                    and self.state.step < self.total_steps
+                ):
+                    k = self.state.step_in_epoch * self.events_per_step
+                    indices = order[k : k + self.events_per_step]
+                    loss, seconds = self._train_step(indices)
+                    self.state.step += 1
+                    self.state.step_in_epoch += 1
+                    self.state.totals.loss += loss
+                    self.state.totals.steps += 1
+                    self.state.totals.seconds += seconds
+                    progress.update()
+                    progress.set_postfix(loss=f"{loss:.4f}")
+                    if log is not None:
+                        log.scalar("step/loss", loss, self.state.step)
+                        log.scalar("step/time_s", seconds, self.state.step)
+                        log.scalar("step/lr", self.scheduler.get_last_lr()[0], self.state.step)
+                    if self.state.step % self.config.run.checkpoint_every == 0:
+                        self._checkpoint()
+                epoch_done = self.state.step_in_epoch >= self.steps_per_epoch
+                last_epoch = self.state.step >= self.total_steps
+                if (
+                    epoch_done and (self.state.epoch + 1) % self.config.run.eval_every == 0
+                ) or last_epoch:
+                    last_eval = self._evaluate_and_log(log)
+                if epoch_done:
+                    self.state.epoch += 1
+                    self.state.step_in_epoch = 0
+                    self.state.totals = _EpochTotals()
+            self._checkpoint()
+        finally:
+            progress.close()
+        summary = {
+            "mode": self.mode,
+            "world_size": self.context.global_world_size,
+            "graph_parallel_size": self.context.world_size,
+            "steps": self.state.step,
+            "epochs": self.state.epoch,
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "wall_time_s": time.perf_counter() - started,
+            "final": last_eval,
+            "communication": self._reduced_counter(),
+        }
+        if log is not None:
+            log.summary(summary)
+            log.close()
+        return summary
+
+    def _epoch_order(self, epoch: int) -> list[int]:
+        generator = torch.Generator().manual_seed(self.config.run.seed * 100_003 + epoch)
+        permutation = torch.randperm(len(self.train_indices), generator=generator).tolist()
+        return [self.train_indices[i] for i in permutation]
+
+    def _my_index(self, indices: list[int]) -> int:
+        if self.mode == "ddp":
+            return indices[self.context.global_rank]
+        if self.mode == "halo":
+            return indices[self.context.global_rank // self.context.world_size]
+        return indices[0]
+
+    def _train_step(self, indices: list[int]) -> tuple[float, float]:
+        """One optimizer step; returns the step's loss (as the mode reports it) and its seconds."""
+        item = self.source.item(self._my_index(indices))
+        # Step time: compute and communication, not reading the event from disk.
+        start = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=False)
+        loss = self._loss(item)
+        loss.backward()
+        self._combine_gradients()
+        if self.config.optim.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        reported = self._reduce_loss(loss.detach())
+        return reported, time.perf_counter() - start
+
+    def _loss(self, item: TrainItem) -> torch.Tensor:
+        autocast = (
+            torch.autocast(self.device.type, dtype=torch.bfloat16)
+            if self.config.run.bf16
+            else nullcontext()
+        )
+        with autocast:
+            logits = self.model(
+                item.x.to(self.dtype),
+                item.edge_index,
+                item.edge_attr.to(self.dtype),
+                exchange=item.exchange,
+            )
+        return edge_loss(
+            logits.to(self.dtype)[item.counted],
+            item.y.to(self.dtype)[item.counted],
+            self.config.loss.pos_weight,
+            item.normaliser,
+        )
+
+    def _combine_gradients(self) -> None:
+        parameters = [p for p in self.model.parameters()]
+        if self.context.global_world_size == 1:
+            return
+        flat = torch.cat([p.grad.reshape(-1) for p in parameters])
+        if self.mode == "halo":
+            # Sum over the ranks of one event (exact), average over replicas.
+            if self.context.world_size > 1:
+                dist.all_reduce(flat, group=self.context.group)
+            if self.context.n_graph_groups > 1:
+                dist.all_reduce(flat, group=self.context.data_parallel_group)
+                flat /= self.context.n_graph_groups
+        else:
+            dist.all_reduce(flat)
+            flat /= self.context.global_world_size
+        offset = 0
+        for p in parameters:
+            n = p.grad.numel()
+            p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
+            offset += n
+
+    def _reduce_loss(self, loss: torch.Tensor) -> float:
+        """The step's loss: the event loss (halo: sum over ranks), else the mean over ranks."""
+        if self.context.global_world_size == 1:
+            return float(loss)
+        value = loss.to(torch.float64).reshape(1)
+        if self.mode == "halo":
+            dist.all_reduce(value, group=self.context.group)
+            if self.context.n_graph_groups > 1:
+                dist.all_reduce(value, group=self.context.data_parallel_group)
+                value /= self.context.n_graph_groups
+        else:
+            dist.all_reduce(value)
+            value /= self.context.global_world_size
+        return float(value)
+
+    # ----------------------------------------------------------------------------- evaluation
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Loss and edge metrics on the validation events (counts reduced across ranks)."""
+        self.model.eval()
+        counts = EdgeCounts()
+        loss_sum = torch.zeros(1, dtype=torch.float64, device=self.device)
+        indices = self.val_indices
+        if self.mode == "ddp":
+            # Each rank evaluates every world_size-th validation event.
+            indices = indices[self.context.global_rank :: self.context.global_world_size]
+        elif self.mode == "halo" and self.context.n_graph_groups > 1:
+            group_index = self.context.global_rank // self.context.world_size
+            indices = indices[group_index :: self.context.n_graph_groups]
+        for index in indices:
+            item = self.source.item(index)
+            logits = self.model(
+                item.x.to(self.dtype),
+                item.edge_index,
+                item.edge_attr.to(self.dtype),
+                exchange=item.exchange,
+            )
+            counted = item.counted
+            loss_sum += edge_loss(
+                logits[counted], item.y.to(self.dtype)[counted], self.config.loss.pos_weight, 1.0
+            ).to(torch.float64)
+            counts = counts + count_edges(
+                torch.sigmoid(logits[counted]),
+                item.y[counted],
+                item.boundary[counted],
+                lost_y=item.lost_y,
+            )
+        # The global weighted edge count of the events: every rank of a halo group and every
+        # naive sector knows it, so only rank 0 of each group contributes it.
+        contributes = self.mode in ("full", "ddp") or self.context.rank == 0
+        normaliser = torch.tensor(
+            [sum(self._val_normaliser(i) for i in indices) if contributes else 0.0],
+            dtype=torch.float64,
+            device=self.device,
+        )
+        if self.context.global_world_size > 1:
+            counts = counts.all_reduce(None, self.device)
+            dist.all_reduce(loss_sum)
+            dist.all_reduce(normaliser)
+        metrics = counts.summary()
+        metrics["loss"] = float(loss_sum / normaliser.clamp(min=1.0))
+        return metrics
+
+    def _val_normaliser(self, index: int) -> float:
+        # The weighted edge count of the whole event (the same on every rank of a halo group).
+        item_counts = self._event_counts(index)
+        return item_counts[0] + (self.config.loss.pos_weight - 1.0) * item_counts[1]
+
+    def _event_counts(self, index: int) -> tuple[int, int]:
+        if self.mode in ("full", "ddp"):
+            quality = self.source.graphs.quality(index)
+            if "n_edges" in quality and "n_true_edges" in quality:
+                return int(quality["n_edges"]), int(quality["n_true_edges"])
+            graph = self.source.graphs[index]
+            return graph.edge_index.shape[1], int(graph.y.sum())
+        event = self.source.shard[index]
+        return event.n_global_edges, event.n_global_true_edges
+
+    def _evaluate_and_log(self, log: RunLog | None) -> dict[str, Any]:
+        metrics = self.evaluate() if self.val_indices else {}
+        memory = self._peak_memory_per_rank()
+        totals = self.state.totals
+        communication = self._reduced_counter()
+        row = {
+            "epoch": self.state.epoch,
+            "step": self.state.step,
+            "lr": self.scheduler.get_last_lr()[0],
+            "train_loss": totals.loss / totals.steps if totals.steps else float("nan"),
+            "step_time_s": totals.seconds / totals.steps if totals.steps else float("nan"),
+            "peak_memory_mb_max": max(memory),
+            "peak_memory_mb_per_rank": memory,
+            "bytes_exchanged": communication["bytes_sent"],
+            **{f"val_{k}": v for k, v in metrics.items()},
+        }
+        if log is not None:
+            log.metrics(row)
+        return row
+
+    def _peak_memory_per_rank(self) -> list[float]:
+        """Peak memory of every rank [MB]: CUDA peak allocation on GPUs, peak RSS on CPUs."""
+        if self.device.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(self.device) / 2**20
+        else:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if self.context.global_world_size == 1:
+            return [round(peak, 1)]
+        gathered = torch.zeros(
+            self.context.global_world_size, dtype=torch.float64, device=self.device
+        )
+        gathered[self.context.global_rank] = peak
+        dist.all_reduce(gathered)
+        return [round(v, 1) for v in gathered.tolist()]
+
+    def _reduced_counter(self) -> dict[str, int]:
+        """Bytes all ranks sent and received in halo exchanges since the start (or resume)."""
+        values = torch.tensor(
+            [self.counter.bytes_sent, self.counter.bytes_received],
+            dtype=torch.int64,
+            device=self.device,
+        )
+        if self.context.global_world_size > 1:
+            dist.all_reduce(values)
+        return {"bytes_sent": int(values[0]), "bytes_received": int(values[1])}
+
+    # ----------------------------------------------------------------------------- checkpoints
+
+    def _checkpoint(self) -> None:
+        if self.context.is_main:
+            save_checkpoint(
+                self.run_dir / "checkpoints",
+                self.state.step,
+                {
+                    "model": self.model.state_dict(),
+                    "optimizer": self.optimizer.state_dict(),
+                    "scheduler": self.scheduler.state_dict(),
+                    "epoch": self.state.epoch,
+                    "step": self.state.step,
+                    "step_in_epoch": self.state.step_in_epoch,
+                    "totals": self.state.totals.as_dict(),
+                    "config": self.config.to_dict(),
+                },
+            )
+        if self.context.global_world_size > 1:
+            dist.barrier()
+
+    def _resume(self) -> None:
+        path = self.run_dir / "checkpoints" / LAST
+        checkpoint = load_checkpoint(path, self.device)
+        if checkpoint["config"]["model"] != self.config.to_dict()["model"]:
+            raise InputError(f"{path}: the checkpoint's model settings differ from the config")
+        self.model.load_state_dict(checkpoint["model"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        self.state = TrainState(
+            epoch=int(checkpoint["epoch"]),
+            step=int(checkpoint["step"]),
+            step_in_epoch=int(checkpoint["step_in_epoch"]),
+            totals=_EpochTotals(**checkpoint["totals"]),
+        )
+
+
+def edge_loss(
+    logits: torch.Tensor, y: torch.Tensor, pos_weight: float, normaliser: float
+) -> torch.Tensor:
+    """Weighted BCE summed over edges and divided by ``normaliser``.
+
+    True edges weigh ``pos_weight``, false edges 1. With the event's *global* weighted edge
+    count as normaliser, the losses of the ranks of one event add up to the full-graph loss.
+    """
+    weight = 1.0 + (pos_weight - 1.0) * y
+    total = F.binary_cross_entropy_with_logits(logits, y, weight=weight, reduction="sum")
+    return total / normaliser
