@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -139,7 +141,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def load_config(path: str | os.PathLike[str] | None, overrides: list[str] = ()) -> TrainConfig:
+def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = ()) -> TrainConfig:
     """Reads a YAML config, applies ``key.sub=value`` overrides, and validates the result.
 
     Args:
@@ -156,12 +158,18 @@ def load_config(path: str | os.PathLike[str] | None, overrides: list[str] = ()) 
             raw = yaml.safe_load(Path(path).read_text()) or {}
         except FileNotFoundError:
             raise InputError(f"{where}: config file not found") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise InputError(f"{where}: unreadable ({first_line(err)})") from None
         except yaml.YAMLError as err:
-            raise InputError(f"{where}: not valid YAML ({first_line(err)})") from None
+            mark = getattr(err, "problem_mark", None)
+            line = f" at line {mark.line + 1}" if mark is not None else ""
+            problem = getattr(err, "problem", None) or first_line(err)
+            raise InputError(f"{where}: not valid YAML{line} ({problem})") from None
         if not isinstance(raw, dict):
             raise InputError(f"{where}: expected a mapping of sections")
     for override in overrides:
         key, sep, text = override.partition("=")
+        key = key.strip()
         if not sep or not key:
             raise InputError(f"--set {override!r}: expected key=value, e.g. optim.lr=0.001")
         try:
@@ -171,7 +179,9 @@ def load_config(path: str | os.PathLike[str] | None, overrides: list[str] = ()) 
         target = raw
         *parents, leaf = key.split(".")
         for parent in parents:
-            target = target.setdefault(parent, {})
+            if target.get(parent) is None:  # a section with every key commented out
+                target[parent] = {}
+            target = target[parent]
             if not isinstance(target, dict):
                 raise InputError(f"--set {override!r}: {parent} is not a section")
         target[leaf] = value
@@ -192,9 +202,9 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
             raise InputError(f"{where}: {name} {message} (got {_lookup(config, name)!r})")
 
     if config.mode in ("full", "ddp"):
-        require(config.data.graphs is not None, "data.graphs", f"is needed in mode {config.mode}")
+        require(bool(config.data.graphs), "data.graphs", f"is needed in mode {config.mode}")
     else:
-        require(config.data.shards is not None, "data.shards", f"is needed in mode {config.mode}")
+        require(bool(config.data.shards), "data.shards", f"is needed in mode {config.mode}")
     require(config.data.val_events >= 0, "data.val_events", "must be >= 0")
     for name in ("model.hidden", "model.steps", "model.mlp_layers", "optim.epochs"):
         require(_lookup(config, name) >= 1, name, "must be >= 1")
@@ -218,6 +228,8 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
 
 
 def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:
+    if raw is None:  # an empty section takes its defaults
+        raw = {}
     if not isinstance(raw, dict):
         raise InputError(f"{where}: {prefix.rstrip('.') or 'config'} must be a mapping")
     hints = typing.get_type_hints(cls)
@@ -264,6 +276,8 @@ def _coerce(value: Any, hint: Any, where: str, name: str) -> Any:
                 value = float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"{where}: {name} must be a number (got {value!r})")
+        if not math.isfinite(value):
+            raise InputError(f"{where}: {name} must be finite (got {value!r})")
         return float(value)
     if hint is str:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):

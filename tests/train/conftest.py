@@ -1,0 +1,58 @@
+"""A tiny dataset for training tests: simulated events, graphs, and phi shards for 1-3 ranks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from partgnn.data.geometry import default_geometry
+from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation import SimulationConfig, simulate_event
+from partgnn.data.storage import write_graphs
+from partgnn.partition.shards import PartitionOptions, write_shards
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory) -> dict[str, Path]:
+    """4 pile-up-3 events without pT cut; phi shards for P = 1, 2, 3."""
+    folder = tmp_path_factory.mktemp("train-data")
+    geometry = default_geometry()
+    graphs = (
+        build_event_graph(
+            simulate_event(geometry, SimulationConfig(pileup=3), event_id=i, seed=7),
+            geometry,
+            GraphBuildConfig(pt_min=0.0),
+        )
+        for i in range(4)
+    )
+    paths = {"graphs": folder / "graphs.h5"}
+    write_graphs(paths["graphs"], ((g, q.to_dict()) for g, q in graphs))
+    for n_parts in (1, 2, 3):
+        paths[f"phi{n_parts}"] = folder / f"phi{n_parts}"
+        write_shards(
+            paths["graphs"],
+            paths[f"phi{n_parts}"],
+            PartitionOptions(n_parts=n_parts, method="phi"),
+            progress=False,
+        )
+    return paths
+
+
+def write_config(path: Path, **sections) -> Path:
+    """A small training config: 4-step IN, H = 16, float64, no progress bar or TensorBoard."""
+    config = {
+        "mode": "full",
+        "data": {"val_events": 1},
+        "model": {"hidden": 16, "steps": 3},
+        "optim": {"epochs": 1, "lr": 0.003, "warmup_steps": 1},
+        "run": {"dtype": "float64", "progress": False, "tensorboard": False},
+    }
+    for name, values in sections.items():
+        if isinstance(values, dict):
+            config.setdefault(name, {}).update(values)
+        else:
+            config[name] = values
+    path.write_text(yaml.safe_dump(config))
+    return path

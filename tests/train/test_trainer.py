@@ -1,0 +1,161 @@
+"""The trainer in real processes: halo equals full, resume is exact, naive/ddp train, errors."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from partgnn.train.checkpoints import load_checkpoint
+from tests.distributed.launch import REPOSITORY, assert_all_succeeded, child_env, launch
+from tests.train.conftest import write_config
+
+
+def _train(world_size: int, config: Path, tmp_path: Path, *extra: str) -> None:
+    results = launch(
+        world_size,
+        "partgnn",
+        ["train", "--config", str(config), *extra],
+        workdir=tmp_path / f"logs-{config.stem}",
+    )
+    assert_all_succeeded(results)
+
+
+def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(run_dir / "checkpoints" / "last.pt")["model"]
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).norm() / b.norm().clamp(min=1e-300)).item()
+
+
+def _metrics(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "metrics.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_three_halo_steps_equal_full_mode(dataset, tmp_path, world_size):
+    steps = {"epochs": 1, "max_steps": 3}
+    runs = {}
+    for dtype in ("float64", "float32"):
+        for mode, n in (("full", 1), ("halo", world_size)):
+            run_dir = tmp_path / f"{mode}-{dtype}"
+            config = write_config(
+                tmp_path / f"{mode}-{dtype}.yaml",
+                mode=mode,
+                data={"graphs": str(dataset["graphs"]), "shards": str(dataset[f"phi{world_size}"])},
+                optim={**steps, "epochs": 3},
+                run={"dir": str(run_dir), "dtype": dtype},
+            )
+            _train(n, config, tmp_path)
+            runs[(mode, dtype)] = run_dir
+    full, halo = _weights(runs[("full", "float64")]), _weights(runs[("halo", "float64")])
+    worst = max(_relative(halo[k], full[k]) for k in full)
+    assert worst <= 1e-9, f"float64 weights differ by {worst:.3g}"
+    # float32: Adam amplifies rounding in near-zero gradient elements, so compare the losses.
+    losses = {
+        mode: [float(r["train_loss"]) for r in _metrics(runs[(mode, "float32")])]
+        for mode in ("full", "halo")
+    }
+    assert len(losses["full"]) == len(losses["halo"]) >= 1
+    for a, b in zip(losses["halo"], losses["full"], strict=True):
+        assert abs(a - b) <= 1e-5 * abs(b), losses
+    assert int(_metrics(runs[("halo", "float32")])[-1]["bytes_exchanged"]) > 0
+
+
+@pytest.mark.slow
+def test_resumed_run_ends_with_identical_weights(dataset, tmp_path):
+    common = {
+        "mode": "halo",
+        "data": {"shards": str(dataset["phi2"])},
+        "optim": {"epochs": 2},
+    }
+    whole = tmp_path / "whole"
+    config = write_config(
+        tmp_path / "whole.yaml", **common, run={"dir": str(whole), "checkpoint_every": 2}
+    )
+    _train(2, config, tmp_path)
+    assert (whole / "checkpoints" / "step-0000002.pt").exists()
+    # The same run, interrupted after its step-2 checkpoint: only that checkpoint survives.
+    interrupted = tmp_path / "interrupted"
+    (interrupted / "checkpoints").mkdir(parents=True)
+    shutil.copy(whole / "checkpoints" / "step-0000002.pt", interrupted / "checkpoints" / "last.pt")
+    config = write_config(
+        tmp_path / "resumed.yaml", **common, run={"dir": str(interrupted), "checkpoint_every": 2}
+    )
+    _train(2, config, tmp_path, "--resume")
+    expected, resumed = _weights(whole), _weights(interrupted)
+    for name, tensor in expected.items():
+        assert torch.equal(resumed[name], tensor), name
+    columns = ("epoch", "step", "lr", "train_loss", "val_loss", "val_efficiency", "val_purity")
+    rows = [[r[c] for c in columns] for r in _metrics(interrupted)]
+    assert rows == [[r[c] for c in columns] for r in _metrics(whole)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["naive", "ddp"])
+def test_naive_and_ddp_runs_train(dataset, tmp_path, mode):
+    run_dir = tmp_path / mode
+    config = write_config(
+        tmp_path / f"{mode}.yaml",
+        mode=mode,
+        data={"graphs": str(dataset["graphs"]), "shards": str(dataset["phi2"])},
+        optim={"epochs": 4 if mode == "naive" else 8, "lr": 0.01},
+        run={"dir": str(run_dir), "dtype": "float32"},
+    )
+    _train(2, config, tmp_path)
+    rows = _metrics(run_dir)
+    losses = [float(r["train_loss"]) for r in rows]
+    assert losses[-1] < losses[0], losses
+    assert all(len(r["peak_memory_mb_per_rank"].split()) == 2 for r in rows)
+    if mode == "naive":
+        # A naive sector never scores the edges that cross its boundary.
+        assert float(rows[-1]["val_boundary_efficiency"]) == 0.0
+        assert float(rows[-1]["bytes_exchanged"]) == 0
+
+
+def test_wrong_world_size_fails_fast_with_one_line(dataset, tmp_path):
+    config = write_config(
+        tmp_path / "halo.yaml",
+        mode="halo",
+        data={"shards": str(dataset["phi2"])},
+        run={"dir": str(tmp_path / "run"), "timeout_s": 600},
+    )
+    start = time.monotonic()
+    results = launch(
+        3, "partgnn", ["train", "--config", str(config)], workdir=tmp_path / "logs", timeout=120
+    )
+    assert time.monotonic() - start < 60
+    for result in results:
+        assert result.returncode == 2
+        error = result.stderr.strip()
+        assert error == (
+            f"partgnn: error: {dataset['phi2']}: shards are for 2 ranks but the world size is 3 "
+            "(re-partition with --parts 3 or launch 2 processes)"
+        )
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_config_is_one_line_before_anything_starts(tmp_path):
+    config = write_config(
+        tmp_path / "bad.yaml", mode="full", data={"graphs": "g.h5"}, optim={"lr": -1.0}
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "partgnn", "train", "--config", str(config)],
+        cwd=REPOSITORY,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"partgnn: error: {config}: optim.lr must be > 0 (got -1.0)"
