@@ -1,0 +1,139 @@
+"""Benchmark of training on one pile-up-200 event graph: per-rank peak memory and step time.
+
+Simulates one pile-up-200 event, builds its graph (``--pt-min``, default no cut: ~1e5 nodes and
+~1.1e6 edges), partitions it with METIS for each P, and trains a few steps with ``partgnn train``
+(mode full for P = 1, halo under torchrun for P > 1; one thread per rank), with and without
+activation checkpointing. Prints markdown rows for docs/BENCHMARKS.md:
+
+    .venv/bin/python tools/bench_train.py --parts 1 2 4 --hidden 32 --steps 4 --train-steps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--parts", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--pileup", type=float, default=200.0)
+    parser.add_argument("--pt-min", type=float, default=0.0)
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=4, help="message-passing steps")
+    parser.add_argument("--train-steps", type=int, default=3, help="optimizer steps per run")
+    parser.add_argument("--checkpointing", nargs="+", default=["off", "on"])
+    args = parser.parse_args()
+
+    from partgnn.data.geometry import default_geometry
+    from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
+    from partgnn.data.simulation import SimulationConfig, simulate_event
+    from partgnn.data.storage import write_graphs
+    from partgnn.partition.shards import PartitionOptions, write_shards
+
+    geometry = default_geometry()
+    event = simulate_event(geometry, SimulationConfig(pileup=args.pileup), event_id=0, seed=1)
+    graph, quality = build_event_graph(event, geometry, GraphBuildConfig(pt_min=args.pt_min))
+    print(
+        f"event graph: {graph.num_nodes:,} nodes, {graph.edge_index.shape[1]:,} edges; "
+        f"Interaction Network H = {args.hidden}, {args.steps} steps, float32; "
+        f"{os.cpu_count()} cores, one thread per rank\n"
+    )
+    print(
+        "| P | checkpointing | peak RSS per rank (MB) | max rank (MB) | step time (s) "
+        "| parallel efficiency t1 / (P tP) | MB exchanged per step |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    bin_dir = Path(sys.executable).parent
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        graphs = folder / "graphs.h5"
+        write_graphs(graphs, [(graph, quality.to_dict())])
+        step_time_1 = {}
+        for checkpointing in args.checkpointing:
+            for n_parts in args.parts:
+                shards = folder / f"metis{n_parts}"
+                if not shards.exists():
+                    write_shards(graphs, shards, PartitionOptions(n_parts=n_parts), progress=False)
+                run_dir = folder / f"run-{n_parts}-{checkpointing}"
+                config = folder / f"{run_dir.name}.yaml"
+                config.write_text(
+                    yaml.safe_dump(
+                        {
+                            "mode": "full" if n_parts == 1 else "halo",
+                            "data": {"graphs": str(graphs), "shards": str(shards), "val_events": 0},
+                            "model": {
+                                "hidden": args.hidden,
+                                "steps": args.steps,
+                                "checkpoint": checkpointing == "on",
+                            },
+                            "optim": {"epochs": args.train_steps, "warmup_steps": 1},
+                            "run": {
+                                "dir": str(run_dir),
+                                "device": "cpu",
+                                "progress": False,
+                                "tensorboard": False,
+                                "timeout_s": 3600,
+                                "checkpoint_every": 1000,
+                            },
+                        }
+                    )
+                )
+                launcher = (
+                    [str(bin_dir / "partgnn")]
+                    if n_parts == 1
+                    else [
+                        str(bin_dir / "torchrun"),
+                        "--standalone",
+                        "--nproc-per-node",
+                        str(n_parts),
+                        "-m",
+                        "partgnn",
+                    ]
+                )
+                started = time.perf_counter()
+                done = subprocess.run(
+                    [*launcher, "train", "--config", str(config)],
+                    env=dict(os.environ, OMP_NUM_THREADS="1"),
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if done.returncode:
+                    print(
+                        f"| {n_parts} | {checkpointing} | failed (exit {done.returncode}, "
+                        f"{time.perf_counter() - started:.0f} s): "
+                        f"{(done.stderr.strip().splitlines() or [''])[-1][:120]} | | | | |",
+                        flush=True,
+                    )
+                    continue
+                summary = json.loads((run_dir / "summary.json").read_text())
+                final = summary["final"]
+                memory = final["peak_memory_mb_per_rank"]
+                step_time = final["step_time_s"]
+                if n_parts == 1:
+                    step_time_1[checkpointing] = step_time
+                efficiency = (
+                    step_time_1[checkpointing] / (n_parts * step_time)
+                    if checkpointing in step_time_1
+                    else float("nan")
+                )
+                exchanged = summary["communication"]["bytes_sent"] / summary["steps"] / 1e6
+                print(
+                    f"| {n_parts} | {checkpointing} | {' / '.join(f'{m:.0f}' for m in memory)} "
+                    f"| {max(memory):.0f} | {step_time:.2f} | {efficiency:.2f} "
+                    f"| {exchanged:.1f} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
