@@ -180,6 +180,45 @@ def write_graphs(
     return n_graphs
 
 
+class LazyH5File:
+    """An HDF5 file opened read-only on first use, and again in every process that uses it.
+
+    h5py handles must not cross a fork (DataLoader workers, multiprocessing), so the handle is
+    reopened when the process id changes; pickling drops it.
+
+    Args:
+        path: The file.
+        missing: What the error says when the file does not exist (``"file not found"``).
+    """
+
+    def __init__(self, path: Path, missing: str = "file not found") -> None:
+        self.path = path
+        self.missing = missing
+        self._file: h5py.File | None = None
+        self._pid: int | None = None
+
+    def get(self) -> h5py.File:
+        if self._file is None or self._pid != os.getpid():
+            if not self.path.exists():
+                raise InputError(f"{self.path}: {self.missing}")
+            try:
+                self._file = h5py.File(self.path, "r")
+            except OSError as err:
+                raise InputError(
+                    f"{self.path}: not a readable HDF5 file ({first_line(err)})"
+                ) from None
+            self._pid = os.getpid()
+        return self._file
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_file": None, "_pid": None}
+
+
 class _EventStore:
     """Lazy reader of a partgnn HDF5 file: opens it, checks format and version, lists events."""
 
@@ -187,9 +226,8 @@ class _EventStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._file: h5py.File | None = None
-        self._pid: int | None = None
-        h5 = self._handle()
+        self._h5 = LazyH5File(self.path)
+        h5 = self._h5.get()
         fmt = decode_attr(h5.attrs.get("format"))
         if fmt != self.expected_format:
             raise InputError(
@@ -205,20 +243,6 @@ class _EventStore:
         self.keys: list[str] = sorted(h5["events"].keys())
         self.attrs: dict[str, object] = {k: decode_attr(v) for k, v in h5.attrs.items()}
 
-    def _handle(self) -> h5py.File:
-        # h5py handles must not cross a fork: reopen in every process that reads.
-        if self._file is None or self._pid != os.getpid():
-            if not self.path.exists():
-                raise InputError(f"{self.path}: file not found")
-            try:
-                self._file = h5py.File(self.path, "r")
-            except OSError as err:
-                raise InputError(
-                    f"{self.path}: not a readable HDF5 file ({first_line(err)})"
-                ) from None
-            self._pid = os.getpid()
-        return self._file
-
     def __len__(self) -> int:
         return len(self.keys)
 
@@ -230,25 +254,16 @@ class _EventStore:
         if not -len(self.keys) <= index < len(self.keys):
             raise IndexError(f"{self.path}: event index {index} out of range ({len(self)} events)")
         key = self.keys[index]
-        return key, self._handle()["events"][key]
+        return key, self._h5.get()["events"][key]
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._h5.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def __getstate__(self) -> dict:
-        # Picklable for DataLoader workers: the handle is reopened on first use.
-        state = dict(self.__dict__)
-        state["_file"] = None
-        state["_pid"] = None
-        return state
 
 
 class EventFile(_EventStore):
@@ -314,10 +329,9 @@ def open_store(path: str | os.PathLike[str]) -> EventFile | GraphFile:
     Raises:
         InputError: If the file is missing, unreadable, or of neither format.
     """
-    probe = _EventStore.__new__(_EventStore)
-    probe.path, probe._file, probe._pid = Path(path), None, None
+    probe = LazyH5File(Path(path))
     try:
-        fmt = decode_attr(probe._handle().attrs.get("format"))
+        fmt = decode_attr(probe.get().attrs.get("format"))
     finally:
         probe.close()
     readers = {EVENTS_FORMAT: EventFile, GRAPHS_FORMAT: GraphFile}

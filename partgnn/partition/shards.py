@@ -40,6 +40,7 @@ from partgnn.data.storage import (
     GRAPHS_FORMAT,
     NODE_FIELDS,
     GraphFile,
+    LazyH5File,
     current_umask,
     decode_attr,
     event_key,
@@ -352,9 +353,8 @@ class ShardFile:
     def __init__(self, path: Path, directory: ShardDirectory) -> None:
         self.path = path
         self.directory = directory
-        self._file: h5py.File | None = None
-        self._pid: int | None = None
-        attrs = self._handle().attrs
+        self._h5 = LazyH5File(path, missing="shard file missing")
+        attrs = self._h5.get().attrs
         expected = {
             "format": SHARD_FORMAT,
             "format_version": SHARDS_FORMAT_VERSION,
@@ -370,21 +370,9 @@ class ShardFile:
                 )
         self.rank = int(attrs["rank"])
         self.keys = [event_key(event_id) for event_id in directory.meta["event_ids"]]
-        missing = [key for key in self.keys if key not in self._handle()["events"]]
+        missing = [key for key in self.keys if key not in self._h5.get()["events"]]
         if missing:
             raise InputError(f"{path}: lacks event {missing[0]} listed in meta.json")
-
-    def _handle(self) -> h5py.File:
-        # Reopen after a fork: h5py handles must not be shared between processes.
-        if self._file is None or self._pid != os.getpid():
-            if not self.path.exists():
-                raise InputError(f"{self.path}: shard file missing")
-            try:
-                self._file = h5py.File(self.path, "r")
-            except OSError as err:
-                raise InputError(f"{self.path}: unreadable ({first_line(err)})") from None
-            self._pid = os.getpid()
-        return self._file
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -392,7 +380,7 @@ class ShardFile:
     def __getitem__(self, index: int) -> RankEvent:
         key = self.keys[index]
         try:
-            return _read_rank_event(self._handle()["events"][key], self.rank)
+            return _read_rank_event(self._h5.get()["events"][key], self.rank)
         except (KeyError, OSError, ValueError) as err:
             raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
 
@@ -401,9 +389,7 @@ class ShardFile:
             yield self[index]
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._h5.close()
 
     def __enter__(self) -> ShardFile:
         return self

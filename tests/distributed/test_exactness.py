@@ -18,8 +18,7 @@ import pytest
 import torch
 
 from partgnn.data.storage import GraphFile
-from partgnn.partition.shards import PartitionOptions, write_shards
-from tests.distributed.launch import assert_all_succeeded, launch
+from tests.distributed.partitioned_run import run_on_shards
 from tests.distributed.reference import (
     DTYPES,
     TOLERANCE,
@@ -52,24 +51,9 @@ def reference(graphs_file: Path) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 def test_partitioned_run_equals_full_graph(graphs_file, reference, tmp_path, world_size):
-    for method in METHODS:
-        write_shards(
-            graphs_file,
-            tmp_path / method,
-            PartitionOptions(n_parts=world_size, method=method),
-            progress=False,
-        )
-    out = tmp_path / "results"
-    results = launch(
-        world_size,
-        "tests.distributed.exactness_worker",
-        ["--root", str(tmp_path), "--out", str(out), "--methods", *METHODS],
-        workdir=tmp_path / "logs",
+    ranks = run_on_shards(
+        graphs_file, tmp_path, world_size, "tests.distributed.exactness_worker", METHODS
     )
-    assert_all_succeeded(results)
-    ranks = [
-        torch.load(out.with_name(f"results.rank{r}"), weights_only=False) for r in range(world_size)
-    ]
     n_edges = next(iter(reference.values()))[0].shape[0]
     rows = []
     for key in ranks[0]:

@@ -18,8 +18,7 @@ import pytest
 import torch
 
 from partgnn.data.storage import GraphFile
-from partgnn.partition.shards import PartitionOptions, write_shards
-from tests.distributed.launch import assert_all_succeeded, launch
+from tests.distributed.partitioned_run import run_on_shards
 from tests.distributed.pyg_layer_worker import (
     KINDS,
     build_stack,
@@ -52,25 +51,9 @@ def reference(graphs_file: Path) -> dict:
 
 @pytest.mark.parametrize("world_size", [2, 3, 4])
 def test_pyg_layers_on_partitions_equal_full_graph(graphs_file, reference, tmp_path, world_size):
-    for method in METHODS:
-        write_shards(
-            graphs_file,
-            tmp_path / method,
-            PartitionOptions(n_parts=world_size, method=method),
-            progress=False,
-        )
-    out_path = tmp_path / "results"
-    results = launch(
-        world_size,
-        "tests.distributed.pyg_layer_worker",
-        ["--root", str(tmp_path), "--out", str(out_path), "--methods", *METHODS],
-        workdir=tmp_path / "logs",
+    ranks = run_on_shards(
+        graphs_file, tmp_path, world_size, "tests.distributed.pyg_layer_worker", METHODS
     )
-    assert_all_succeeded(results)
-    ranks = [
-        torch.load(out_path.with_name(f"results.rank{r}"), weights_only=False)
-        for r in range(world_size)
-    ]
     assert set(ranks[0]) == {(m, k, d) for m in METHODS for k in KINDS for d in DTYPES}
     rows = []
     for key in ranks[0]:
