@@ -40,3 +40,27 @@ def test_config_trains_one_step(dataset, tmp_path, path: Path):
     assert final["train_loss"] == final["train_loss"]  # not NaN
     if config.run.tensorboard:
         assert any((tmp_path / "run" / "tb").iterdir())
+
+
+def test_bf16_autocast_and_checkpointing_train(dataset, tmp_path):
+    config = load_config(
+        CONFIGS[0].parent / "full.yaml",
+        [
+            f"data.graphs={dataset['graphs']}",
+            "data.boundary_shards=null",
+            "optim.max_steps=2",
+            f"run.dir={tmp_path / 'run'}",
+            "run.device=cpu",
+            "run.bf16=true",
+            "model.checkpoint=true",
+            "run.progress=false",
+            "run.tensorboard=false",
+        ],
+    )
+    context = init_distributed(device="cpu", timeout_s=60)
+    try:
+        summary = Trainer(config, context).fit()
+    finally:
+        destroy_distributed(context)
+    assert summary["steps"] == 2
+    assert summary["final"]["train_loss"] > 0
