@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from partgnn import __version__
-from partgnn.cli import data_commands, partition_commands, train_commands
+from partgnn.cli import data_commands, eval_commands, partition_commands, train_commands
 from partgnn.distributed import selfcheck
 from partgnn.errors import InputError
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     partition_commands.register(subparsers)
     selfcheck.register(subparsers)
     train_commands.register(subparsers)
+    eval_commands.register(subparsers)
     return parser
 
 

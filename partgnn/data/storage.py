@@ -38,6 +38,7 @@ from partgnn.errors import InputError, first_line
 FORMAT_VERSION = 1
 EVENTS_FORMAT = "partgnn-events"
 GRAPHS_FORMAT = "partgnn-graphs"
+SCORES_FORMAT = "partgnn-scores"
 
 #: Graph fields with one row per node and per edge.
 NODE_FIELDS = ("x", "pos", "hit_id", "particle_id", "particle_pt", "layer")
@@ -323,7 +324,49 @@ class GraphFile(_EventStore):
             yield self[index]
 
 
-def open_store(path: str | os.PathLike[str]) -> EventFile | GraphFile:
+def write_scores(
+    path: str | os.PathLike[str],
+    scores: Iterable[tuple[int, np.ndarray]],
+    *,
+    provenance: dict[str, object] | None = None,
+) -> int:
+    """Writes per-event edge scores (in the global edge order of the graphs file), atomically.
+
+    Args:
+        path: Output file.
+        scores: ``(event_id, scores (E,))`` pairs.
+        provenance: Root attributes (checkpoint, source graphs file and its checksum...).
+
+    Returns:
+        The number of events written.
+    """
+    with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
+        write_root_attrs(h5, SCORES_FORMAT, provenance)
+        group = h5.create_group("events")
+        n_events = 0
+        for event_id, values in scores:
+            event_group = group.create_group(event_key(event_id))
+            event_group.attrs["event_id"] = int(event_id)
+            write_array(event_group, "scores", np.asarray(values, dtype=np.float32))
+            n_events += 1
+        h5.attrs["n_events"] = n_events
+    return n_events
+
+
+class ScoresFile(_EventStore):
+    """Reads per-event edge scores written by :func:`write_scores` (``partgnn infer``)."""
+
+    expected_format = SCORES_FORMAT
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        key, group = self._group(index)
+        try:
+            return group["scores"][()]
+        except (KeyError, OSError) as err:
+            raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
+
+
+def open_store(path: str | os.PathLike[str]) -> EventFile | GraphFile | ScoresFile:
     """Opens a partgnn HDF5 file as an :class:`EventFile` or a :class:`GraphFile`, by its format.
 
     Raises:
@@ -334,7 +377,7 @@ def open_store(path: str | os.PathLike[str]) -> EventFile | GraphFile:
         fmt = decode_attr(probe.get().attrs.get("format"))
     finally:
         probe.close()
-    readers = {EVENTS_FORMAT: EventFile, GRAPHS_FORMAT: GraphFile}
+    readers = {EVENTS_FORMAT: EventFile, GRAPHS_FORMAT: GraphFile, SCORES_FORMAT: ScoresFile}
     if fmt not in readers:
         raise InputError(f"{path}: neither a partgnn events nor a graphs file (format {fmt!r})")
     return readers[fmt](path)

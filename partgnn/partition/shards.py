@@ -509,3 +509,15 @@ def _replace_directory(staging: Path, out_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         staging.rename(out_dir)
+
+
+def cut_edges(shards: ShardDirectory, index: int, n_edges: int) -> np.ndarray:
+    """Mask ``(E,)`` of the global edges of event ``index`` that the shards' partition cuts.
+
+    Reads every rank's plan: a cut edge is held by two ranks.
+    """
+    holders = np.zeros(n_edges, dtype=np.int64)
+    for rank in range(shards.n_parts):
+        with shards.open_rank(rank) as shard:
+            holders[shard[index].plan.edge_ids] += 1
+    return holders > 1

@@ -27,7 +27,7 @@ import torch
 from partgnn.data.storage import GraphFile
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import CommunicationCounter, ExchangePlan, HaloExchanger
-from partgnn.partition.shards import RankEvent, ShardDirectory
+from partgnn.partition.shards import RankEvent, ShardDirectory, cut_edges
 
 
 @dataclass
@@ -231,15 +231,3 @@ class NaiveSource:
             normaliser=weighted_count(int(counted.sum()), n_true, self.pos_weight),
             lost_y=lost_y.to(self.device),
         )
-
-
-def cut_edges(shards: ShardDirectory, index: int, n_edges: int) -> np.ndarray:
-    """Mask ``(E,)`` of the global edges of event ``index`` that the shards' partition cuts.
-
-    Reads every rank's plan: a cut edge is held by two ranks.
-    """
-    holders = np.zeros(n_edges, dtype=np.int64)
-    for rank in range(shards.n_parts):
-        with shards.open_rank(rank) as shard:
-            holders[shard[index].plan.edge_ids] += 1
-    return holders > 1

@@ -36,7 +36,7 @@ from partgnn.metrics.edge_metrics import EdgeCounts, count_edges
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.partition.shards import ShardDirectory
 from partgnn.train.checkpoints import LAST, load_checkpoint, save_checkpoint
-from partgnn.train.config import TrainConfig
+from partgnn.train.config import ModelConfig, TrainConfig
 from partgnn.train.events import HaloSource, NaiveSource, TrainItem, WholeGraphSource
 from partgnn.train.run_log import RunLog
 
@@ -100,20 +100,9 @@ class Trainer:
             self.total_steps = min(self.total_steps, config.optim.max_steps)
         sample = self.source.item(0)
         torch.manual_seed(config.run.seed)
-        m = config.model
-        self.model = InteractionNetwork(
-            node_features=sample.x.shape[1],
-            edge_features=sample.edge_attr.shape[1],
-            hidden=m.hidden,
-            steps=m.steps,
-            mlp_layers=m.mlp_layers,
-            activation=m.activation,
-            aggregation=m.aggregation,
-            shared_weights=m.shared_weights,
-            residual=m.residual,
-            layer_norm=m.layer_norm,
-            checkpoint=m.checkpoint,
-        ).to(device=self.device, dtype=self.dtype)
+        self.model = build_model(config.model, sample.x.shape[1], sample.edge_attr.shape[1]).to(
+            device=self.device, dtype=self.dtype
+        )
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
         )
@@ -477,6 +466,23 @@ class Trainer:
             step_in_epoch=int(checkpoint["step_in_epoch"]),
             totals=_EpochTotals(**checkpoint["totals"]),
         )
+
+
+def build_model(config: ModelConfig, node_features: int, edge_features: int) -> InteractionNetwork:
+    """The Interaction Network a model config describes, for inputs of the given widths."""
+    return InteractionNetwork(
+        node_features=node_features,
+        edge_features=edge_features,
+        hidden=config.hidden,
+        steps=config.steps,
+        mlp_layers=config.mlp_layers,
+        activation=config.activation,
+        aggregation=config.aggregation,
+        shared_weights=config.shared_weights,
+        residual=config.residual,
+        layer_norm=config.layer_norm,
+        checkpoint=config.checkpoint,
+    )
 
 
 def edge_loss(

@@ -1,0 +1,90 @@
+"""Evaluation sub-commands: ``infer`` (scores, distributed) and ``evaluate`` (metrics)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from partgnn.data.storage import atomic_output
+from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.metrics.edge_metrics import SCORE_CUT
+from partgnn.metrics.evaluation import evaluate_scores
+from partgnn.train.inference import run_inference
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``infer`` and ``evaluate`` to the ``partgnn`` parser."""
+    infer = subparsers.add_parser(
+        "infer", help="score every edge with a trained model (distributed over the shards' P)"
+    )
+    infer.add_argument("--checkpoint", type=Path, required=True)
+    source = infer.add_mutually_exclusive_group(required=True)
+    source.add_argument("--shards", type=Path, help="shard directory (one rank per part)")
+    source.add_argument("--graphs", type=Path, help="graphs file (one process)")
+    infer.add_argument("--out", type=Path, required=True, help="output scores file (.h5)")
+    infer.add_argument(
+        "--naive", action="store_true", help="score each sector alone (boundary edges get 0)"
+    )
+    infer.add_argument("--device", default="auto")
+    infer.add_argument("--transport", default="auto", choices=("auto", "all_to_all", "p2p"))
+    infer.add_argument("--timeout", type=float, default=300.0)
+    infer.set_defaults(run=run_infer)
+
+    evaluate = subparsers.add_parser("evaluate", help="edge and track metrics of a scores file")
+    evaluate.add_argument("scores", type=Path, help="scores file from infer")
+    evaluate.add_argument("--graphs", type=Path, required=True, help="the scored graphs file")
+    evaluate.add_argument("--events", type=Path, help="events file: truth weights, hit counts")
+    evaluate.add_argument("--shards", type=Path, help="shards whose cut defines boundary edges")
+    evaluate.add_argument("--cut", type=float, default=SCORE_CUT, help="edge score cut")
+    evaluate.add_argument("--pt-min", type=float, default=1.0, help="target particle pT [GeV]")
+    evaluate.add_argument("--out", type=Path, help="write the metrics as JSON here")
+    evaluate.set_defaults(run=run_evaluate)
+
+
+def run_infer(args: argparse.Namespace) -> int:
+    context = init_distributed(device=args.device, timeout_s=args.timeout)
+    try:
+        n_events = run_inference(
+            args.checkpoint,
+            args.out,
+            context,
+            shards=args.shards,
+            graphs=args.graphs,
+            transport=args.transport,
+            naive=args.naive,
+        )
+    finally:
+        destroy_distributed(context)
+    if context.is_main:
+        print(f"scored {n_events} events on {context.world_size} ranks -> {args.out}")
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    metrics = evaluate_scores(
+        args.scores,
+        args.graphs,
+        events_path=args.events,
+        shards_path=args.shards,
+        cut=args.cut,
+        pt_min=args.pt_min,
+    )
+    _print_metrics(metrics)
+    if args.out is not None:
+        with atomic_output(args.out) as tmp:
+            tmp.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+        print(f"metrics -> {args.out}")
+    return 0
+
+
+def _print_metrics(metrics: dict[str, object]) -> None:
+    print(f"{metrics['events']} events, score cut {metrics['cut']}")
+    for section in ("edge", "track"):
+        print(f"  {section} metrics:")
+        for key, value in metrics[section].items():
+            missing = value is None or (isinstance(value, float) and np.isnan(value))
+            shown = "n/a" if missing else f"{value:.4f}"
+            print(f"    {key:<28} {shown}")

@@ -1,0 +1,129 @@
+"""Evaluation of a scores file: edge metrics and track metrics over all its events.
+
+Edge counts add up over events (the AUC is computed over all edges together); track metrics are
+computed per event and combined; boundary edges are those the given shards' partition cuts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from torch_geometric.data import Data
+
+from partgnn.data.event import Event
+from partgnn.data.storage import EventFile, GraphFile, ScoresFile, file_sha256
+from partgnn.errors import InputError
+from partgnn.metrics.edge_metrics import SCORE_CUT, edge_metrics, roc_auc
+from partgnn.metrics.tracks import TrackMetrics, build_tracks, track_metrics
+from partgnn.partition.shards import ShardDirectory, cut_edges
+
+
+def evaluate_scores(
+    scores_path: Path,
+    graphs_path: Path,
+    *,
+    events_path: Path | None = None,
+    shards_path: Path | None = None,
+    cut: float = SCORE_CUT,
+    pt_min: float = 1.0,
+) -> dict[str, object]:
+    """Edge and track metrics of a scores file over all its events.
+
+    Edge counts add up over events (AUC over all edges together); track metrics add up their
+    counts over events; the TrackML score is the mean over events (needs ``events_path``).
+
+    Raises:
+        InputError: If the scores were made from another graphs file, or events are missing.
+    """
+    with ScoresFile(scores_path) as scores_file, GraphFile(graphs_path) as graphs:
+        if scores_file.attrs.get("source_sha256") != file_sha256(graphs_path):
+            raise InputError(
+                f"{scores_path}: scores were made from another file than {graphs_path}"
+            )
+        shards = ShardDirectory(shards_path) if shards_path is not None else None
+        events = EventFile(events_path) if events_path is not None else None
+        event_index = {eid: i for i, eid in enumerate(events.event_ids)} if events else {}
+        graph_index = {eid: i for i, eid in enumerate(graphs.event_ids)}
+        all_scores, all_y, edge_rows, track_rows = [], [], [], []
+        for index, event_id in enumerate(scores_file.event_ids):
+            if event_id not in graph_index:
+                raise InputError(f"{graphs_path}: no event {event_id} (scored in {scores_path})")
+            graph = graphs[graph_index[event_id]]
+            scores = scores_file[index]
+            y = graph.y.numpy()
+            if scores.shape != y.shape:
+                raise InputError(
+                    f"{scores_path}: event {event_id} has {scores.shape[0]} scores for "
+                    f"{y.shape[0]} edges"
+                )
+            boundary = None
+            if shards is not None:
+                boundary = cut_edges(shards, shards.meta["event_ids"].index(event_id), y.shape[0])
+            particle_id = graph.particle_id.numpy()
+            particle_pt = graph.particle_pt.numpy()
+            hit_weight, n_hits = None, None
+            if events is not None:
+                if event_id not in event_index:
+                    raise InputError(f"{events_path}: no event {event_id}")
+                hit_weight, n_hits = _truth_of(events[event_index[event_id]], graph)
+            target = _target_edges(graph.edge_index.numpy(), y, particle_id, particle_pt, pt_min)
+            edge_rows.append(edge_metrics(scores, y, boundary=boundary, target=target, cut=cut))
+            labels = build_tracks(graph.edge_index.numpy(), scores, graph.num_nodes, cut=cut)
+            track_rows.append(
+                track_metrics(
+                    labels,
+                    particle_id,
+                    particle_pt=particle_pt,
+                    hit_weight=hit_weight,
+                    pt_min=pt_min,
+                    particle_n_hits=n_hits,
+                )
+            )
+            all_scores.append(scores)
+            all_y.append(y)
+    edge = _sum_edge_rows(edge_rows)
+    edge["auc"] = roc_auc(np.concatenate(all_scores), np.concatenate(all_y))
+    return {
+        "scores": str(scores_path),
+        "graphs": str(graphs_path),
+        "events": len(edge_rows),
+        "cut": cut,
+        "edge": edge,
+        "track": TrackMetrics.combine(track_rows).to_dict(),
+    }
+
+
+def _target_edges(
+    edge_index: np.ndarray, y: np.ndarray, particle_id: np.ndarray, pt: np.ndarray, pt_min: float
+) -> np.ndarray:
+    """True edges whose particle has pT > pt_min and >= 3 hits in the graph."""
+    _, inverse, counts = np.unique(particle_id, return_inverse=True, return_counts=True)
+    hits_of_node = counts[inverse]
+    source = edge_index[0]
+    return (
+        (y > 0.5) & (particle_id[source] > 0) & (pt[source] > pt_min) & (hits_of_node[source] >= 3)
+    )
+
+
+def _truth_of(event: Event, graph: Data) -> tuple[np.ndarray, dict[int, int]]:
+    """Truth weight of each graph node's hit and the particles' total hit counts."""
+    truth = event.truth.set_index("hit_id")
+    weights = truth.loc[graph.hit_id.numpy(), "weight"].to_numpy(dtype=np.float64)
+    particles = event.particles
+    return weights, dict(
+        zip(particles["particle_id"].tolist(), particles["nhits"].tolist(), strict=True)
+    )
+
+
+def _sum_edge_rows(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Event-averaged edge metrics (NaN-aware) and summed edge counts."""
+    keys = rows[0].keys() if rows else ()
+    out = {}
+    for key in keys:
+        values = np.array([row[key] for row in rows], dtype=np.float64)
+        if key.startswith("n_") or key.endswith("_edges"):
+            out[key] = float(values.sum())
+        else:
+            out[key] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+    return out

@@ -1,0 +1,178 @@
+"""Distributed inference: edge scores of every event, in the global edge order of its graph.
+
+Each rank of a graph-parallel group runs the partitioned forward pass (with halo exchange) on its
+shard; the scores of the edges each rank owns are summed into an ``(E,)`` vector with one
+all-reduce (each edge is owned by exactly one rank, the others contribute 0), and the main rank
+writes them. A single process can also score whole graphs from a graphs file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from partgnn.data.storage import GraphFile, file_sha256, write_scores
+from partgnn.distributed.context import DistContext
+from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+from partgnn.errors import InputError
+from partgnn.models.interaction_network import InteractionNetwork
+from partgnn.partition.shards import ShardDirectory
+from partgnn.train.checkpoints import load_checkpoint
+from partgnn.train.config import ModelConfig
+from partgnn.train.trainer import DTYPES, build_model
+
+
+def load_trained_model(
+    checkpoint: str | os.PathLike[str],
+    node_features: int,
+    edge_features: int,
+    device: torch.device,
+) -> tuple[InteractionNetwork, torch.dtype]:
+    """The model of a training checkpoint, in eval mode, and the dtype it was trained in.
+
+    Raises:
+        InputError: If the checkpoint is unreadable or its weights do not fit the data.
+    """
+    state = load_checkpoint(checkpoint, device)
+    try:
+        model_config = ModelConfig(**state["config"]["model"])
+        dtype = DTYPES[state["config"]["run"]["dtype"]]
+    except (KeyError, TypeError) as err:
+        raise InputError(
+            f"{checkpoint}: no model configuration in the checkpoint ({err})"
+        ) from None
+    model = build_model(model_config, node_features, edge_features).to(device=device, dtype=dtype)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise InputError(
+            f"{checkpoint}: weights do not fit {node_features} node and {edge_features} edge "
+            f"features ({str(err).splitlines()[0]})"
+        ) from None
+    model.eval()
+    return model, dtype
+
+
+@torch.no_grad()
+def score_shards(
+    checkpoint: str | os.PathLike[str],
+    shards: ShardDirectory,
+    context: DistContext,
+    *,
+    transport: str = "auto",
+    naive: bool = False,
+) -> Iterator[tuple[int, np.ndarray | None]]:
+    """Yields ``(event_id, scores (E,))`` per event; the scores only on the group's rank 0.
+
+    With ``naive``, every rank scores its sector alone (owned nodes and interior edges, no
+    exchange), as naive sectorisation would: edges crossing the boundary are never scored and
+    get score 0.
+
+    A collective per event: every rank of the group must iterate to the end.
+    """
+    with shards.open_rank(context.rank) as shard:
+        model = None
+        for index in range(len(shard)):
+            event = shard[index]
+            graph, plan = event.graph, event.plan
+            if model is None:
+                model, dtype = load_trained_model(
+                    checkpoint, graph.x.shape[1], graph.edge_attr.shape[1], context.device
+                )
+            edges = torch.ones(plan.n_local_edges, dtype=torch.bool)
+            exchange = None
+            if naive:
+                edges = torch.from_numpy(plan.interior_edges)
+            else:
+                exchange = HaloExchanger(
+                    ExchangePlan.from_halo_plan(plan, context.device), context, transport=transport
+                )
+            logits = torch.zeros(plan.n_local_edges, dtype=dtype, device=context.device)
+            logits[edges.to(context.device)] = model(
+                graph.x[: plan.n_owned if naive else None].to(context.device, dtype),
+                graph.edge_index[:, edges].to(context.device),
+                graph.edge_attr[edges].to(context.device, dtype),
+                exchange=exchange,
+            )
+            owned = torch.from_numpy(plan.edge_owned & edges.numpy()).to(context.device)
+            ids = torch.from_numpy(plan.edge_ids).to(context.device)[owned]
+            scores = torch.zeros(event.n_global_edges, dtype=torch.float64, device=context.device)
+            scores[ids] = torch.sigmoid(logits[owned]).to(torch.float64)
+            if context.world_size > 1:
+                dist.all_reduce(scores, group=context.group)
+            yield event.event_id, (scores.cpu().numpy() if context.rank == 0 else None)
+
+
+@torch.no_grad()
+def score_graphs(
+    checkpoint: str | os.PathLike[str], graphs_path: str | os.PathLike[str], device: torch.device
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yields ``(event_id, scores (E,))`` of whole event graphs, in one process."""
+    with GraphFile(graphs_path) as graphs:
+        model = None
+        for graph in graphs:
+            if model is None:
+                model, dtype = load_trained_model(
+                    checkpoint, graph.x.shape[1], graph.edge_attr.shape[1], device
+                )
+            logits = model(
+                graph.x.to(device, dtype),
+                graph.edge_index.to(device),
+                graph.edge_attr.to(device, dtype),
+            )
+            yield int(graph.event_id), torch.sigmoid(logits).to(torch.float64).cpu().numpy()
+
+
+def run_inference(
+    checkpoint: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    context: DistContext,
+    *,
+    shards: str | os.PathLike[str] | None = None,
+    graphs: str | os.PathLike[str] | None = None,
+    transport: str = "auto",
+    naive: bool = False,
+) -> int:
+    """Scores every event of a shard directory (or graphs file) and writes ``out`` (rank 0).
+
+    Returns:
+        The number of events scored.
+    """
+    if (shards is None) == (graphs is None):
+        raise InputError("infer: give exactly one of --shards and --graphs")
+    if naive and shards is None:
+        raise InputError("infer --naive scores the sectors of a shard directory: give --shards")
+    if shards is not None:
+        directory = ShardDirectory(shards, world_size=context.world_size)
+        items = score_shards(checkpoint, directory, context, transport=transport, naive=naive)
+        source = {
+            "source_shards": str(Path(shards).resolve()),
+            "naive_sectors": naive,
+            **_source(directory),
+        }
+    else:
+        if context.world_size != 1:
+            raise InputError("infer --graphs runs in one process; use --shards for several ranks")
+        items = score_graphs(checkpoint, graphs, context.device)
+        source = {
+            "source_file": str(Path(graphs).resolve()),
+            "source_sha256": file_sha256(graphs),
+        }
+    provenance = {"checkpoint": str(Path(checkpoint).resolve()), **source}
+    if not context.is_main:
+        for _ in items:  # take part in the collectives; rank 0 writes
+            pass
+        return 0
+    return write_scores(out, ((event_id, s) for event_id, s in items), provenance=provenance)
+
+
+def _source(directory: ShardDirectory) -> dict[str, str]:
+    return {
+        "source_file": str(directory.meta["source"]["path"]),
+        "source_sha256": directory.source_sha256,
+    }

@@ -1,0 +1,151 @@
+"""Distributed inference: scores in the global edge order, the same for P = 1, 2 and 3."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from partgnn.cli.main import main
+from partgnn.data.storage import GraphFile, ScoresFile
+from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.train.config import load_config
+from partgnn.train.trainer import Trainer
+from tests.distributed.launch import assert_all_succeeded, launch
+from tests.train.conftest import write_config
+
+
+@pytest.fixture(scope="module")
+def checkpoint(dataset, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("inference")
+    config = write_config(
+        folder / "full.yaml",
+        data={"graphs": str(dataset["graphs"])},
+        optim={"max_steps": 4, "epochs": 4},
+        run={"dir": str(folder / "run"), "dtype": "float32"},
+    )
+    context = init_distributed(device="cpu", timeout_s=60)
+    try:
+        Trainer(load_config(config), context).fit()
+    finally:
+        destroy_distributed(context)
+    return folder / "run" / "checkpoints" / "last.pt"
+
+
+def _scores(path) -> dict[int, np.ndarray]:
+    with ScoresFile(path) as scores:
+        return {event_id: scores[i] for i, event_id in enumerate(scores.event_ids)}
+
+
+@pytest.mark.slow
+def test_partitioned_scores_equal_single_process(dataset, checkpoint, tmp_path, capsys):
+    whole = tmp_path / "whole.h5"
+    assert (
+        main(
+            [
+                "infer",
+                "--checkpoint",
+                str(checkpoint),
+                "--graphs",
+                str(dataset["graphs"]),
+                "--out",
+                str(whole),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
+    one = tmp_path / "p1.h5"
+    assert (
+        main(
+            [
+                "infer",
+                "--checkpoint",
+                str(checkpoint),
+                "--shards",
+                str(dataset["phi1"]),
+                "--out",
+                str(one),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
+    reference = _scores(whole)
+    with GraphFile(dataset["graphs"]) as graphs:
+        assert sorted(reference) == graphs.event_ids
+        for index, event_id in enumerate(graphs.event_ids):
+            assert reference[event_id].shape == (graphs[index].edge_index.shape[1],)
+    for world_size in (2, 3):
+        out = tmp_path / f"p{world_size}.h5"
+        results = launch(
+            world_size,
+            "partgnn",
+            [
+                "infer",
+                "--checkpoint",
+                str(checkpoint),
+                "--shards",
+                str(dataset[f"phi{world_size}"]),
+                "--out",
+                str(out),
+                "--device",
+                "cpu",
+            ],
+            workdir=tmp_path / f"logs{world_size}",
+        )
+        assert_all_succeeded(results)
+        for scores in (_scores(one), _scores(out)):
+            for event_id, values in reference.items():
+                assert np.abs(scores[event_id] - values).max() <= 1e-5
+    capsys.readouterr()
+    report = tmp_path / "metrics.json"
+    assert (
+        main(
+            [
+                "evaluate",
+                str(out),
+                "--graphs",
+                str(dataset["graphs"]),
+                "--shards",
+                str(dataset["phi2"]),
+                "--out",
+                str(report),
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "edge metrics" in printed and "track metrics" in printed
+    metrics = json.loads(report.read_text())
+    assert metrics["events"] == 4
+    assert 0.0 <= metrics["edge"]["efficiency"] <= 1.0
+    assert 0.5 <= metrics["edge"]["auc"] <= 1.0
+
+
+def test_scores_from_another_graphs_file_are_refused(dataset, checkpoint, tmp_path, capsys):
+    out = tmp_path / "scores.h5"
+    assert (
+        main(
+            [
+                "infer",
+                "--checkpoint",
+                str(checkpoint),
+                "--graphs",
+                str(dataset["graphs"]),
+                "--out",
+                str(out),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
+    other = tmp_path / "other.h5"
+    other.write_bytes(dataset["graphs"].read_bytes() + b"\0")
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--graphs", str(other)]) == 2
+    assert "scores were made from another file" in capsys.readouterr().err
