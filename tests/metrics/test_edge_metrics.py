@@ -1,0 +1,63 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from partgnn.metrics.edge_metrics import EdgeCounts, count_edges, edge_metrics, roc_auc
+
+
+def test_counts_on_a_hand_made_set_of_edges():
+    scores = torch.tensor([0.9, 0.8, 0.2, 0.1, 0.7, 0.3])
+    y = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0, 0.0])
+    boundary = torch.tensor([False, False, False, False, True, True])
+    counts = count_edges(scores, y, boundary)
+    assert counts.as_tuple() == (2, 1, 1, 2, 1, 0, 0, 1)
+    assert counts.efficiency == 2 / 3 and counts.purity == 2 / 3
+    assert counts.boundary_efficiency == 1.0 and counts.boundary_purity == 1.0
+    assert counts.interior_efficiency == 1 / 2 and counts.interior_purity == 1 / 2
+
+
+def test_lost_boundary_edges_count_as_missed():
+    counts = count_edges(
+        torch.tensor([0.9]),
+        torch.tensor([1.0]),
+        torch.tensor([False]),
+        lost_y=torch.tensor([1.0, 1.0, 0.0]),
+    )
+    assert (counts.tp, counts.fn, counts.tn) == (1, 2, 1)
+    assert counts.boundary_efficiency == 0.0
+    assert math.isnan(counts.boundary_purity)
+    assert counts.interior_efficiency == 1.0
+    assert (counts + EdgeCounts(tp=1)).tp == 2
+
+
+@pytest.mark.parametrize(
+    ("scores", "expected"),
+    [
+        ([0.9, 0.8, 0.2, 0.1], 1.0),
+        ([0.1, 0.2, 0.8, 0.9], 0.0),
+        ([0.5, 0.5, 0.5, 0.5], 0.5),
+        ([0.9, 0.3, 0.6, 0.1], 0.75),
+    ],
+)
+def test_roc_auc_hand_computed(scores, expected):
+    assert roc_auc(np.array(scores), np.array([1, 1, 0, 0])) == pytest.approx(expected)
+
+
+def test_roc_auc_without_both_classes_is_nan():
+    assert math.isnan(roc_auc(np.array([0.1, 0.2]), np.array([1, 1])))
+
+
+def test_edge_metrics_with_target_and_boundary():
+    scores = np.array([0.9, 0.2, 0.7, 0.4])
+    y = np.array([1, 1, 1, 0])
+    metrics = edge_metrics(
+        scores, y, boundary=np.array([0, 1, 0, 0]), target=np.array([1, 1, 0, 0])
+    )
+    assert metrics["target_efficiency"] == 0.5
+    assert metrics["efficiency"] == 2 / 3 and metrics["purity"] == 1.0
+    assert metrics["boundary_efficiency"] == 0.0 and metrics["interior_efficiency"] == 1.0
+    assert metrics["auc"] == pytest.approx(2 / 3)  # 0.2 < 0.4: one of three pairs misordered
+    plain = edge_metrics(scores, y)
+    assert math.isnan(plain["boundary_efficiency"]) and math.isnan(plain["target_efficiency"])
