@@ -2,14 +2,15 @@
 
 Runs the same commands a user would: simulate events, build pT > 1 GeV graphs, partition them
 for 2 ranks (METIS and phi sectors), train the edge classifier in modes full (one process), halo
-(2 processes under torchrun, exact) and naive (2 independent sectors), and print a comparison of
-the three runs. Also imports the real TrackML sample event when it is beside the repository.
+(2 processes under torchrun, exact) and naive (2 independent sectors), score every event with
+each model (halo with the exchange, naive sector by sector), evaluate edge and track metrics, and
+write the comparison report. Also imports the real TrackML sample event when it is beside the
+repository.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from partgnn.cli.main import main as partgnn_main
 from partgnn.data.paths import config_dir, trackml_sample_dir
+from partgnn.metrics.report import EVALUATION_NAME, findings, load_run, summary_table
 
 
 def run(out: Path, *, events: int, pileup: float, seed: int, epochs: int) -> int:
@@ -82,52 +84,85 @@ def run(out: Path, *, events: int, pileup: float, seed: int, epochs: int) -> int
         f"data.boundary_shards={out / 'shards-phi2'}",
         f"optim.epochs={epochs}",
     ]
-    runs = {
-        "full": ["partgnn"],
-        "halo": ["torchrun", "--standalone", "--nproc-per-node", "2"],
-        "naive": ["torchrun", "--standalone", "--nproc-per-node", "2"],
-    }
-    bin_dir = Path(sys.executable).parent
-    for mode, launcher in runs.items():
-        overrides = [*common, f"mode={mode}", f"run.dir={out / 'runs' / mode}"]
+    runs = {"full": 1, "halo": 2, "naive": 2}
+    for mode, n_ranks in runs.items():
+        run_dir = out / "runs" / mode
+        overrides = [*common, f"mode={mode}", f"run.dir={run_dir}"]
         arguments = ["train", "--config", str(config)]
         for override in overrides:
             arguments += ["--set", override]
-        if launcher[0] == "torchrun":
-            command = [str(bin_dir / "torchrun"), *launcher[1:], "-m", "partgnn", *arguments]
-        else:
-            command = [str(bin_dir / "partgnn"), *arguments]
-        _announce([Path(command[0]).name, *command[1:]])
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        if code := subprocess.run(command, env=env, check=False).returncode:
+        if code := _launch(n_ranks, arguments):
             return code
-    print()
-    print(comparison_table({mode: out / "runs" / mode for mode in runs}))
-    print(f"\ndemo outputs in {out}/ (runs in {out / 'runs'}/, TensorBoard logs in runs/*/tb)")
+        scores = run_dir / "scores.h5"
+        source = (
+            ["--graphs", str(graphs)] if mode == "full" else ["--shards", str(out / "shards-phi2")]
+        )
+        naive = ["--naive"] if mode == "naive" else []
+        infer = [
+            "infer",
+            "--checkpoint",
+            str(run_dir / "checkpoints" / "last.pt"),
+            *source,
+            "--out",
+            str(scores),
+            "--device",
+            "cpu",
+            *naive,
+        ]
+        if code := _launch(n_ranks, infer):
+            return code
+        evaluate = [
+            "evaluate",
+            str(scores),
+            "--graphs",
+            str(graphs),
+            "--events",
+            str(out / "events.h5"),
+            "--shards",
+            str(out / "shards-phi2"),
+            "--out",
+            str(run_dir / EVALUATION_NAME),
+        ]
+        _announce(["partgnn", *evaluate])
+        if code := partgnn_main(evaluate):
+            return code
+    compare = [
+        "compare",
+        *(str(out / "runs" / mode) for mode in runs),
+        "--out",
+        str(out / "report"),
+    ]
+    _announce(["partgnn", *compare])
+    if code := partgnn_main(compare):
+        return code
+    records = [load_run(out / "runs" / mode) for mode in runs]
+    print("\n" + "\n".join(summary_table(records)))
+    print("\n" + "\n".join(findings(records)))
+    print(
+        f"\ncomparison report: {out / 'report' / 'report.md'} (plots beside it); runs, "
+        f"TensorBoard logs and checkpoints in {out / 'runs'}/"
+    )
     return 0
 
 
-def comparison_table(run_dirs: dict[str, Path]) -> str:
-    """Markdown table of the final validation metrics and costs of several runs."""
-    header = (
-        "| run | ranks | val loss | efficiency | purity | boundary eff. | boundary purity "
-        "| step ms | peak MB per rank | MB exchanged |\n|---|---|---|---|---|---|---|---|---|---|"
-    )
-    lines = [header]
-    for name, run_dir in run_dirs.items():
-        summary = json.loads((run_dir / "summary.json").read_text())
-        final = summary["final"] or {}
-        memory = " / ".join(f"{m:.0f}" for m in final.get("peak_memory_mb_per_rank", []))
-        lines.append(
-            f"| {name} | {summary['world_size']} | {final.get('val_loss', float('nan')):.4f} "
-            f"| {final.get('val_efficiency', float('nan')):.4f} "
-            f"| {final.get('val_purity', float('nan')):.4f} "
-            f"| {final.get('val_boundary_efficiency', float('nan')):.4f} "
-            f"| {final.get('val_boundary_purity', float('nan')):.4f} "
-            f"| {1e3 * final.get('step_time_s', float('nan')):.1f} | {memory} "
-            f"| {summary['communication']['bytes_sent'] / 1e6:.2f} |"
-        )
-    return "\n".join(lines)
+def _launch(n_ranks: int, arguments: list[str]) -> int:
+    """Runs ``partgnn ARGS`` in one process, or under torchrun on ``n_ranks`` processes."""
+    bin_dir = Path(sys.executable).parent
+    if n_ranks == 1:
+        command = [str(bin_dir / "partgnn"), *arguments]
+    else:
+        command = [
+            str(bin_dir / "torchrun"),
+            "--standalone",
+            "--nproc-per-node",
+            str(n_ranks),
+            "-m",
+            "partgnn",
+            *arguments,
+        ]
+    _announce([Path(command[0]).name, *command[1:]])
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(command, env=env, check=False).returncode
 
 
 def _announce(command: list[str]) -> None:

@@ -12,7 +12,13 @@ import sys
 from collections.abc import Sequence
 
 from partgnn import __version__
-from partgnn.cli import data_commands, eval_commands, partition_commands, train_commands
+from partgnn.cli import (
+    data_commands,
+    eval_commands,
+    partition_commands,
+    report_commands,
+    train_commands,
+)
 from partgnn.distributed import selfcheck
 from partgnn.errors import InputError
 
@@ -33,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     selfcheck.register(subparsers)
     train_commands.register(subparsers)
     eval_commands.register(subparsers)
+    report_commands.register(subparsers)
     return parser
 
 
