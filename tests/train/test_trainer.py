@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.train.checkpoints import load_checkpoint
+from partgnn.train.config import load_config
+from partgnn.train.trainer import Trainer
 from tests.distributed.launch import REPOSITORY, assert_all_succeeded, child_env, launch
 from tests.train.conftest import write_config
 
@@ -23,6 +26,7 @@ def _train(world_size: int, config: Path, tmp_path: Path, *extra: str) -> None:
         "partgnn",
         ["train", "--config", str(config), *extra],
         workdir=tmp_path / f"logs-{config.stem}",
+        timeout=600,
     )
     assert_all_succeeded(results)
 
@@ -40,35 +44,54 @@ def _metrics(run_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_three_halo_steps_equal_full_mode(dataset, tmp_path, world_size):
-    steps = {"epochs": 1, "max_steps": 3}
+def _three_step_config(path: Path, dataset, mode: str, dtype: str, shards: str) -> Path:
+    return write_config(
+        path,
+        mode=mode,
+        data={"graphs": str(dataset["graphs"]), "shards": str(dataset[shards])},
+        optim={"epochs": 3, "max_steps": 3},
+        run={"dir": str(path.with_suffix("")), "dtype": dtype},
+    )
+
+
+@pytest.fixture(scope="module")
+def full_runs(dataset, tmp_path_factory) -> dict[str, Path]:
+    """Three optimizer steps in mode full (one process, run here), per dtype."""
+    folder = tmp_path_factory.mktemp("full-runs")
     runs = {}
     for dtype in ("float64", "float32"):
-        for mode, n in (("full", 1), ("halo", world_size)):
-            run_dir = tmp_path / f"{mode}-{dtype}"
-            config = write_config(
-                tmp_path / f"{mode}-{dtype}.yaml",
-                mode=mode,
-                data={"graphs": str(dataset["graphs"]), "shards": str(dataset[f"phi{world_size}"])},
-                optim={**steps, "epochs": 3},
-                run={"dir": str(run_dir), "dtype": dtype},
-            )
-            _train(n, config, tmp_path)
-            runs[(mode, dtype)] = run_dir
-    full, halo = _weights(runs[("full", "float64")]), _weights(runs[("halo", "float64")])
+        config = _three_step_config(folder / f"full-{dtype}.yaml", dataset, "full", dtype, "phi1")
+        context = init_distributed(device="cpu", timeout_s=60)
+        try:
+            Trainer(load_config(config), context).fit()
+        finally:
+            destroy_distributed(context)
+        runs[dtype] = config.with_suffix("")
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_three_halo_steps_equal_full_mode(dataset, full_runs, tmp_path, world_size):
+    halo_runs = {}
+    for dtype in ("float64", "float32"):
+        config = _three_step_config(
+            tmp_path / f"halo-{dtype}.yaml", dataset, "halo", dtype, f"phi{world_size}"
+        )
+        _train(world_size, config, tmp_path)
+        halo_runs[dtype] = config.with_suffix("")
+    full, halo = _weights(full_runs["float64"]), _weights(halo_runs["float64"])
     worst = max(_relative(halo[k], full[k]) for k in full)
     assert worst <= 1e-9, f"float64 weights differ by {worst:.3g}"
     # float32: Adam amplifies rounding in near-zero gradient elements, so compare the losses.
     losses = {
-        mode: [float(r["train_loss"]) for r in _metrics(runs[(mode, "float32")])]
-        for mode in ("full", "halo")
+        mode: [float(r["train_loss"]) for r in _metrics(runs["float32"])]
+        for mode, runs in (("full", full_runs), ("halo", halo_runs))
     }
     assert len(losses["full"]) == len(losses["halo"]) >= 1
     for a, b in zip(losses["halo"], losses["full"], strict=True):
         assert abs(a - b) <= 1e-5 * abs(b), losses
-    assert int(_metrics(runs[("halo", "float32")])[-1]["bytes_exchanged"]) > 0
+    assert int(_metrics(halo_runs["float32"])[-1]["bytes_exchanged"]) > 0
 
 
 @pytest.mark.slow
