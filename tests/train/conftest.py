@@ -16,7 +16,7 @@ from partgnn.partition.shards import PartitionOptions, write_shards
 
 @pytest.fixture(scope="session")
 def dataset(tmp_path_factory) -> dict[str, Path]:
-    """4 pile-up-3 events without pT cut; phi shards for P = 1, 2, 3."""
+    """4 pile-up-3 events without pT cut; phi shards for P = 1, 2, 3, 4."""
     folder = tmp_path_factory.mktemp("train-data")
     geometry = default_geometry()
     graphs = (
@@ -29,7 +29,7 @@ def dataset(tmp_path_factory) -> dict[str, Path]:
     )
     paths = {"graphs": folder / "graphs.h5"}
     write_graphs(paths["graphs"], ((g, q.to_dict()) for g, q in graphs))
-    for n_parts in (1, 2, 3):
+    for n_parts in (1, 2, 3, 4):
         paths[f"phi{n_parts}"] = folder / f"phi{n_parts}"
         write_shards(
             paths["graphs"],

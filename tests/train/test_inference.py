@@ -1,4 +1,4 @@
-"""Distributed inference: scores in the global edge order, the same for P = 1, 2 and 3."""
+"""Distributed inference: scores in the global edge order, the same for P = 1, 2 and 4."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_partitioned_scores_equal_single_process(dataset, checkpoint, tmp_path, 
         assert sorted(reference) == graphs.event_ids
         for index, event_id in enumerate(graphs.event_ids):
             assert reference[event_id].shape == (graphs[index].edge_index.shape[1],)
-    for world_size in (2, 3):
+    for world_size in (2, 4):
         out = tmp_path / f"p{world_size}.h5"
         results = launch(
             world_size,
