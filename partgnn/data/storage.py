@@ -17,11 +17,12 @@ complete, so a crash never leaves a half-written file under the final name.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -119,27 +120,16 @@ def write_events(
     Raises:
         InputError: If an event is invalid or two events share an id (nothing is written).
     """
-    with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
-        write_root_attrs(h5, EVENTS_FORMAT, provenance)
-        group = h5.create_group("events")
-        n_events = 0
+
+    def normalized_events() -> Iterator[
+        tuple[int, dict[str, object], Callable[[h5py.Group], None]]
+    ]:
         for event in events:
             event = event.normalized()
             event.validate()
-            key = event_key(event.event_id)
-            if key in group:
-                raise InputError(f"{path}: two events with event_id {event.event_id}")
-            event_group = group.create_group(key)
-            event_group.attrs["event_id"] = event.event_id
-            write_attrs(event_group, event.attrs)
-            for table_name, columns in TABLES.items():
-                table = getattr(event, table_name)
-                table_group = event_group.create_group(table_name)
-                for column in columns:
-                    write_array(table_group, column, table[column].to_numpy())
-            n_events += 1
-        h5.attrs["n_events"] = n_events
-    return n_events
+            yield event.event_id, event.attrs, functools.partial(_write_tables, event=event)
+
+    return _write_event_groups(path, EVENTS_FORMAT, provenance, normalized_events())
 
 
 def write_graphs(
@@ -159,26 +149,55 @@ def write_graphs(
     Returns:
         The number of graphs written.
     """
+    items = (
+        (int(graph.event_id), quality, functools.partial(_write_graph_fields, graph=graph))
+        for graph, quality in graphs
+    )
+    return _write_event_groups(path, GRAPHS_FORMAT, provenance, items)
+
+
+def _write_tables(group: h5py.Group, *, event: Event) -> None:
+    for table_name, columns in TABLES.items():
+        table = getattr(event, table_name)
+        table_group = group.create_group(table_name)
+        for column in columns:
+            write_array(table_group, column, table[column].to_numpy())
+
+
+def _write_graph_fields(group: h5py.Group, *, graph: Data) -> None:
+    for name, dtype in GRAPH_FIELDS.items():
+        value = getattr(graph, name, None)
+        if value is None:
+            raise InputError(f"graph of {group.name} lacks field {name!r}")
+        array = value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        write_array(group, name, array.astype(dtype, copy=False))
+
+
+def _write_event_groups(
+    path: str | os.PathLike[str],
+    fmt: str,
+    provenance: dict[str, object] | None,
+    events: Iterable[tuple[int, dict[str, object], Callable[[h5py.Group], None]]],
+) -> int:
+    """Writes a partgnn file atomically: root attributes, then one group per event.
+
+    ``events`` yields ``(event_id, attributes, fill)``; ``fill(group)`` writes the datasets.
+    """
     with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
-        write_root_attrs(h5, GRAPHS_FORMAT, provenance)
+        write_root_attrs(h5, fmt, provenance)
         group = h5.create_group("events")
-        n_graphs = 0
-        for graph, quality in graphs:
-            key = event_key(int(graph.event_id))
+        n_events = 0
+        for event_id, attrs, fill in events:
+            key = event_key(event_id)
             if key in group:
-                raise InputError(f"{path}: two graphs with event_id {int(graph.event_id)}")
+                raise InputError(f"{path}: two events with event_id {event_id}")
             event_group = group.create_group(key)
-            event_group.attrs["event_id"] = int(graph.event_id)
-            write_attrs(event_group, quality)
-            for name, dtype in GRAPH_FIELDS.items():
-                value = getattr(graph, name, None)
-                if value is None:
-                    raise InputError(f"graph of {key} lacks field {name!r}")
-                array = value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-                write_array(event_group, name, array.astype(dtype, copy=False))
-            n_graphs += 1
-        h5.attrs["n_events"] = n_graphs
-    return n_graphs
+            event_group.attrs["event_id"] = int(event_id)
+            write_attrs(event_group, attrs)
+            fill(event_group)
+            n_events += 1
+        h5.attrs["n_events"] = n_events
+    return n_events
 
 
 class LazyH5File:
@@ -340,17 +359,15 @@ def write_scores(
     Returns:
         The number of events written.
     """
-    with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
-        write_root_attrs(h5, SCORES_FORMAT, provenance)
-        group = h5.create_group("events")
-        n_events = 0
-        for event_id, values in scores:
-            event_group = group.create_group(event_key(event_id))
-            event_group.attrs["event_id"] = int(event_id)
-            write_array(event_group, "scores", np.asarray(values, dtype=np.float32))
-            n_events += 1
-        h5.attrs["n_events"] = n_events
-    return n_events
+    items = (
+        (int(event_id), {}, functools.partial(_write_scores, scores=values))
+        for event_id, values in scores
+    )
+    return _write_event_groups(path, SCORES_FORMAT, provenance, items)
+
+
+def _write_scores(group: h5py.Group, *, scores: np.ndarray) -> None:
+    write_array(group, "scores", np.asarray(scores, dtype=np.float32))
 
 
 class ScoresFile(_EventStore):

@@ -38,25 +38,15 @@ def _scores(path) -> dict[int, np.ndarray]:
         return {event_id: scores[i] for i, event_id in enumerate(scores.event_ids)}
 
 
+def _infer_whole(checkpoint, graphs, out) -> None:
+    args = ["infer", "--checkpoint", str(checkpoint), "--graphs", str(graphs), "--out", str(out)]
+    assert main([*args, "--device", "cpu"]) == 0
+
+
 @pytest.mark.slow
 def test_partitioned_scores_equal_single_process(dataset, checkpoint, tmp_path, capsys):
     whole = tmp_path / "whole.h5"
-    assert (
-        main(
-            [
-                "infer",
-                "--checkpoint",
-                str(checkpoint),
-                "--graphs",
-                str(dataset["graphs"]),
-                "--out",
-                str(whole),
-                "--device",
-                "cpu",
-            ]
-        )
-        == 0
-    )
+    _infer_whole(checkpoint, dataset["graphs"], whole)
     one = tmp_path / "p1.h5"
     assert (
         main(
@@ -128,22 +118,7 @@ def test_partitioned_scores_equal_single_process(dataset, checkpoint, tmp_path, 
 
 def test_scores_from_another_graphs_file_are_refused(dataset, checkpoint, tmp_path, capsys):
     out = tmp_path / "scores.h5"
-    assert (
-        main(
-            [
-                "infer",
-                "--checkpoint",
-                str(checkpoint),
-                "--graphs",
-                str(dataset["graphs"]),
-                "--out",
-                str(out),
-                "--device",
-                "cpu",
-            ]
-        )
-        == 0
-    )
+    _infer_whole(checkpoint, dataset["graphs"], out)
     other = tmp_path / "other.h5"
     other.write_bytes(dataset["graphs"].read_bytes() + b"\0")
     capsys.readouterr()
