@@ -19,7 +19,9 @@ from pathlib import Path
 
 from partgnn.cli.main import main as partgnn_main
 from partgnn.data.paths import config_dir, trackml_sample_dir
+from partgnn.data.storage import GraphFile
 from partgnn.metrics.report import EVALUATION_NAME, findings, load_run, summary_table
+from partgnn.train.config import load_config
 
 
 def run(out: Path, *, events: int, pileup: float, seed: int, epochs: int) -> int:
@@ -84,6 +86,9 @@ def run(out: Path, *, events: int, pileup: float, seed: int, epochs: int) -> int
         f"data.boundary_shards={out / 'shards-phi2'}",
         f"optim.epochs={epochs}",
     ]
+    # The validation events of the runs: the last ones of the graphs file (configs/demo.yaml).
+    with GraphFile(graphs) as graph_file:
+        validation_ids = graph_file.event_ids[-load_config(config).data.val_events :]
     runs = {"full": 1, "halo": 2, "naive": 2}
     for mode, n_ranks in runs.items():
         run_dir = out / "runs" / mode
@@ -120,6 +125,8 @@ def run(out: Path, *, events: int, pileup: float, seed: int, epochs: int) -> int
             str(out / "events.h5"),
             "--shards",
             str(out / "shards-phi2"),
+            "--event-ids",
+            *map(str, validation_ids),
             "--out",
             str(run_dir / EVALUATION_NAME),
         ]

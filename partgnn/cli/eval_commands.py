@@ -40,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--shards", type=Path, help="shards whose cut defines boundary edges")
     evaluate.add_argument("--cut", type=float, default=SCORE_CUT, help="edge score cut")
     evaluate.add_argument("--pt-min", type=float, default=1.0, help="target particle pT [GeV]")
+    evaluate.add_argument(
+        "--event-ids", type=int, nargs="+", default=None, help="evaluate only these events"
+    )
     evaluate.add_argument("--out", type=Path, help="write the metrics as JSON here")
     evaluate.set_defaults(run=run_evaluate)
 
@@ -71,6 +74,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         shards_path=args.shards,
         cut=args.cut,
         pt_min=args.pt_min,
+        event_ids=args.event_ids,
     )
     _print_metrics(metrics)
     if args.out is not None:

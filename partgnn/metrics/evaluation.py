@@ -27,11 +27,13 @@ def evaluate_scores(
     shards_path: Path | None = None,
     cut: float = SCORE_CUT,
     pt_min: float = 1.0,
+    event_ids: list[int] | None = None,
 ) -> dict[str, object]:
     """Edge and track metrics of a scores file over all its events.
 
     Edge counts add up over events (AUC over all edges together); track metrics add up their
     counts over events; the TrackML score is the mean over events (needs ``events_path``).
+    ``event_ids`` restricts the evaluation to those events (e.g. the validation events).
 
     Raises:
         InputError: If the scores were made from another graphs file, or events are missing.
@@ -46,7 +48,13 @@ def evaluate_scores(
         event_index = {eid: i for i, eid in enumerate(events.event_ids)} if events else {}
         graph_index = {eid: i for i, eid in enumerate(graphs.event_ids)}
         all_scores, all_y, edge_rows, track_rows = [], [], [], []
-        for index, event_id in enumerate(scores_file.event_ids):
+        selected = scores_file.event_ids if event_ids is None else event_ids
+        unknown = sorted(set(selected) - set(scores_file.event_ids))
+        if unknown:
+            raise InputError(f"{scores_path}: no scores for event {unknown[0]}")
+        score_index = {eid: i for i, eid in enumerate(scores_file.event_ids)}
+        for event_id in selected:
+            index = score_index[event_id]
             if event_id not in graph_index:
                 raise InputError(f"{graphs_path}: no event {event_id} (scored in {scores_path})")
             graph = graphs[graph_index[event_id]]

@@ -124,3 +124,31 @@ def test_scores_from_another_graphs_file_are_refused(dataset, checkpoint, tmp_pa
     capsys.readouterr()
     assert main(["evaluate", str(out), "--graphs", str(other)]) == 2
     assert "scores were made from another file" in capsys.readouterr().err
+
+
+def test_evaluate_selected_events_only(dataset, checkpoint, tmp_path, capsys):
+    out = tmp_path / "scores.h5"
+    _infer_whole(checkpoint, dataset["graphs"], out)
+    report = tmp_path / "metrics.json"
+    assert (
+        main(
+            [
+                "evaluate",
+                str(out),
+                "--graphs",
+                str(dataset["graphs"]),
+                "--event-ids",
+                "2",
+                "3",
+                "--out",
+                str(report),
+            ]
+        )
+        == 0
+    )
+    assert json.loads(report.read_text())["events"] == 2
+    capsys.readouterr()
+    assert (
+        main(["evaluate", str(out), "--graphs", str(dataset["graphs"]), "--event-ids", "77"]) == 2
+    )
+    assert f"{out}: no scores for event 77" in capsys.readouterr().err
