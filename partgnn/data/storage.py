@@ -429,10 +429,10 @@ def _check_graph(graph: Data, *, where: str) -> None:
     if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= n_nodes):
         raise InputError(f"{where}: edge_index refers to nodes outside 0..{n_nodes - 1}")
     n_edges = edge_index.shape[1]
-    for name in ("edge_attr", "y", "edge_pt"):
+    for name in EDGE_FIELDS:
         if graph[name].shape[0] != n_edges:
             raise InputError(f"{where}: {name} has {graph[name].shape[0]} rows, expected {n_edges}")
-    for name in ("pos", "hit_id", "particle_id", "particle_pt", "layer"):
+    for name in NODE_FIELDS:
         if graph[name].shape[0] != n_nodes:
             raise InputError(f"{where}: {name} has {graph[name].shape[0]} rows, expected {n_nodes}")
     for name in ("x", "edge_attr"):

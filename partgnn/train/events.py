@@ -43,6 +43,8 @@ class TrainItem:
         counted: Edges this rank counts in loss and metrics ``(E_local,)``.
         boundary: Edges crossing the partition boundary ``(E_local,)``.
         normaliser: Denominator of this rank's loss sum.
+        event_normaliser: The whole event's weighted edge count (equal to ``normaliser`` except
+            in naive mode, whose sectors normalise by their own count).
         exchange: The halo exchange (``None``: no exchange).
         lost_y: Truth of the boundary edges this rank should count but cannot score ``(L,)``.
     """
@@ -55,6 +57,7 @@ class TrainItem:
     counted: torch.Tensor
     boundary: torch.Tensor
     normaliser: float
+    event_normaliser: float
     exchange: HaloExchanger | None = None
     lost_y: torch.Tensor | None = None
 
@@ -98,6 +101,7 @@ class WholeGraphSource:
         boundary = torch.zeros(n_edges, dtype=torch.bool)
         if self.boundary_shards is not None:
             boundary = torch.from_numpy(cut_edges(self.boundary_shards, index, n_edges))
+        normaliser = weighted_count(n_edges, int(graph.y.sum()), self.pos_weight)
         return TrainItem(
             event_id=int(graph.event_id),
             x=graph.x.to(self.device),
@@ -106,7 +110,8 @@ class WholeGraphSource:
             y=graph.y.to(self.device),
             counted=torch.ones(n_edges, dtype=torch.bool, device=self.device),
             boundary=boundary.to(self.device),
-            normaliser=weighted_count(n_edges, int(graph.y.sum()), self.pos_weight),
+            normaliser=normaliser,
+            event_normaliser=normaliser,
         )
 
 
@@ -132,6 +137,9 @@ class HaloSource:
     def __len__(self) -> int:
         return len(self.shard)
 
+    def _event_normaliser(self, event: RankEvent) -> float:
+        return weighted_count(event.n_global_edges, event.n_global_true_edges, self.pos_weight)
+
     def item(self, index: int) -> TrainItem:
         event = self.shard[index]
         plan, graph, device = event.plan, event.graph, self.context.device
@@ -149,9 +157,8 @@ class HaloSource:
             y=graph.y.to(device),
             counted=torch.from_numpy(plan.edge_owned).to(device),
             boundary=torch.from_numpy(~plan.interior_edges).to(device),
-            normaliser=weighted_count(
-                event.n_global_edges, event.n_global_true_edges, self.pos_weight
-            ),
+            normaliser=self._event_normaliser(event),
+            event_normaliser=self._event_normaliser(event),
             exchange=exchange,
         )
 
@@ -178,7 +185,7 @@ class NaiveSource:
         # Boundary edges whose target this rank owns: it would count them, but they are lost.
         lost = torch.from_numpy(plan.edge_owned & ~plan.interior_edges)
         return self._item(
-            event.event_id,
+            event,
             graph.x[: plan.n_owned],
             graph.edge_index[:, interior],
             graph.edge_attr[interior],
@@ -197,7 +204,7 @@ class NaiveSource:
         in_sector = np.isin(plan.edge_ids, sector.global_edges.numpy())
         lost = torch.from_numpy(plan.edge_owned & ~in_sector)
         return self._item(
-            event.event_id,
+            event,
             sector.x,
             edge_index,
             sector.edge_attr,
@@ -209,7 +216,7 @@ class NaiveSource:
 
     def _item(
         self,
-        event_id: int,
+        event: RankEvent,
         x: torch.Tensor,
         edge_index: torch.Tensor,
         edge_attr: torch.Tensor,
@@ -221,7 +228,7 @@ class NaiveSource:
     ) -> TrainItem:
         n_true = int(y[counted].sum())
         return TrainItem(
-            event_id=event_id,
+            event_id=event.event_id,
             x=x.to(self.device),
             edge_index=edge_index.to(self.device),
             edge_attr=edge_attr.to(self.device),
@@ -229,5 +236,8 @@ class NaiveSource:
             counted=counted.to(self.device),
             boundary=boundary.to(self.device),
             normaliser=weighted_count(int(counted.sum()), n_true, self.pos_weight),
+            event_normaliser=weighted_count(
+                event.n_global_edges, event.n_global_true_edges, self.pos_weight
+            ),
             lost_y=lost_y.to(self.device),
         )

@@ -329,6 +329,10 @@ class Trainer:
         self.model.eval()
         counts = EdgeCounts()
         loss_sum = torch.zeros(1, dtype=torch.float64, device=self.device)
+        # The whole events' weighted edge count: every rank of a halo group and every naive
+        # sector knows it, so only rank 0 of each group contributes it.
+        contributes = self.mode in ("full", "ddp") or self.context.rank == 0
+        normaliser = torch.zeros(1, dtype=torch.float64, device=self.device)
         indices = self.val_indices
         if self.mode == "ddp":
             # Each rank evaluates every world_size-th validation event.
@@ -354,14 +358,8 @@ class Trainer:
                 item.boundary[counted],
                 lost_y=item.lost_y,
             )
-        # The global weighted edge count of the events: every rank of a halo group and every
-        # naive sector knows it, so only rank 0 of each group contributes it.
-        contributes = self.mode in ("full", "ddp") or self.context.rank == 0
-        normaliser = torch.tensor(
-            [sum(self._val_normaliser(i) for i in indices) if contributes else 0.0],
-            dtype=torch.float64,
-            device=self.device,
-        )
+            if contributes:
+                normaliser += item.event_normaliser
         if self.context.global_world_size > 1:
             counts = counts.all_reduce(None, self.device)
             dist.all_reduce(loss_sum)
@@ -369,21 +367,6 @@ class Trainer:
         metrics = counts.summary()
         metrics["loss"] = float(loss_sum / normaliser.clamp(min=1.0))
         return metrics
-
-    def _val_normaliser(self, index: int) -> float:
-        # The weighted edge count of the whole event (the same on every rank of a halo group).
-        item_counts = self._event_counts(index)
-        return item_counts[0] + (self.config.loss.pos_weight - 1.0) * item_counts[1]
-
-    def _event_counts(self, index: int) -> tuple[int, int]:
-        if self.mode in ("full", "ddp"):
-            quality = self.source.graphs.quality(index)
-            if "n_edges" in quality and "n_true_edges" in quality:
-                return int(quality["n_edges"]), int(quality["n_true_edges"])
-            graph = self.source.graphs[index]
-            return graph.edge_index.shape[1], int(graph.y.sum())
-        event = self.source.shard[index]
-        return event.n_global_edges, event.n_global_true_edges
 
     def _evaluate_and_log(self, log: RunLog | None) -> dict[str, Any]:
         metrics = self.evaluate() if self.val_indices else {}

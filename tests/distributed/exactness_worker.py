@@ -15,12 +15,11 @@ import argparse
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from partgnn.distributed.halo_exchange import CommunicationCounter, ExchangePlan, HaloExchanger
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.shards import ShardDirectory
-from tests.distributed.reference import DTYPES, build_model, edge_loss
+from tests.distributed.reference import DTYPES, build_model, edge_loss, summed_over_ranks
 
 
 def main() -> None:
@@ -54,13 +53,7 @@ def main() -> None:
                     )
                     loss = edge_loss(logits[owned], graph.y[owned].to(dtype), event.n_global_edges)
                     loss.backward()
-                    grads = {}
-                    for name, parameter in model.named_parameters():
-                        grad = parameter.grad.clone()
-                        dist.all_reduce(grad, group=context.group)
-                        grads[name] = grad
-                    total_loss = loss.detach().clone()
-                    dist.all_reduce(total_loss, group=context.group)
+                    grads, total_loss = summed_over_ranks(model, loss, context.group)
                     results[(method, dtype_name, checkpoint, transport)] = {
                         "edge_ids": edge_ids,
                         "logits": logits.detach()[owned],

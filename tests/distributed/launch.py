@@ -106,8 +106,8 @@ def launch(
         process.wait()
         out.close()
         err.close()
-        code = process.returncode if process.returncode is not None else None
-        killed = code is not None and code < 0
+        code = process.returncode
+        killed = code < 0  # ended by a signal: the deadline or grace period ran out
         results.append(
             RankResult(
                 rank=rank,

@@ -17,7 +17,6 @@ import argparse
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch_geometric.nn import (
     EdgeConv,
@@ -35,7 +34,7 @@ from partgnn.distributed.process_group import destroy_distributed, init_distribu
 from partgnn.models.interaction_network import Exchange
 from partgnn.models.partitioned_layer import PartitionedLayer, exchanger_for_event
 from partgnn.partition.shards import ShardDirectory
-from tests.distributed.reference import DTYPES
+from tests.distributed.reference import DTYPES, summed_over_ranks
 
 HIDDEN = 8
 #: Layer kinds: ``gcn_weighted`` is an improved GCN with edge weights learnt from edge_attr
@@ -163,13 +162,7 @@ def main() -> None:
                     )
                     loss = node_loss(out)
                     loss.backward()
-                    grads = {}
-                    for name, parameter in stack.named_parameters():
-                        grad = parameter.grad.clone()
-                        dist.all_reduce(grad, group=context.group)
-                        grads[name] = grad
-                    total_loss = loss.detach().clone()
-                    dist.all_reduce(total_loss, group=context.group)
+                    grads, total_loss = summed_over_ranks(stack, loss, context.group)
                     results[(method, kind, dtype_name)] = {
                         "nodes": torch.from_numpy(event.plan.owned_nodes),
                         "out": out.detach(),

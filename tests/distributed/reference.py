@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+import torch.distributed as dist
 from torch_geometric.data import Data
 
 from partgnn.distributed.selfcheck import relative_error
 from partgnn.models.interaction_network import InteractionNetwork
+from partgnn.train.trainer import edge_loss as train_edge_loss
 
-__all__ = ["DTYPES", "TOLERANCE", "build_model", "edge_loss", "relative_error"]
+__all__ = [
+    "DTYPES",
+    "TOLERANCE",
+    "build_model",
+    "edge_loss",
+    "relative_error",
+    "summed_over_ranks",
+]
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 #: Relative error bounds of the issue: float64 1e-10, float32 1e-5.
@@ -31,8 +39,19 @@ def build_model(graph: Data, dtype: torch.dtype, *, checkpoint: bool) -> Interac
 
 
 def edge_loss(logits: torch.Tensor, y: torch.Tensor, n_global_edges: int) -> torch.Tensor:
-    """Weighted BCE summed over the given edges, divided by the event's global edge count."""
-    weight = 1.0 + 2.0 * y
-    return F.binary_cross_entropy_with_logits(logits, y, weight=weight, reduction="sum") / max(
-        n_global_edges, 1
-    )
+    """Weighted BCE (true edges x3) summed over the given edges, over the global edge count."""
+    return train_edge_loss(logits, y, 3.0, max(n_global_edges, 1))
+
+
+def summed_over_ranks(
+    module: torch.nn.Module, loss: torch.Tensor, group: dist.ProcessGroup | None
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Every parameter gradient and the loss, each summed over the ranks of ``group``."""
+    grads = {}
+    for name, parameter in module.named_parameters():
+        grad = parameter.grad.clone()
+        dist.all_reduce(grad, group=group)
+        grads[name] = grad
+    total_loss = loss.detach().clone()
+    dist.all_reduce(total_loss, group=group)
+    return grads, total_loss
