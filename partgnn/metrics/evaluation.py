@@ -114,14 +114,22 @@ def _target_edges(
     )
 
 
-def _truth_of(event: Event, graph: Data) -> tuple[np.ndarray, dict[int, int]]:
-    """Truth weight of each graph node's hit and the particles' total hit counts."""
+def _truth_of(event: Event, graph: Data) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Truth weight of each graph node's hit, and each particle's hits in the event.
+
+    A particle's hits are counted from the event's truth rows (the hits present), not from the
+    particles table's ``nhits``: in a subsampled event (one detector region, a pT selection)
+    ``nhits`` counts the hits of the whole original event, which no track could reach.
+
+    Returns:
+        ``weights (N,)`` and ``(particle_ids (P,), hit_counts (P,))``.
+    """
     truth = event.truth.set_index("hit_id")
     weights = truth.loc[graph.hit_id.numpy(), "weight"].to_numpy(dtype=np.float64)
-    particles = event.particles
-    return weights, dict(
-        zip(particles["particle_id"].tolist(), particles["nhits"].tolist(), strict=True)
+    particle_ids, counts = np.unique(
+        event.truth["particle_id"].to_numpy(dtype=np.int64), return_counts=True
     )
+    return weights, (particle_ids, counts)
 
 
 def _sum_edge_rows(rows: list[dict[str, float]]) -> dict[str, float]:

@@ -256,10 +256,11 @@ def track_metrics(
     - **Tracks**: the hits with the same label ``>= 0`` form a track; negative labels (-1) are
       unassigned hits and form no track. A *candidate* track has ``>= min_hits`` hits; smaller
       tracks are ignored by every metric except the TrackML score.
-    - **Hits of a particle** ``n_p``: its count in ``particle_n_hits`` when given (e.g. the
-      particles table's ``nhits``: a graph built with a pT cut, or a partition, may hold only
-      some of the event's hits), never fewer than the hits present in ``particle_id``;
-      otherwise the count in ``particle_id``.
+    - **Hits of a particle** ``n_p``: its count in ``particle_n_hits`` when given (e.g. its
+      rows in the event's truth table: a graph built with a pT cut, or a partition, may hold
+      only some of the event's hits), never fewer than the hits present in ``particle_id``;
+      otherwise the count in ``particle_id``. Count from the hits the event holds, not from
+      the particles table's ``nhits``, which in a subsampled event counts hits that are gone.
     - **Double majority**: a candidate track matches particle p (not noise) when more than 50%
       of the track's hits belong to p and more than 50% of p's hits (``n_p``) are in the track.
     - **Target particles**: non-noise particles present in ``particle_id`` with

@@ -1,0 +1,47 @@
+"""Evaluation of a scores file against its graphs and events files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from partgnn.data.geometry import default_geometry
+from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.storage import file_sha256, write_events, write_graphs, write_scores
+from partgnn.metrics.evaluation import evaluate_scores
+from tests.conftest import make_tiny_event
+
+
+def _write_files(tmp_path: Path, nhits: int) -> tuple[Path, Path, Path]:
+    """The tiny event (2 particles x 4 pixel-barrel hits) whose ``nhits`` says ``nhits``,
+    its graph, and perfect scores (score = truth)."""
+    event = make_tiny_event()
+    event.particles["nhits"] = nhits
+    events_path, graphs_path = tmp_path / "events.h5", tmp_path / "graphs.h5"
+    write_events(events_path, [event])
+    graph, quality = build_event_graph(event, default_geometry(), GraphBuildConfig())
+    assert int(graph.y.sum()) == 6  # 3 consecutive pairs per particle
+    write_graphs(graphs_path, [(graph, quality.to_dict())])
+    scores_path = tmp_path / "scores.h5"
+    write_scores(
+        scores_path,
+        [(event.event_id, graph.y.numpy())],
+        provenance={"source_sha256": file_sha256(graphs_path)},
+    )
+    return scores_path, graphs_path, events_path
+
+
+@pytest.mark.parametrize("nhits", [4, 20])
+def test_perfect_scores_on_a_subsampled_event_give_efficiency_one(tmp_path: Path, nhits: int):
+    # nhits = 20: the event is a subsample (only the pixel barrel kept) and the particles
+    # table still counts each particle's hits in the whole original event. Track metrics count
+    # the hits the event holds, so the two 4-hit tracks are found either way.
+    scores, graphs, events = _write_files(tmp_path, nhits)
+    result = evaluate_scores(scores, graphs, events_path=events, pt_min=0.5)
+    track = result["track"]
+    assert track["n_target_particles"] == 2
+    assert track["efficiency"] == 1.0
+    assert track["fake_rate"] == 0.0
+    assert track["trackml_score"] == pytest.approx(1.0)
+    assert result["edge"]["efficiency"] == 1.0 and result["edge"]["purity"] == 1.0
