@@ -44,6 +44,11 @@ class Layer:
         resolution: Hit resolution ``(sigma_rphi, sigma_v)`` [mm]; ``v`` is z on a barrel layer
             and r on an endcap disk.
         efficiency: Probability that a crossing leaves a hit.
+        overlap: Probability that a crossing also leaves a hit on a neighbouring, overlapping
+            module of the same layer (real detectors tile a layer with overlapping modules, so
+            many tracks leave two hits on one layer).
+        overlap_offset: Distance between the planes of two overlapping modules along the
+            layer's normal (r on a barrel, z on a disk) [mm].
     """
 
     volume_id: int
@@ -57,6 +62,8 @@ class Layer:
     material: float = 0.02
     resolution: tuple[float, float] = (0.015, 0.015)
     efficiency: float = 1.0
+    overlap: float = 0.0
+    overlap_offset: float = 0.0
 
     @property
     def is_barrel(self) -> bool:
@@ -171,6 +178,7 @@ class DetectorGeometry:
         b_field: float = 2.0,
         material: Mapping[int, float] | None = None,
         efficiency: float = 0.99,
+        overlap: Mapping[int, tuple[float, float]] | None = None,
     ) -> DetectorGeometry:
         """Derives the layer geometry from a TrackML ``detectors.csv(.gz)`` (one row per module).
 
@@ -184,6 +192,8 @@ class DetectorGeometry:
             material: Radiation lengths per volume id (not in the file); defaults to the values
                 of the default YAML geometry, 0.02 for volumes it lacks.
             efficiency: Hit efficiency per crossing (not in the file).
+            overlap: ``(overlap, overlap_offset)`` per volume id (not in the file); defaults to
+                the values of the default YAML geometry, none for volumes it lacks.
 
         Raises:
             InputError: If the file is missing, unreadable or lacks a column.
@@ -203,9 +213,13 @@ class DetectorGeometry:
         missing = [c for c in _DETECTOR_COLUMNS if c not in modules.columns]
         if missing:
             raise InputError(f"{path}: missing column {missing[0]!r}")
+        default_layers = default_geometry().layers
         if material is None:
-            default = default_geometry()
-            material = {layer.volume_id: layer.material for layer in default.layers}
+            material = {layer.volume_id: layer.material for layer in default_layers}
+        if overlap is None:
+            overlap = {
+                layer.volume_id: (layer.overlap, layer.overlap_offset) for layer in default_layers
+            }
         modules = modules.assign(r=np.hypot(modules["cx"], modules["cy"]))
         layers = []
         for (volume_id, layer_id), group in modules.groupby(["volume_id", "layer_id"]):
@@ -221,6 +235,7 @@ class DetectorGeometry:
                 "resolution": resolution,
                 "efficiency": efficiency,
             }
+            common["overlap"], common["overlap_offset"] = overlap.get(int(volume_id), (0.0, 0.0))
             cz = group["cz"].to_numpy()
             if cz.min() < 0 < cz.max():
                 radius = float(group["r"].mean())
@@ -286,6 +301,12 @@ def _layers_of_volume(volume: dict, *, where: str) -> list[Layer]:
     resolution = tuple(float(s) for s in volume["resolution"])
     if len(resolution) != 2:
         raise InputError(f"{where}: resolution must have two entries")
+    overlap = float(volume.get("overlap", 0.0))
+    overlap_offset = float(volume.get("overlap_offset", 0.0))
+    if not 0.0 <= overlap <= 1.0:
+        raise InputError(f"{where}: overlap must be in [0, 1] (got {overlap})")
+    if not overlap_offset >= 0.0:
+        raise InputError(f"{where}: overlap_offset must be >= 0 (got {overlap_offset})")
     layers = []
     for layer_id, position in zip(layer_ids, positions, strict=True):
         position = float(position)
@@ -308,6 +329,8 @@ def _layers_of_volume(volume: dict, *, where: str) -> list[Layer]:
                 material=float(volume["material"]),
                 resolution=(resolution[0], resolution[1]),
                 efficiency=float(volume.get("efficiency", 1.0)),
+                overlap=overlap,
+                overlap_offset=overlap_offset,
                 **extent,
             )
         )

@@ -67,6 +67,9 @@ class SimulationConfig:
         efficiency: Hit efficiency for every layer; ``None`` uses each layer's own.
         module_size: Size ``(along r*phi, along z or r)`` [mm] of the pseudo modules that
             number the hits (``module_id``); see :func:`module_ids`.
+        overlap_scale: Multiplies every layer's probability of a second hit on an overlapping
+            module (:attr:`~partgnn.data.geometry.Layer.overlap`, measured on the real sample);
+            0 turns overlapping modules off.
     """
 
     pileup: float = 200.0
@@ -83,6 +86,7 @@ class SimulationConfig:
     resolution_scale: float = 1.0
     efficiency: float | None = None
     module_size: tuple[float, float] = (30.0, 80.0)
+    overlap_scale: float = 1.0
 
     def __post_init__(self) -> None:
         # Accept lists (YAML, JSON) for the tuple fields, so configs round-trip through JSON.
@@ -124,6 +128,7 @@ class SimulationConfig:
                 "module_size",
                 "two values > 0",
             ),
+            (not 0 <= self.overlap_scale <= 10, "overlap_scale", "in [0, 10]"),
         ]
         for bad, name, expected in problems:
             if bad:
@@ -212,6 +217,12 @@ def simulate_event(
     layer = crossings.layer[seen]
     true_position = crossings.position[seen]
     momentum = crossings.momentum[seen]
+    overlap = _overlap_hits(geometry, layer, true_position, momentum, config.overlap_scale, rng)
+    particle = np.concatenate([particle, particle[overlap.source]])
+    layer = np.concatenate([layer, layer[overlap.source]])
+    true_position = np.concatenate([true_position, overlap.position])
+    momentum = np.concatenate([momentum, momentum[overlap.source]])
+    second_module = np.arange(len(layer)) >= len(layer) - len(overlap.source)
     measured = _smear(geometry, layer, true_position, config.resolution_scale, rng)
 
     noise_layer, noise_position = _noise_hits(geometry, config, len(particle), rng)
@@ -223,8 +234,9 @@ def simulate_event(
     n_particles = len(particles["q"])
     # -1 marks noise until particle ids are looked up.
     particle = np.concatenate([particle, np.full(n_noise, -1)])
+    second_module = np.concatenate([second_module, np.zeros(n_noise, dtype=bool)])
 
-    module = module_ids(geometry, layer, measured, config.module_size)
+    module = module_ids(geometry, layer, measured, config.module_size, second=second_module)
     # Random order within a module, so that a hit's position in the file (e.g. noise appended
     # last) says nothing about its truth.
     order = np.lexsort((rng.random(len(layer)), module, layer))
@@ -469,6 +481,8 @@ def module_ids(
     layer: np.ndarray,
     position: np.ndarray,
     module_size: tuple[float, float] = (30.0, 80.0),
+    *,
+    second: np.ndarray | None = None,
 ) -> np.ndarray:
     """Deterministic pseudo module numbers from a regular grid on each layer.
 
@@ -483,6 +497,9 @@ def module_ids(
         layer: Layer index of each hit, shape ``(N,)``.
         position: Hit positions ``(x, y, z)`` [mm], shape ``(N, 3)``.
         module_size: ``(width along r*phi, length along z or r)`` [mm].
+        second: Whether each hit is on the second, overlapping module plane of its layer,
+            shape ``(N,)``; those modules are numbered after the first plane's
+            (``+ n_phi * n_v``).
 
     Returns:
         Module numbers, shape ``(N,)``, dtype int64, from 1.
@@ -505,7 +522,57 @@ def module_ids(
     i_v = np.clip(
         np.floor((v - v_min[layer]) / v_span[layer].clip(1e-9) * n_v[layer]), 0, n_v[layer] - 1
     )
-    return 1 + i_v.astype(np.int64) * n_phi[layer] + i_phi.astype(np.int64)
+    module = 1 + i_v.astype(np.int64) * n_phi[layer] + i_phi.astype(np.int64)
+    if second is not None:
+        module = module + np.where(second, (n_phi * n_v)[layer], 0)
+    return module
+
+
+@dataclass(frozen=True)
+class _OverlapHits:
+    """Second hits on overlapping modules: ``source (M,)`` indexes the crossing each comes from,
+    ``position (M, 3)`` is its true position [mm]."""
+
+    source: np.ndarray
+    position: np.ndarray
+
+
+def _overlap_hits(
+    geometry: DetectorGeometry,
+    layer: np.ndarray,
+    position: np.ndarray,
+    momentum: np.ndarray,
+    scale: float,
+    rng: np.random.Generator,
+) -> _OverlapHits:
+    """Draws which crossings also hit the overlapping neighbour module, and where.
+
+    With probability ``scale * layer.overlap`` a crossing leaves a second hit, on a module plane
+    ``layer.overlap_offset`` further out along the layer's normal (r on a barrel, |z| on a
+    disk); the track is followed there in a straight line (over a few mm its curvature is
+    negligible) and the path is capped at grazing incidence. Shapes: ``layer (N,)``, ``position, momentum (N, 3)``.
+    """
+    layers = geometry.layers
+    probability = np.clip(scale * np.array([la.overlap for la in layers]), 0.0, 1.0)
+    offset = np.array([la.overlap_offset for la in layers])
+    barrel = np.array([la.is_barrel for la in layers])[layer]
+    source = np.flatnonzero(rng.random(len(layer)) < probability[layer])
+    pos, mom = position[source], momentum[source]
+    unit = mom / np.linalg.norm(mom, axis=1, keepdims=True)
+    step = offset[layer[source]]
+    # Path length t to the second plane. Barrel: |(x, y) + t (ux, uy)| = r + offset, the
+    # positive root of a t^2 + 2 b t + c = 0; disk: |z| grows by offset.
+    a = unit[:, 0] ** 2 + unit[:, 1] ** 2
+    b = pos[:, 0] * unit[:, 0] + pos[:, 1] * unit[:, 1]
+    r = np.hypot(pos[:, 0], pos[:, 1])
+    c = r**2 - (r + step) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        barrel_path = (-b + np.sqrt(b**2 - a * c)) / a
+        disk_path = step / np.abs(unit[:, 2])
+    path = np.where(barrel[source], barrel_path, disk_path)
+    # Grazing tracks would travel far in the module's plane: cap the path as the material is.
+    path = np.minimum(np.nan_to_num(path, nan=0.0), step / _MIN_COS_INCIDENCE)
+    return _OverlapHits(source=source, position=pos + path[:, None] * unit)
 
 
 def _generate_particles(
