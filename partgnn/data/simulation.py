@@ -550,7 +550,9 @@ def _overlap_hits(
     With probability ``scale * layer.overlap`` a crossing leaves a second hit, on a module plane
     ``layer.overlap_offset`` further out along the layer's normal (r on a barrel, |z| on a
     disk); the track is followed there in a straight line (over a few mm its curvature is
-    negligible) and the path is capped at grazing incidence. Shapes: ``layer (N,)``, ``position, momentum (N, 3)``.
+    negligible) and the path is capped at grazing incidence.
+
+    Shapes: ``layer (N,)``, ``position, momentum (N, 3)``.
     """
     layers = geometry.layers
     probability = np.clip(scale * np.array([la.overlap for la in layers]), 0.0, 1.0)
