@@ -13,7 +13,12 @@ from tqdm import tqdm
 
 from partgnn.data.event import Event
 from partgnn.data.geometry import load_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.graph_builder import (
+    EDGE_FEATURES,
+    NODE_FEATURES,
+    GraphBuildConfig,
+    build_event_graph,
+)
 from partgnn.data.simulation import SimulationConfig, simulate_events
 from partgnn.data.storage import (
     EVENTS_FORMAT,
@@ -137,6 +142,8 @@ def run_build_graphs(args: argparse.Namespace) -> int:
         "source_format": EVENTS_FORMAT,
         "geometry": geometry.name,
         "config": dataclasses.asdict(config),
+        "node_features": list(NODE_FEATURES),
+        "edge_features": list(EDGE_FEATURES),
     }
     with events:
         n_graphs = write_graphs(args.out, graphs(), provenance=provenance)

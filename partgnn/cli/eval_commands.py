@@ -38,7 +38,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--graphs", type=Path, required=True, help="the scored graphs file")
     evaluate.add_argument("--events", type=Path, help="events file: truth weights, hit counts")
     evaluate.add_argument("--shards", type=Path, help="shards whose cut defines boundary edges")
-    evaluate.add_argument("--cut", type=float, default=SCORE_CUT, help="edge score cut")
+    evaluate.add_argument(
+        "--cut",
+        type=float,
+        default=None,
+        help=f"edge score cut (default: the one training chose, recorded by infer; else "
+        f"{SCORE_CUT})",
+    )
     evaluate.add_argument("--pt-min", type=float, default=1.0, help="target particle pT [GeV]")
     evaluate.add_argument(
         "--event-ids", type=int, nargs="+", default=None, help="evaluate only these events"
@@ -85,7 +91,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _print_metrics(metrics: dict[str, object]) -> None:
-    print(f"{metrics['events']} events, score cut {metrics['cut']}")
+    print(f"{metrics['events']} events, score cut {metrics['cut']:g} ({metrics['cut_source']})")
     for section in ("edge", "track"):
         print(f"  {section} metrics:")
         for key, value in metrics[section].items():

@@ -29,10 +29,30 @@ from partgnn.errors import InputError
 #: Names of the columns of ``Data.x``: ``r / 1000`` [m], ``phi / pi``, ``z / 1000`` [m], ``eta``.
 NODE_FEATURES: tuple[str, ...] = ("r", "phi", "z", "eta")
 
-#: Names of the columns of ``Data.edge_attr``, all "outer hit minus inner hit": ``dr`` and
-#: ``dz`` in metres (the differences of the node features), ``dphi`` in radians wrapped to
-#: ``(-pi, pi]``, ``deta`` and ``dR = sqrt(deta**2 + dphi**2)``.
-EDGE_FEATURES: tuple[str, ...] = ("dr", "dphi", "dz", "deta", "dR")
+#: Names of the columns of ``Data.edge_attr``. The first five are "outer hit minus inner hit":
+#: ``dr`` and ``dz`` in metres (the differences of the node features), ``dphi`` in radians
+#: wrapped to ``(-pi, pi]``, ``deta`` and ``dR = sqrt(deta**2 + dphi**2)``. Then the two
+#: quantities graph construction cuts on, which separate true from fake edges best:
+#: ``phi_slope = dphi / dr`` [rad/m] (about ``0.3 B / (2 pT)`` for a prompt track) and ``z0``,
+#: where the line through the two hits meets the beam line [m].
+EDGE_FEATURES: tuple[str, ...] = ("dr", "dphi", "dz", "deta", "dR", "phi_slope", "z0")
+
+#: Edge features of graphs files written before ``phi_slope`` and ``z0`` were added (files
+#: without an ``edge_features`` attribute); they still load and train.
+LEGACY_EDGE_FEATURES: tuple[str, ...] = EDGE_FEATURES[:5]
+
+
+def feature_names(n_node: int, n_edge: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Names of the node and edge feature columns of a graph with these widths.
+
+    The current :data:`NODE_FEATURES` / :data:`EDGE_FEATURES`, the legacy edge features of
+    older graphs files, or ``x0, x1, ...`` / ``e0, e1, ...`` for graphs made elsewhere.
+    """
+    node = NODE_FEATURES if n_node == len(NODE_FEATURES) else tuple(f"x{i}" for i in range(n_node))
+    edges = {len(EDGE_FEATURES): EDGE_FEATURES, len(LEGACY_EDGE_FEATURES): LEGACY_EDGE_FEATURES}
+    edge = edges.get(n_edge, tuple(f"e{i}" for i in range(n_edge)))
+    return node, edge
+
 
 # Scale of r and z in the features: metres keep them O(1) like phi / pi and eta.
 _LENGTH_SCALE = 1000.0
@@ -229,7 +249,7 @@ def build_event_graph(
         - ``x`` (N, 4) float32: :data:`NODE_FEATURES`.
         - ``pos`` (N, 3) float32: hit x, y, z [mm].
         - ``edge_index`` (2, E) int64: inner hit, outer hit; sorted.
-        - ``edge_attr`` (E, 5) float32: :data:`EDGE_FEATURES`.
+        - ``edge_attr`` (E, 7) float32: :data:`EDGE_FEATURES`.
         - ``y`` (E,) float32: 1 for true edges.
         - ``edge_pt`` (E,) float32: pT of a true edge's particle [GeV], 0 for false edges.
         - ``hit_id``, ``particle_id`` (N,) int64 (0 for noise); ``particle_pt`` (N,) float32
@@ -275,9 +295,21 @@ def build_event_graph(
     dphi = _wrap_phi(phi[dst] - phi[src])
     dz = z[dst] - z[src]
     deta = eta[dst] - eta[src]
+    # Every edge has dr > 0 (a cut), so the slopes are finite.
+    phi_slope = dphi / (dr / _LENGTH_SCALE)
+    z0 = z[src] - r[src] * dz / dr
     edge_attr = np.stack(
-        [dr / _LENGTH_SCALE, dphi, dz / _LENGTH_SCALE, deta, np.hypot(deta, dphi)], axis=1
-    )
+        [
+            dr / _LENGTH_SCALE,
+            dphi,
+            dz / _LENGTH_SCALE,
+            deta,
+            np.hypot(deta, dphi),
+            phi_slope,
+            z0 / _LENGTH_SCALE,
+        ],
+        axis=1,
+    ).reshape(-1, len(EDGE_FEATURES))
     x = np.stack([r / _LENGTH_SCALE, phi / math.pi, z / _LENGTH_SCALE, eta], axis=1)
 
     data = Data(

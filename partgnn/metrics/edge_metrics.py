@@ -18,6 +18,9 @@ from scipy.stats import rankdata
 #: Default score cut on the edge classifier's sigmoid output.
 SCORE_CUT = 0.5
 
+#: Bins of [0, 1] in :func:`score_histograms`: candidate cuts are multiples of 1 / SCORE_BINS.
+SCORE_BINS = 200
+
 
 @dataclass
 class EdgeCounts:
@@ -136,6 +139,63 @@ def count_edges(
 
 def _ratio(numerator: int, denominator: int) -> float:
     return numerator / denominator if denominator else float("nan")
+
+
+def score_histograms(
+    scores: torch.Tensor, y: torch.Tensor, *, lost_y: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Histograms of the scores of true and of false edges, for choosing a cut.
+
+    They add up over events and ranks (one all-reduce), like :class:`EdgeCounts`.
+
+    Args:
+        scores: Edge scores in [0, 1], shape ``(E,)``.
+        y: Edge truth, shape ``(E,)``.
+        lost_y: Truth of edges that could not be scored (naive sectors), shape ``(L,)``; they
+            go to the lowest bin (below every cut).
+
+    Returns:
+        Counts ``(2, SCORE_BINS)`` int64: row 0 true edges, row 1 false edges; bin ``k`` holds
+        scores in ``[k / SCORE_BINS, (k + 1) / SCORE_BINS)`` (1.0 in the last bin).
+    """
+    true = y > 0.5
+    bins = (scores.detach().to(torch.float64) * SCORE_BINS).long().clamp(0, SCORE_BINS - 1)
+    histograms = torch.zeros(2, SCORE_BINS, dtype=torch.int64, device=scores.device)
+    histograms[0].index_add_(0, bins[true], torch.ones_like(bins[true]))
+    histograms[1].index_add_(0, bins[~true], torch.ones_like(bins[~true]))
+    if lost_y is not None and lost_y.numel():
+        lost_true = int((lost_y > 0.5).sum())
+        histograms[0, 0] += lost_true
+        histograms[1, 0] += int(lost_y.numel()) - lost_true
+    return histograms
+
+
+def best_score_cut(histograms: torch.Tensor) -> dict[str, float]:
+    """The cut that maximises the edge F1 score (harmonic mean of efficiency and purity).
+
+    Args:
+        histograms: ``(2, SCORE_BINS)`` from :func:`score_histograms`, summed over events.
+
+    Returns:
+        ``cut`` (a multiple of ``1 / SCORE_BINS``: edges in the bins at or above it are
+        accepted) and the ``efficiency``, ``purity`` and ``f1`` there; NaN without true edges.
+    """
+    counts = histograms.to(torch.float64).cpu()
+    # Accepted at cut k / SCORE_BINS: bins k .. SCORE_BINS - 1 (suffix sums), k = 1 .. bins - 1.
+    tp = counts[0].flip(0).cumsum(0).flip(0)[1:]
+    fp = counts[1].flip(0).cumsum(0).flip(0)[1:]
+    n_true = counts[0].sum()
+    if n_true == 0:
+        nan = float("nan")
+        return {"cut": SCORE_CUT, "efficiency": nan, "purity": nan, "f1": nan}
+    f1 = 2 * tp / (tp + fp + n_true)
+    best = int(torch.argmax(f1))
+    return {
+        "cut": (best + 1) / SCORE_BINS,
+        "efficiency": float(tp[best] / n_true),
+        "purity": _ratio(float(tp[best]), float(tp[best] + fp[best])),
+        "f1": float(f1[best]),
+    }
 
 
 def roc_auc(scores: np.ndarray, y: np.ndarray) -> float:

@@ -25,7 +25,7 @@ def evaluate_scores(
     *,
     events_path: Path | None = None,
     shards_path: Path | None = None,
-    cut: float = SCORE_CUT,
+    cut: float | None = None,
     pt_min: float = 1.0,
     event_ids: list[int] | None = None,
 ) -> dict[str, object]:
@@ -34,6 +34,8 @@ def evaluate_scores(
     Edge counts add up over events (AUC over all edges together); track metrics add up their
     counts over events; the TrackML score is the mean over events (needs ``events_path``).
     ``event_ids`` restricts the evaluation to those events (e.g. the validation events).
+    ``cut`` defaults to the cut the model's training chose on its validation events (recorded
+    by ``partgnn infer`` in the scores file), else :data:`SCORE_CUT`.
 
     Raises:
         InputError: If the scores were made from another graphs file, or events are missing.
@@ -42,6 +44,14 @@ def evaluate_scores(
         if scores_file.attrs.get("source_sha256") != file_sha256(graphs_path):
             raise InputError(
                 f"{scores_path}: scores were made from another file than {graphs_path}"
+            )
+        cut_source = "given"
+        if cut is None:
+            recorded = scores_file.attrs.get("score_cut")
+            cut, cut_source = (
+                (float(recorded), "chosen in training")
+                if recorded is not None
+                else (SCORE_CUT, "default")
             )
         shards = ShardDirectory(shards_path) if shards_path is not None else None
         events = EventFile(events_path) if events_path is not None else None
@@ -97,6 +107,7 @@ def evaluate_scores(
         "graphs": str(graphs_path),
         "events": len(edge_rows),
         "cut": cut,
+        "cut_source": cut_source,
         "edge": edge,
         "track": TrackMetrics.combine(track_rows).to_dict(),
     }

@@ -1,9 +1,10 @@
 """Interaction Network edge classifier (Exa.TrkX style) that runs on a whole graph or a partition.
 
-Node and edge encoders lift the input features to ``hidden``; each of ``steps`` message-passing
-steps updates every edge from ``[h_src, h_dst, e]`` and every node from ``[h, sum of incoming
-e, sum of outgoing e]``, with residual connections and LayerNorm; a head maps the final
-``[h_src, h_dst, e]`` to edge logits.
+Inputs are first standardised (:class:`~partgnn.models.feature_scaler.FeatureScaler`, the
+identity until the trainer fits it). Node and edge encoders lift the input features to
+``hidden``; each of ``steps`` message-passing steps updates every edge from
+``[h_src, h_dst, e]`` and every node from ``[h, sum of incoming e, sum of outgoing e]``, with
+residual connections and LayerNorm; a head maps the final ``[h_src, h_dst, e]`` to edge logits.
 
 On a partition the model keeps latents for its owned nodes only and, before each step, calls the
 halo exchange to get current latents of its halo nodes. Edges that cross the cut are held by
@@ -24,6 +25,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 from torch_geometric.utils import scatter
 
+from partgnn.models.feature_scaler import FeatureScaler
 from partgnn.models.mlp import make_mlp
 
 Aggregation = Literal["sum", "mean", "max", "sum_max"]
@@ -86,6 +88,7 @@ class InteractionNetwork(nn.Module):
         self.residual = residual
         self.checkpoint = checkpoint
         mlp = {"layers": mlp_layers, "activation": activation, "layer_norm": layer_norm}
+        self.input_scaler = FeatureScaler(node_features, edge_features)
         self.node_encoder = make_mlp(node_features, hidden, hidden, **mlp)
         self.edge_encoder = make_mlp(edge_features, hidden, hidden, **mlp)
         n_reduced = 2 if aggregation == "sum_max" else 1
@@ -122,7 +125,8 @@ class InteractionNetwork(nn.Module):
         if n_owned is None:
             n_owned = getattr(exchange, "n_owned", x.shape[0])
         exchange = exchange or _identity
-        h = self.node_encoder(x[:n_owned])
+        x, edge_attr = self.input_scaler(x[:n_owned], edge_attr)
+        h = self.node_encoder(x)
         e = self.edge_encoder(edge_attr)
         src, dst = edge_index
         for step in range(self.steps):

@@ -388,6 +388,15 @@ class ShardFile:
         for index in range(len(self)):
             yield self[index]
 
+    def edge_ids(self, index: int) -> np.ndarray:
+        """Global ids of the rank's local edges of event ``index``, ``(E_local,)``, read alone
+        (no node or edge fields decoded)."""
+        key = self.keys[index]
+        try:
+            return self._h5.get()["events"][key]["plan"]["edge_ids"][()]
+        except (KeyError, OSError, ValueError) as err:
+            raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
+
     def close(self) -> None:
         self._h5.close()
 
@@ -514,10 +523,10 @@ def _replace_directory(staging: Path, out_dir: Path) -> None:
 def cut_edges(shards: ShardDirectory, index: int, n_edges: int) -> np.ndarray:
     """Mask ``(E,)`` of the global edges of event ``index`` that the shards' partition cuts.
 
-    Reads every rank's plan: a cut edge is held by two ranks.
+    Reads every rank's edge ids (only those): a cut edge is held by two ranks.
     """
     holders = np.zeros(n_edges, dtype=np.int64)
     for rank in range(shards.n_parts):
         with shards.open_rank(rank) as shard:
-            holders[shard[index].plan.edge_ids] += 1
+            holders[shard.edge_ids(index)] += 1
     return holders > 1

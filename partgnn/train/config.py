@@ -36,12 +36,18 @@ class DataConfig:
         val_events: How many events, taken from the end of the file, are for validation.
         boundary_shards: Shard directory whose cut marks the "boundary" edges in the metrics
             of ``full`` and ``ddp`` runs (``halo`` and ``naive`` use their own shards).
+        standardise: Standardise every node and edge feature with the mean and spread fitted
+            on the training events (kept in the model, so checkpoints carry them).
+        cache_mb: Memory budget [MiB] for decoded events kept on the device across epochs;
+            events beyond it are read again, one step ahead. 0 keeps none.
     """
 
     graphs: str | None = None
     shards: str | None = None
     val_events: int = 1
     boundary_shards: str | None = None
+    standardise: bool = True
+    cache_mb: float = 1024.0
 
 
 @dataclass
@@ -206,6 +212,7 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
     else:
         require(bool(config.data.shards), "data.shards", f"is needed in mode {config.mode}")
     require(config.data.val_events >= 0, "data.val_events", "must be >= 0")
+    require(config.data.cache_mb >= 0, "data.cache_mb", "must be >= 0")
     for name in ("model.hidden", "model.steps", "model.mlp_layers", "optim.epochs"):
         require(_lookup(config, name) >= 1, name, "must be >= 1")
     require(config.optim.lr > 0, "optim.lr", "must be > 0")

@@ -46,6 +46,8 @@ class TrainItem:
         event_normaliser: The whole event's weighted edge count (equal to ``normaliser`` except
             in naive mode, whose sectors normalise by their own count).
         exchange: The halo exchange (``None``: no exchange).
+        n_owned: Rows of ``x`` this rank owns (the first ones; the others are halo or
+            replicated margin nodes).
         lost_y: Truth of the boundary edges this rank should count but cannot score ``(L,)``.
     """
 
@@ -59,7 +61,12 @@ class TrainItem:
     normaliser: float
     event_normaliser: float
     exchange: HaloExchanger | None = None
+    n_owned: int | None = None
     lost_y: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_owned is None:
+            self.n_owned = self.x.shape[0]
 
 
 def weighted_count(n_edges: int, n_true: int, pos_weight: float) -> float:
@@ -160,6 +167,7 @@ class HaloSource:
             normaliser=self._event_normaliser(event),
             event_normaliser=self._event_normaliser(event),
             exchange=exchange,
+            n_owned=plan.n_owned,
         )
 
 
@@ -212,6 +220,7 @@ class NaiveSource:
             counted=sector.edge_owned,
             boundary=boundary,
             lost_y=event.graph.y[lost],
+            n_owned=sector.n_owned,
         )
 
     def _item(
@@ -225,6 +234,7 @@ class NaiveSource:
         counted: torch.Tensor,
         boundary: torch.Tensor,
         lost_y: torch.Tensor,
+        n_owned: int | None = None,
     ) -> TrainItem:
         n_true = int(y[counted].sum())
         return TrainItem(
@@ -240,4 +250,5 @@ class NaiveSource:
                 event.n_global_edges, event.n_global_true_edges, self.pos_weight
             ),
             lost_y=lost_y.to(self.device),
+            n_owned=n_owned,
         )

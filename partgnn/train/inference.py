@@ -48,14 +48,28 @@ def load_trained_model(
         ) from None
     model = build_model(model_config, node_features, edge_features).to(device=device, dtype=dtype)
     try:
-        model.load_state_dict(state["model"])
+        missing, unexpected = model.load_state_dict(state["model"], strict=False)
     except RuntimeError as err:
         raise InputError(
             f"{checkpoint}: weights do not fit {node_features} node and {edge_features} edge "
             f"features ({str(err).splitlines()[0]})"
         ) from None
+    # Checkpoints from before input standardisation have no scaler: their model was trained on
+    # raw inputs, which the scaler's identity default reproduces.
+    missing = [key for key in missing if not key.startswith("input_scaler.")]
+    if missing or unexpected:
+        raise InputError(
+            f"{checkpoint}: not a checkpoint of this model "
+            f"({'missing' if missing else 'unexpected'} weights {(missing or unexpected)[0]!r})"
+        )
     model.eval()
     return model, dtype
+
+
+def checkpoint_score_cut(checkpoint: str | os.PathLike[str]) -> float | None:
+    """The edge score cut training chose on its validation events (``None``: not recorded)."""
+    value = load_checkpoint(checkpoint).get("score_cut")
+    return None if value is None else float(value)
 
 
 @torch.no_grad()
@@ -164,6 +178,9 @@ def run_inference(
             "source_sha256": file_sha256(graphs),
         }
     provenance = {"checkpoint": str(Path(checkpoint).resolve()), **source}
+    score_cut = checkpoint_score_cut(checkpoint)
+    if score_cut is not None:
+        provenance["score_cut"] = score_cut
     if not context.is_main:
         for _ in items:  # take part in the collectives; rank 0 writes
             pass

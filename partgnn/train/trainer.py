@@ -6,6 +6,10 @@ gradients are combined: summed over the ranks of one event in halo mode (exact: 
 gradient), averaged over ranks in naive and ddp modes (and over data-parallel replicas in halo
 mode). Then clipping, AdamW and the warm-up schedule.
 
+Inputs are standardised with statistics fitted on the training events before the first step
+(:mod:`partgnn.train.standardisation`); decoded events are kept across epochs within
+``data.cache_mb`` and otherwise read one step ahead (:mod:`partgnn.train.item_cache`).
+
 Event order: every epoch a permutation of the training events seeded by ``(seed, epoch)``, the
 same on every rank; checkpoints record the position in it, so ``resume`` continues exactly.
 
@@ -16,6 +20,7 @@ same on every rank; checkpoints record the position in it, so ``resume`` continu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import resource
 import time
@@ -29,30 +34,50 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from partgnn.data.graph_builder import feature_names
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
-from partgnn.metrics.edge_metrics import EdgeCounts, count_edges
+from partgnn.metrics.edge_metrics import (
+    SCORE_BINS,
+    EdgeCounts,
+    best_score_cut,
+    count_edges,
+    score_histograms,
+)
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.partition.shards import ShardDirectory
 from partgnn.train.checkpoints import LAST, load_checkpoint, save_checkpoint
 from partgnn.train.config import ModelConfig, TrainConfig
 from partgnn.train.events import HaloSource, NaiveSource, TrainItem, WholeGraphSource
+from partgnn.train.item_cache import CachedSource
 from partgnn.train.run_log import RunLog
+from partgnn.train.standardisation import (
+    FeatureStatistics,
+    fit_feature_statistics,
+    write_feature_statistics,
+)
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 @dataclass
 class _EpochTotals:
-    """Running sums of one epoch (kept in checkpoints so a resumed epoch reports the same)."""
+    """Running sums of one epoch (kept in checkpoints so a resumed epoch reports the same).
+
+    ``seconds`` is compute and communication of the steps; ``data_seconds`` getting their
+    events; ``wall_seconds`` everything between the first step's start and the last step's end
+    (data, steps, logging, checkpoints), so ``wall_seconds / seconds`` is the data path's cost.
+    """
 
     loss: float = 0.0
     steps: int = 0
     seconds: float = 0.0
+    data_seconds: float = 0.0
+    wall_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
-        return {"loss": self.loss, "steps": self.steps, "seconds": self.seconds}
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -83,7 +108,7 @@ class Trainer:
         self.dtype = DTYPES[config.run.dtype]
         self.device = context.device
         self.counter = CommunicationCounter()
-        self.source = self._make_source()
+        self.source = CachedSource(self._make_source(), int(config.data.cache_mb * 2**20))
         n_events = len(self.source.event_ids)
         n_val = min(config.data.val_events, max(n_events - 1, 0))
         self.train_indices = list(range(n_events - n_val))
@@ -98,17 +123,27 @@ class Trainer:
         self.total_steps = config.optim.epochs * self.steps_per_epoch
         if config.optim.max_steps is not None:
             self.total_steps = min(self.total_steps, config.optim.max_steps)
-        sample = self.source.item(0)
+        sample = self.source.item(self.train_indices[0])
         torch.manual_seed(config.run.seed)
         self.model = build_model(config.model, sample.x.shape[1], sample.edge_attr.shape[1]).to(
             device=self.device, dtype=self.dtype
         )
+        self.feature_statistics: FeatureStatistics | None = None
+        if config.data.standardise:
+            self.feature_statistics = fit_feature_statistics(
+                (self.source.item(i) for i in self.train_indices),
+                group=self.context.group,
+                reduce=self.mode in ("halo", "naive") and self.context.world_size > 1,
+            )
+            self.feature_statistics.apply_to(self.model.input_scaler)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.state = TrainState()
         self.run_dir = Path(config.run.dir)
+        # The edge score cut chosen on the validation events at the last evaluation.
+        self.score_cut: float | None = None
 
     # ----------------------------------------------------------------------------- set-up
 
@@ -175,6 +210,13 @@ class Trainer:
                 resume_step=self.state.step if resume else None,
             )
             log.write_config(self.config.to_dict())
+            if self.feature_statistics is not None:
+                sample = self.source.item(self.train_indices[0])
+                write_feature_statistics(
+                    self.run_dir,
+                    self.feature_statistics,
+                    *feature_names(sample.x.shape[1], sample.edge_attr.shape[1]),
+                )
         progress = tqdm(
             total=self.total_steps,
             initial=self.state.step,
@@ -191,14 +233,18 @@ class Trainer:
                     self.state.step_in_epoch < self.steps_per_epoch
                     and self.state.step < self.total_steps
                 ):
+                    iteration_start = time.perf_counter()
                     k = self.state.step_in_epoch * self.events_per_step
                     indices = order[k : k + self.events_per_step]
-                    loss, seconds = self._train_step(indices)
+                    following = order[k + self.events_per_step : k + 2 * self.events_per_step]
+                    loss, seconds, data_seconds = self._train_step(indices, following)
                     self.state.step += 1
                     self.state.step_in_epoch += 1
-                    self.state.totals.loss += loss
-                    self.state.totals.steps += 1
-                    self.state.totals.seconds += seconds
+                    totals = self.state.totals
+                    totals.loss += loss
+                    totals.steps += 1
+                    totals.seconds += seconds
+                    totals.data_seconds += data_seconds
                     progress.update()
                     progress.set_postfix(loss=f"{loss:.4f}")
                     if log is not None:
@@ -207,6 +253,7 @@ class Trainer:
                         log.scalar("step/lr", self.scheduler.get_last_lr()[0], self.state.step)
                     if self.state.step % self.config.run.checkpoint_every == 0:
                         self._checkpoint()
+                    totals.wall_seconds += time.perf_counter() - iteration_start
                 epoch_done = self.state.step_in_epoch >= self.steps_per_epoch
                 last_epoch = self.state.step >= self.total_steps
                 if (
@@ -220,6 +267,7 @@ class Trainer:
             self._checkpoint()
         finally:
             progress.close()
+            self.source.close()
         summary = {
             "mode": self.mode,
             "world_size": self.context.global_world_size,
@@ -230,6 +278,7 @@ class Trainer:
             "wall_time_s": time.perf_counter() - started,
             "final": last_eval,
             "communication": self._reduced_counter(),
+            "event_cache": dataclasses.asdict(self.source.statistics),
         }
         if log is not None:
             log.summary(summary)
@@ -248,10 +297,17 @@ class Trainer:
             return indices[self.context.global_rank // self.context.world_size]
         return indices[0]
 
-    def _train_step(self, indices: list[int]) -> tuple[float, float]:
-        """One optimizer step; returns the step's loss (as the mode reports it) and its seconds."""
+    def _train_step(self, indices: list[int], following: list[int]) -> tuple[float, float, float]:
+        """One optimizer step on the events ``indices``; starts reading the ``following`` step's.
+
+        Returns:
+            The step's loss (as the mode reports it), the seconds of compute and communication,
+            and the seconds spent getting this rank's event.
+        """
+        fetch_start = time.perf_counter()
         item = self.source.item(self._my_index(indices))
-        # Step time: compute and communication, not reading the event from disk.
+        if len(following) == len(indices):
+            self.source.prefetch(self._my_index(following))
         start = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
@@ -263,7 +319,7 @@ class Trainer:
         self.optimizer.step()
         self.scheduler.step()
         reported = self._reduce_loss(loss.detach())
-        return reported, time.perf_counter() - start
+        return reported, time.perf_counter() - start, start - fetch_start
 
     def _loss(self, item: TrainItem) -> torch.Tensor:
         autocast = (
@@ -325,9 +381,14 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Loss and edge metrics on the validation events (counts reduced across ranks)."""
+        """Loss and edge metrics on the validation events (counts reduced across ranks).
+
+        Besides the metrics at the default cut, ``best_cut`` is the score cut that maximises
+        the edge F1 score on these events (``best_cut_efficiency``, ``best_cut_purity`` there).
+        """
         self.model.eval()
         counts = EdgeCounts()
+        histograms = torch.zeros(2, SCORE_BINS, dtype=torch.int64, device=self.device)
         loss_sum = torch.zeros(1, dtype=torch.float64, device=self.device)
         # The whole events' weighted edge count: every rank of a halo group and every naive
         # sector knows it, so only rank 0 of each group contributes it.
@@ -352,24 +413,28 @@ class Trainer:
             loss_sum += edge_loss(
                 logits[counted], item.y.to(self.dtype)[counted], self.config.loss.pos_weight, 1.0
             ).to(torch.float64)
+            scores = torch.sigmoid(logits[counted])
             counts = counts + count_edges(
-                torch.sigmoid(logits[counted]),
-                item.y[counted],
-                item.boundary[counted],
-                lost_y=item.lost_y,
+                scores, item.y[counted], item.boundary[counted], lost_y=item.lost_y
             )
+            histograms = histograms + score_histograms(scores, item.y[counted], lost_y=item.lost_y)
             if contributes:
                 normaliser += item.event_normaliser
         if self.context.global_world_size > 1:
             counts = counts.all_reduce(None, self.device)
             dist.all_reduce(loss_sum)
             dist.all_reduce(normaliser)
+            dist.all_reduce(histograms)
         metrics = counts.summary()
         metrics["loss"] = float(loss_sum / normaliser.clamp(min=1.0))
+        best = best_score_cut(histograms)
+        metrics.update({f"best_cut{'' if k == 'cut' else '_' + k}": v for k, v in best.items()})
         return metrics
 
     def _evaluate_and_log(self, log: RunLog | None) -> dict[str, Any]:
         metrics = self.evaluate() if self.val_indices else {}
+        if "best_cut" in metrics:
+            self.score_cut = metrics["best_cut"]
         memory = self._peak_memory_per_rank()
         totals = self.state.totals
         communication = self._reduced_counter()
@@ -379,6 +444,9 @@ class Trainer:
             "lr": self.scheduler.get_last_lr()[0],
             "train_loss": totals.loss / totals.steps if totals.steps else float("nan"),
             "step_time_s": totals.seconds / totals.steps if totals.steps else float("nan"),
+            "data_time_s": totals.data_seconds / totals.steps if totals.steps else float("nan"),
+            "epoch_wall_s": totals.wall_seconds,
+            "epoch_step_s": totals.seconds,
             "peak_memory_mb_max": max(memory),
             "peak_memory_mb_per_rank": memory,
             "bytes_exchanged": communication["bytes_sent"],
@@ -430,6 +498,7 @@ class Trainer:
                     "step_in_epoch": self.state.step_in_epoch,
                     "totals": self.state.totals.as_dict(),
                     "config": self.config.to_dict(),
+                    "score_cut": self.score_cut,
                 },
             )
         if self.context.global_world_size > 1:
@@ -449,6 +518,7 @@ class Trainer:
             step_in_epoch=int(checkpoint["step_in_epoch"]),
             totals=_EpochTotals(**checkpoint["totals"]),
         )
+        self.score_cut = checkpoint.get("score_cut")
 
 
 def build_model(config: ModelConfig, node_features: int, edge_features: int) -> InteractionNetwork:

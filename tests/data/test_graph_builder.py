@@ -205,7 +205,7 @@ def test_features(geometry: DetectorGeometry) -> None:
         assert data[name].dtype == dtype, name
     assert isinstance(data.event_id, int)
     assert NODE_FEATURES == ("r", "phi", "z", "eta")
-    assert EDGE_FEATURES == ("dr", "dphi", "dz", "deta", "dR")
+    assert EDGE_FEATURES == ("dr", "dphi", "dz", "deta", "dR", "phi_slope", "z0")
 
     hits = event.hits
     r = np.hypot(hits["x"], hits["y"]).to_numpy()
@@ -224,6 +224,11 @@ def test_features(geometry: DetectorGeometry) -> None:
     torch.testing.assert_close(
         attr["dphi"], (data.x[dst, 1] - data.x[src, 1]) * math.pi, atol=1e-5, rtol=0
     )
+    torch.testing.assert_close(attr["phi_slope"], attr["dphi"] / attr["dr"])
+    # z0 (the beam-line crossing of the line through both hits) is within the z0 cut.
+    r1, z1 = data.x[src, 0], data.x[src, 2]
+    torch.testing.assert_close(attr["z0"], z1 - r1 * attr["dz"] / attr["dr"], rtol=1e-4, atol=1e-6)
+    assert attr["z0"].abs().max() <= GraphBuildConfig().resolved().z0_max / 1000 + 1e-6
     layer = geometry.layer_index(hits["volume_id"], hits["layer_id"])
     assert data.layer.tolist() == layer.tolist()
 

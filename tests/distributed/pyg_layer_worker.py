@@ -29,6 +29,7 @@ from torch_geometric.nn import (
     SAGEConv,
 )
 
+from partgnn.data.graph_builder import EDGE_FEATURES, NODE_FEATURES
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.models.interaction_network import Exchange
@@ -114,9 +115,11 @@ class LayerStack(nn.Module):
 
 
 def build_stack(kind: str, dtype: torch.dtype) -> LayerStack:
-    """A stack with the same initial weights in every process (4 node, 5 edge features)."""
+    """A stack with the same initial weights in every process, for the graphs' feature widths."""
     torch.manual_seed(4321)
-    return LayerStack(kind, node_features=4, edge_features=5).to(dtype)
+    return LayerStack(kind, node_features=len(NODE_FEATURES), edge_features=len(EDGE_FEATURES)).to(
+        dtype
+    )
 
 
 def node_loss(out: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,13 @@ import pytest
 
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.storage import file_sha256, write_events, write_graphs, write_scores
+from partgnn.data.storage import (
+    ScoresFile,
+    file_sha256,
+    write_events,
+    write_graphs,
+    write_scores,
+)
 from partgnn.metrics.evaluation import evaluate_scores
 from tests.conftest import make_tiny_event
 
@@ -45,3 +51,21 @@ def test_perfect_scores_on_a_subsampled_event_give_efficiency_one(tmp_path: Path
     assert track["fake_rate"] == 0.0
     assert track["trackml_score"] == pytest.approx(1.0)
     assert result["edge"]["efficiency"] == 1.0 and result["edge"]["purity"] == 1.0
+
+
+def test_evaluate_uses_the_cut_recorded_with_the_scores(tmp_path: Path):
+    scores, graphs, _ = _write_files(tmp_path, 4)
+    # Perfect truth, but every true edge scored 0.7: accepted at the default cut 0.5 only.
+    with ScoresFile(scores) as stored:
+        values = stored[0] * 0.7
+    event_id = make_tiny_event().event_id
+    for recorded, expected_efficiency in ((None, 1.0), (0.8, 0.0)):
+        provenance = {"source_sha256": file_sha256(graphs)}
+        if recorded is not None:
+            provenance["score_cut"] = recorded
+        write_scores(scores, [(event_id, values)], provenance=provenance)
+        result = evaluate_scores(scores, graphs, pt_min=0.5)
+        assert result["cut"] == (recorded or 0.5)
+        assert result["cut_source"] == ("chosen in training" if recorded else "default")
+        assert result["edge"]["efficiency"] == expected_efficiency
+    assert evaluate_scores(scores, graphs, cut=0.6, pt_min=0.5)["edge"]["efficiency"] == 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import torch
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.config import load_config
+from partgnn.train.standardisation import SCALER_FILE
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import REPOSITORY, assert_all_succeeded, child_env, launch
 from tests.train.conftest import write_config
@@ -92,6 +94,15 @@ def test_three_halo_steps_equal_full_mode(dataset, full_runs, tmp_path, world_si
     for a, b in zip(losses["halo"], losses["full"], strict=True):
         assert abs(a - b) <= 1e-5 * abs(b), losses
     assert int(_metrics(halo_runs["float32"])[-1]["bytes_exchanged"]) > 0
+    # The input standardisation, fitted from the ranks' owned rows, is the full graph's.
+    full_scaler = json.loads((full_runs["float64"] / SCALER_FILE).read_text())
+    halo_scaler = json.loads((halo_runs["float64"] / SCALER_FILE).read_text())
+    assert halo_scaler["n_nodes"] == full_scaler["n_nodes"]
+    assert halo_scaler["n_edges"] == full_scaler["n_edges"]
+    for key in ("node_mean", "node_std", "edge_mean", "edge_std"):
+        torch.testing.assert_close(
+            torch.tensor(halo_scaler[key]), torch.tensor(full_scaler[key]), rtol=1e-12, atol=0
+        )
 
 
 @pytest.mark.slow
@@ -121,6 +132,30 @@ def test_resumed_run_ends_with_identical_weights(dataset, tmp_path):
     columns = ("epoch", "step", "lr", "train_loss", "val_loss", "val_efficiency", "val_purity")
     rows = [[r[c] for c in columns] for r in _metrics(interrupted)]
     assert rows == [[r[c] for c in columns] for r in _metrics(whole)]
+
+
+@pytest.mark.slow
+def test_event_cache_does_not_change_halo_training(dataset, tmp_path):
+    weights = {}
+    for cache_mb in (0, 64):
+        run_dir = tmp_path / f"cache-{cache_mb}"
+        config = write_config(
+            tmp_path / f"cache-{cache_mb}.yaml",
+            mode="halo",
+            data={"shards": str(dataset["phi2"]), "cache_mb": cache_mb},
+            optim={"epochs": 2},
+            run={"dir": str(run_dir), "dtype": "float32"},
+        )
+        _train(2, config, tmp_path)
+        weights[cache_mb] = _weights(run_dir)
+        cache = json.loads((run_dir / "summary.json").read_text())["event_cache"]
+        if cache_mb:
+            # 3 training + 1 validation events, each read once; every other access is a hit.
+            assert cache["misses"] + cache["prefetched"] == 4 and cache["hits"] > 0, cache
+        else:
+            assert cache["hits"] == 0 and cache["cached_items"] == 0, cache
+    for name, tensor in weights[0].items():
+        assert torch.equal(weights[64][name], tensor), name
 
 
 @pytest.mark.slow

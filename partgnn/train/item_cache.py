@@ -1,0 +1,110 @@
+"""Keeping decoded events across epochs, and reading the next one ahead.
+
+Decoding an event (HDF5 read and decompression, the exchange plan moved to the device, the
+boundary mask) costs as much as a small training step. :class:`CachedSource` keeps every
+:class:`~partgnn.train.events.TrainItem` it builds, on its device, until a memory budget is
+spent; events past the budget are read again each time, but the next one is read ahead in a
+background thread while the current step computes. The items are never modified by training,
+so a cached item and a re-read one are the same bytes: results do not depend on the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol
+
+import torch
+
+from partgnn.train.events import TrainItem
+
+
+class ItemSource(Protocol):
+    """What :class:`CachedSource` wraps: ``event_ids`` and ``item(index)``."""
+
+    event_ids: list[int]
+
+    def item(self, index: int) -> TrainItem: ...
+
+
+def item_nbytes(item: TrainItem) -> int:
+    """Bytes of the tensors an item holds (node, edge and exchange-plan arrays)."""
+    total = 0
+    for field in dataclasses.fields(item):
+        value = getattr(item, field.name)
+        if isinstance(value, torch.Tensor):
+            total += value.numel() * value.element_size()
+    if item.exchange is not None:
+        send_index = item.exchange.plan.send_index
+        total += send_index.numel() * send_index.element_size()
+    return total
+
+
+@dataclasses.dataclass
+class CacheStatistics:
+    """How the cache served: hits, misses (items read), prefetched reads, bytes kept."""
+
+    hits: int = 0
+    misses: int = 0
+    prefetched: int = 0
+    cached_items: int = 0
+    cached_bytes: int = 0
+
+
+class CachedSource:
+    """A source whose items are kept within ``budget_bytes`` and read ahead otherwise.
+
+    Args:
+        source: The wrapped source (whole graphs, halo shards or naive sectors).
+        budget_bytes: Most bytes of items kept; 0 keeps none (every access reads the event).
+        prefetch: Read the item named by :meth:`prefetch` in a background thread.
+    """
+
+    def __init__(self, source: ItemSource, budget_bytes: int, *, prefetch: bool = True) -> None:
+        self.source = source
+        self.event_ids = source.event_ids
+        self.budget_bytes = budget_bytes
+        self.statistics = CacheStatistics()
+        self._items: dict[int, TrainItem] = {}
+        self._pending: dict[int, Future[TrainItem]] = {}
+        self._executor = ThreadPoolExecutor(max_workers=1) if prefetch else None
+
+    def __len__(self) -> int:
+        return len(self.event_ids)
+
+    def item(self, index: int) -> TrainItem:
+        """The item of event ``index``: from the cache, a finished read-ahead, or read now."""
+        cached = self._items.get(index)
+        if cached is not None:
+            self.statistics.hits += 1
+            return cached
+        pending = self._pending.pop(index, None)
+        if pending is not None:
+            item = pending.result()
+            self.statistics.prefetched += 1
+        else:
+            item = self.source.item(index)
+            self.statistics.misses += 1
+        self._keep(index, item)
+        return item
+
+    def prefetch(self, index: int) -> None:
+        """Starts reading event ``index`` in the background unless it is cached or pending."""
+        if self._executor is None or index in self._items or index in self._pending:
+            return
+        self._pending[index] = self._executor.submit(self.source.item, index)
+
+    def close(self) -> None:
+        """Waits for any read-ahead and drops the items; later reads go to the source."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        self._pending.clear()
+        self._items.clear()
+
+    def _keep(self, index: int, item: TrainItem) -> None:
+        size = item_nbytes(item)
+        if self.statistics.cached_bytes + size <= self.budget_bytes:
+            self._items[index] = item
+            self.statistics.cached_items += 1
+            self.statistics.cached_bytes += size

@@ -1,0 +1,191 @@
+"""The physics-grade recipe (configs/recipe.yaml): train, then score held-out and real events.
+
+Simulates pile-up-200 events (training + validation in one file, held-out test events in
+another), builds pT > 1 GeV graphs, trains the recipe in one process, scores the test events
+and the real TrackML sample event with the score cut chosen on the validation events, and scores
+the test events with perfect scores (the truth) for the graph-construction limit. Prints
+markdown tables for docs/BENCHMARKS.md (learning curve, held-out and real-event metrics):
+
+    OMP_NUM_THREADS=2 .venv/bin/python tools/bench_recipe.py --out bench-recipe
+
+``--set key=value`` is passed to training (e.g. ``--set optim.epochs=2`` for a quick check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from partgnn.data.paths import trackml_sample_dir
+from partgnn.data.storage import GraphFile, file_sha256, write_scores
+
+BIN = Path(sys.executable).parent
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "recipe.yaml"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--train-events", type=int, default=50)
+    parser.add_argument("--val-events", type=int, default=5)
+    parser.add_argument("--test-events", type=int, default=5)
+    parser.add_argument("--pileup", type=float, default=200.0)
+    parser.add_argument("--out", type=Path, default=Path("bench-recipe"))
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    args = parser.parse_args()
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    n_train = args.train_events + args.val_events
+    datasets = {
+        "train": ("simulate", "--events", str(n_train), "--seed", "11"),
+        "test": (
+            "simulate",
+            "--events",
+            str(args.test_events),
+            "--seed",
+            "13",
+            "--first-event-id",
+            "2000",
+        ),
+    }
+    sample = trackml_sample_dir()
+    if (sample / "event000000001-hits.csv.gz").exists():
+        datasets["sample"] = ("import-trackml", str(sample))
+    for name, command in datasets.items():
+        if not (out / f"graphs-{name}.h5").exists():
+            extra = ("--pileup", f"{args.pileup:g}") if command[0] == "simulate" else ()
+            _partgnn(*command, *extra, "--out", str(out / f"events-{name}.h5"))
+            _partgnn(
+                "build-graphs",
+                str(out / f"events-{name}.h5"),
+                "--out",
+                str(out / f"graphs-{name}.h5"),
+                "--pt-min",
+                "1.0",
+            )
+    run_dir = out / "run"
+    overrides = [
+        f"data.graphs={out / 'graphs-train.h5'}",
+        f"data.val_events={args.val_events}",
+        f"run.dir={run_dir}",
+        "run.progress=false",
+        *args.overrides,
+    ]
+    start = time.perf_counter()
+    _partgnn("train", "--config", str(CONFIG), *(a for o in overrides for a in ("--set", o)))
+    train_seconds = time.perf_counter() - start
+    checkpoint = run_dir / "checkpoints" / "last.pt"
+
+    results = {}
+    for name in ("test", "sample"):
+        if name not in datasets:
+            continue
+        graphs, events = out / f"graphs-{name}.h5", out / f"events-{name}.h5"
+        scores = out / f"scores-{name}.h5"
+        _partgnn(
+            "infer",
+            "--checkpoint",
+            str(checkpoint),
+            "--graphs",
+            str(graphs),
+            "--out",
+            str(scores),
+            "--device",
+            "cpu",
+        )
+        results[name] = _evaluate(scores, graphs, events, out / f"evaluation-{name}.json")
+        if name == "test":
+            perfect = out / "scores-test-perfect.h5"
+            _write_truth_scores(graphs, perfect)
+            results["perfect"] = _evaluate(
+                perfect, graphs, events, out / "evaluation-perfect.json", cut=0.5
+            )
+    _print_tables(run_dir, results, train_seconds)
+
+
+def _partgnn(*arguments: str) -> None:
+    print("$ partgnn " + " ".join(arguments), file=sys.stderr, flush=True)
+    subprocess.run([str(BIN / "partgnn"), *arguments], check=True, stdout=subprocess.DEVNULL)
+
+
+def _evaluate(
+    scores: Path, graphs: Path, events: Path, out: Path, cut: float | None = None
+) -> dict:
+    command = [
+        "evaluate",
+        str(scores),
+        "--graphs",
+        str(graphs),
+        "--events",
+        str(events),
+        "--out",
+        str(out),
+    ]
+    if cut is not None:
+        command += ["--cut", str(cut)]
+    _partgnn(*command)
+    return json.loads(out.read_text())
+
+
+def _write_truth_scores(graphs: Path, out: Path) -> None:
+    with GraphFile(graphs) as graph_file:
+        items = [(int(g.event_id), g.y.numpy()) for g in graph_file]
+    write_scores(out, items, provenance={"source_sha256": file_sha256(graphs)})
+
+
+def _print_tables(run_dir: Path, results: dict, train_seconds: float) -> None:
+    print(
+        f"machine: {os.cpu_count()} cores ({platform.machine()}), "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; "
+        f"training wall time {train_seconds / 60:.1f} min\n"
+    )
+    with open(run_dir / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    print(
+        "| epoch | step | train loss | val loss | val efficiency / purity (cut 0.5) "
+        "| best cut | val efficiency / purity (best cut) | step time [s] | minutes |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    elapsed = 0.0
+    for row in rows:
+        elapsed += float(row["epoch_wall_s"])
+        print(
+            f"| {row['epoch']} | {row['step']} | {float(row['train_loss']):.4f} "
+            f"| {float(row['val_loss']):.4f} | {float(row['val_efficiency']):.4f} / "
+            f"{float(row['val_purity']):.4f} | {float(row['val_best_cut']):.3f} "
+            f"| {float(row['val_best_cut_efficiency']):.4f} / "
+            f"{float(row['val_best_cut_purity']):.4f} | {float(row['step_time_s']):.2f} "
+            f"| {elapsed / 60:.1f} |"
+        )
+    print(
+        "\n| events | cut | edge efficiency | edge purity | AUC | track efficiency "
+        "| fake rate | duplicate rate |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name, label in (
+        ("test", "held-out simulated"),
+        ("perfect", "held-out, perfect scores"),
+        ("sample", "real TrackML sample"),
+    ):
+        if name not in results:
+            continue
+        r = results[name]
+        edge, track = r["edge"], r["track"]
+        print(
+            f"| {label} ({r['events']}) | {r['cut']:g} | {edge['efficiency']:.4f} "
+            f"| {edge['purity']:.4f} | {edge['auc']:.5f} | {track['efficiency']:.4f} "
+            f"| {track['fake_rate']:.4f} | {track['duplicate_rate']:.4f} |"
+        )
+    if "perfect" in results:
+        ratio = results["test"]["track"]["efficiency"] / results["perfect"]["track"]["efficiency"]
+        print(f"\ntrack efficiency / perfect-score limit: {ratio:.4f}")
+
+
+if __name__ == "__main__":
+    main()
