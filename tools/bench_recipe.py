@@ -38,8 +38,14 @@ def main() -> None:
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--out", type=Path, default=Path("bench-recipe"))
     parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument(
+        "--tables-only", action="store_true", help="re-print the tables of a finished run in --out"
+    )
     args = parser.parse_args()
     out = args.out
+    if args.tables_only:
+        _print_tables(out / "run", _saved_results(out), None)
+        return
     out.mkdir(parents=True, exist_ok=True)
     n_train = args.train_events + args.val_events
     datasets = {
@@ -133,17 +139,28 @@ def _evaluate(
     return json.loads(out.read_text())
 
 
+def _saved_results(out: Path) -> dict:
+    names = {
+        "test": "evaluation-test.json",
+        "perfect": "evaluation-perfect.json",
+        "sample": "evaluation-sample.json",
+    }
+    return {k: json.loads((out / v).read_text()) for k, v in names.items() if (out / v).exists()}
+
+
 def _write_truth_scores(graphs: Path, out: Path) -> None:
     with GraphFile(graphs) as graph_file:
         items = [(int(g.event_id), g.y.numpy()) for g in graph_file]
     write_scores(out, items, provenance={"source_sha256": file_sha256(graphs)})
 
 
-def _print_tables(run_dir: Path, results: dict, train_seconds: float) -> None:
+def _print_tables(run_dir: Path, results: dict, train_seconds: float | None) -> None:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    wall = train_seconds if train_seconds is not None else summary["wall_time_s"]
     print(
         f"machine: {os.cpu_count()} cores ({platform.machine()}), "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; "
-        f"training wall time {train_seconds / 60:.1f} min\n"
+        f"training wall time {wall / 60:.1f} min, {summary['steps']} steps\n"
     )
     with open(run_dir / "metrics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -165,9 +182,10 @@ def _print_tables(run_dir: Path, results: dict, train_seconds: float) -> None:
         )
     print(
         "\n| events | cut | edge efficiency | edge purity | AUC | track efficiency "
-        "| fake rate | duplicate rate |"
+        "| fake rate (no double-majority match) | impure rate (no majority particle) "
+        "| duplicate rate |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, label in (
         ("test", "held-out simulated"),
         ("perfect", "held-out, perfect scores"),
@@ -180,7 +198,8 @@ def _print_tables(run_dir: Path, results: dict, train_seconds: float) -> None:
         print(
             f"| {label} ({r['events']}) | {r['cut']:g} | {edge['efficiency']:.4f} "
             f"| {edge['purity']:.4f} | {edge['auc']:.5f} | {track['efficiency']:.4f} "
-            f"| {track['fake_rate']:.4f} | {track['duplicate_rate']:.4f} |"
+            f"| {track['fake_rate']:.4f} | {track.get('impure_rate', float('nan')):.4f} "
+            f"| {track['duplicate_rate']:.4f} |"
         )
     if "perfect" in results:
         ratio = results["test"]["track"]["efficiency"] / results["perfect"]["track"]["efficiency"]

@@ -176,6 +176,10 @@ class TrackMetrics:
             when there are none).
         trackml_score: The TrackML score (see :func:`track_metrics`), or ``None`` without hit
             weights; for combined events, the mean over events.
+        n_impure_tracks: Candidate tracks in which no particle holds more than 50% of the hits
+            (the "fake" of the track-purity convention; a pure fragment of a particle, which
+            ``n_fake_tracks`` counts, is not impure).
+        impure_rate: ``n_impure_tracks / n_tracks`` (NaN without candidate tracks).
     """
 
     n_target_particles: int
@@ -188,6 +192,8 @@ class TrackMetrics:
     n_duplicate_tracks: int
     duplicate_rate: float
     trackml_score: float | None = None
+    n_impure_tracks: int = 0
+    impure_rate: float = float("nan")
 
     def to_dict(self) -> dict[str, int | float | None]:
         """The fields as a plain dict (for JSON, HDF5 attributes and printing)."""
@@ -203,6 +209,7 @@ class TrackMetrics:
         n_matched_tracks: int,
         n_duplicate_tracks: int,
         trackml_score: float | None = None,
+        n_impure_tracks: int = 0,
     ) -> TrackMetrics:
         """Builds the metrics from the counts; the rates follow their definitions above."""
         n_fake = n_tracks - n_matched_tracks
@@ -217,6 +224,8 @@ class TrackMetrics:
             n_duplicate_tracks=n_duplicate_tracks,
             duplicate_rate=_ratio(n_duplicate_tracks, n_matched_tracks + n_duplicate_tracks),
             trackml_score=trackml_score,
+            n_impure_tracks=n_impure_tracks,
+            impure_rate=_ratio(n_impure_tracks, n_tracks),
         )
 
     @classmethod
@@ -236,6 +245,7 @@ class TrackMetrics:
             n_matched_tracks=sum(m.n_matched_tracks for m in metrics),
             n_duplicate_tracks=sum(m.n_duplicate_tracks for m in metrics),
             trackml_score=float(np.mean(scores)) if has_scores else None,
+            n_impure_tracks=sum(m.n_impure_tracks for m in metrics),
         )
 
 
@@ -268,6 +278,9 @@ def track_metrics(
       min_hits``. **Efficiency** = matched target particles / target particles.
     - **Fake rate** = candidate tracks with no double-majority match / candidate tracks (over
       all particles, target or not).
+    - **Impure rate** = candidate tracks in which no particle (noise excluded) holds more than
+      50% of the hits / candidate tracks: the fake rate of the track-purity convention, which
+      does not count pure fragments of a particle as fakes.
     - **Duplicate rate** = duplicate tracks / (matched tracks + duplicate tracks), where a
       duplicate is a candidate track with no match whose hits are more than 50% from a particle
       that another track matches. (Under double majority a particle is matched by at most one
@@ -337,6 +350,7 @@ def track_metrics(
     reconstructed = np.zeros(len(particle_ids), dtype=bool)
     reconstructed[pair_particle[matched]] = True
     duplicate = candidate & track_majority & ~particle_majority & reconstructed[pair_particle]
+    n_pure_tracks = len(np.unique(pair_track[candidate & track_majority]))
 
     trackml_score = None
     if hit_weight is not None:
@@ -353,6 +367,7 @@ def track_metrics(
         n_matched_tracks=int(matched.sum()),
         n_duplicate_tracks=int(duplicate.sum()),
         trackml_score=trackml_score,
+        n_impure_tracks=int((n_track_hits >= min_hits).sum()) - n_pure_tracks,
     )
 
 

@@ -426,3 +426,16 @@ def test_truth_scores_reconstruct_simulated_tracks(method: str) -> None:
     assert metrics.efficiency >= 0.9, metrics
     # The graph holds only the hits of pT > 1 GeV particles, so the score is out of their weight.
     assert 0 < metrics.trackml_score <= truth["weight"].sum()
+
+
+def test_impure_tracks_are_those_no_particle_dominates():
+    # Track 0: particle 1 (3 hits) -> matched. Track 1: particle 2's 3 of 7 hits -> a pure
+    # fragment: fake under double majority, not impure. Track 2: 2 + 1 + 1 hits of particles
+    # 3, 4, 5 -> no majority: impure (and fake).
+    labels = [0, 0, 0, 1, 1, 1, -1, -1, -1, -1, 2, 2, 2, 2]
+    particle_id = [1, 1, 1] + [2] * 7 + [3, 3, 4, 5]
+    metrics = track_metrics(labels, particle_id, min_hits=3)
+    assert (metrics.n_tracks, metrics.n_fake_tracks, metrics.n_impure_tracks) == (3, 2, 1)
+    assert metrics.impure_rate == pytest.approx(1 / 3)
+    combined = TrackMetrics.combine([metrics, metrics])
+    assert combined.n_impure_tracks == 2 and combined.impure_rate == pytest.approx(1 / 3)

@@ -1,0 +1,126 @@
+"""What the data path costs: epoch wall time / sum of step times, with and without the cache.
+
+Simulates pile-up-200 events, builds pT > 1 GeV graphs and 2-rank phi shards, and trains a few
+epochs in modes full (1 process), halo and naive (2 processes under torchrun), each with the
+event cache on (``data.cache_mb`` default) and off (``data.cache_mb=0``: every step reads and
+decodes its event, one step ahead in a background thread). Reads ``epoch_wall_s`` (everything
+between the first step's start and the last step's end: data, steps, logging, checkpoints) and
+``epoch_step_s`` (compute and communication) from each run's metrics.csv. Prints a markdown
+table for docs/BENCHMARKS.md:
+
+    .venv/bin/python tools/bench_data_path.py --out bench-data-path
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "full.yaml"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=12)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=Path("bench-data-path"))
+    args = parser.parse_args()
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    graphs, shards = out / "graphs.h5", out / "phi2"
+    if not graphs.exists():
+        _run(
+            1,
+            "simulate",
+            "--events",
+            str(args.events),
+            "--pileup",
+            "200",
+            "--seed",
+            "3",
+            "--out",
+            str(out / "events.h5"),
+        )
+        _run(1, "build-graphs", str(out / "events.h5"), "--out", str(graphs), "--pt-min", "1.0")
+    if not shards.exists():
+        _run(1, "partition", str(graphs), "--parts", "2", "--method", "phi", "--out", str(shards))
+    print(
+        f"machine: {os.cpu_count()} cores ({platform.machine()}), 1 thread per rank; "
+        f"{args.events - 2} training events, H = {args.hidden}, {args.steps} steps\n"
+    )
+    print(
+        "| mode | ranks | cache | steps | sum of step times [s] | epoch wall time [s] "
+        "| wall / steps | data time per step [ms] |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for mode, ranks in (("full", 1), ("halo", 2), ("naive", 2)):
+        for cache_mb in (1024, 0):
+            run_dir = out / "runs" / f"{mode}-cache{cache_mb}"
+            overrides = [
+                f"mode={mode}",
+                f"data.graphs={graphs}",
+                f"data.shards={shards}",
+                "data.boundary_shards=null",
+                "data.val_events=2",
+                f"data.cache_mb={cache_mb}",
+                f"model.hidden={args.hidden}",
+                f"model.steps={args.steps}",
+                f"optim.epochs={args.epochs}",
+                f"run.eval_every={args.epochs}",
+                f"run.dir={run_dir}",
+                "run.progress=false",
+                "run.tensorboard=false",
+                "run.checkpoint_every=100000",
+                "run.device=cpu",
+            ]
+            _run(
+                ranks,
+                "train",
+                "--config",
+                str(CONFIG),
+                *(a for o in overrides for a in ("--set", o)),
+            )
+            with open(run_dir / "metrics.csv", newline="") as handle:
+                rows = list(csv.DictReader(handle))
+            # One row, after the last epoch: its totals are that epoch's alone. The first
+            # epoch filled the cache (and the standardisation read every event before it), so
+            # the last one is the steady state a long run sees.
+            last = rows[-1]
+            step_s, wall_s = float(last["epoch_step_s"]), float(last["epoch_wall_s"])
+            n_steps = args.events - 2
+            data_ms = 1000 * float(last["data_time_s"])
+            print(
+                f"| {mode} | {ranks} | {'on' if cache_mb else 'off'} | {n_steps} "
+                f"| {step_s:.2f} | {wall_s:.2f} | {wall_s / step_s:.3f} | {data_ms:.1f} |"
+            )
+
+
+def _run(ranks: int, *arguments: str) -> None:
+    if ranks == 1:
+        command = [str(BIN / "partgnn"), *arguments]
+    else:
+        command = [
+            str(BIN / "torchrun"),
+            "--standalone",
+            "--nproc-per-node",
+            str(ranks),
+            "-m",
+            "partgnn",
+            *arguments,
+        ]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    subprocess.run(
+        command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+if __name__ == "__main__":
+    main()
