@@ -169,9 +169,14 @@ def _print_tables(run_dir: Path, results: dict, train_seconds: float | None) -> 
         "| best cut | val efficiency / purity (best cut) | step time [s] | minutes |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    elapsed = 0.0
+    elapsed, previous_step = 0.0, 0
     for row in rows:
-        elapsed += float(row["epoch_wall_s"])
+        # Each row's epoch_wall_s is its last epoch's; spread that rate over the steps since
+        # the previous row (every eval_every epochs) for the elapsed training time.
+        step = int(row["step"])
+        steps_in_epoch = step // (int(row["epoch"]) + 1)
+        elapsed += float(row["epoch_wall_s"]) / steps_in_epoch * (step - previous_step)
+        previous_step = step
         print(
             f"| {row['epoch']} | {row['step']} | {float(row['train_loss']):.4f} "
             f"| {float(row['val_loss']):.4f} | {float(row['val_efficiency']):.4f} / "
