@@ -309,7 +309,7 @@ def build_event_graph(
             z0 / _LENGTH_SCALE,
         ],
         axis=1,
-    ).reshape(-1, len(EDGE_FEATURES))
+    )
     x = np.stack([r / _LENGTH_SCALE, phi / math.pi, z / _LENGTH_SCALE, eta], axis=1)
 
     data = Data(

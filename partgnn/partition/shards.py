@@ -23,9 +23,10 @@ import multiprocessing
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import h5py
 import numpy as np
@@ -58,6 +59,8 @@ from partgnn.partition.statistics import (
     partition_statistics,
     summarize,
 )
+
+T = TypeVar("T")
 
 SHARDS_FORMAT = "partgnn-shards"
 SHARD_FORMAT = "partgnn-shard"
@@ -378,11 +381,7 @@ class ShardFile:
         return len(self.keys)
 
     def __getitem__(self, index: int) -> RankEvent:
-        key = self.keys[index]
-        try:
-            return _read_rank_event(self._h5.get()["events"][key], self.rank)
-        except (KeyError, OSError, ValueError) as err:
-            raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
+        return self._read(index, lambda group: _read_rank_event(group, self.rank))
 
     def __iter__(self) -> Iterator[RankEvent]:
         for index in range(len(self)):
@@ -391,9 +390,13 @@ class ShardFile:
     def edge_ids(self, index: int) -> np.ndarray:
         """Global ids of the rank's local edges of event ``index``, ``(E_local,)``, read alone
         (no node or edge fields decoded)."""
+        return self._read(index, lambda group: group["plan"]["edge_ids"][()])
+
+    def _read(self, index: int, reader: Callable[[h5py.Group], T]) -> T:
+        """``reader`` applied to event ``index``'s group; a damaged group is a one-line error."""
         key = self.keys[index]
         try:
-            return self._h5.get()["events"][key]["plan"]["edge_ids"][()]
+            return reader(self._h5.get()["events"][key])
         except (KeyError, OSError, ValueError) as err:
             raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from partgnn.data.graph_builder import feature_names
 from partgnn.data.storage import atomic_output
 from partgnn.errors import InputError
 from partgnn.models.feature_scaler import FeatureScaler
@@ -116,13 +117,14 @@ def fit_feature_statistics(
     )
 
 
-def write_feature_statistics(
-    run_dir: Path,
-    statistics: FeatureStatistics,
-    node_names: Iterable[str],
-    edge_names: Iterable[str],
-) -> Path:
-    """Writes ``run_dir/feature_scaler.json`` (atomically): names, means and spreads."""
+def write_feature_statistics(run_dir: Path, statistics: FeatureStatistics) -> Path:
+    """Writes ``run_dir/feature_scaler.json`` (atomically): names, means and spreads.
+
+    The column names follow from the widths (:func:`~partgnn.data.graph_builder.feature_names`).
+    """
+    node_names, edge_names = feature_names(
+        statistics.node_mean.numel(), statistics.edge_mean.numel()
+    )
     record = {
         "node_features": list(node_names),
         "edge_features": list(edge_names),

@@ -34,7 +34,6 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from partgnn.data.graph_builder import feature_names
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
@@ -211,12 +210,7 @@ class Trainer:
             )
             log.write_config(self.config.to_dict())
             if self.feature_statistics is not None:
-                sample = self.source.item(self.train_indices[0])
-                write_feature_statistics(
-                    self.run_dir,
-                    self.feature_statistics,
-                    *feature_names(sample.x.shape[1], sample.edge_attr.shape[1]),
-                )
+                write_feature_statistics(self.run_dir, self.feature_statistics)
         progress = tqdm(
             total=self.total_steps,
             initial=self.state.step,
