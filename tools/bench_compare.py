@@ -1,217 +1,308 @@
-"""What halo exchange buys over naive sectorisation, after the same training budget.
+"""Naive, overlapping and halo strategies against P: physics split by the boundary, and costs.
 
-Simulates pile-up events, builds pT > 1 GeV graphs, partitions them in phi sectors for each P,
-trains the same Interaction Network in modes full (1 process), halo (P ranks) and naive (P
-sectors) with the same number of optimizer steps, scores the validation events (halo runs with
-the exchange, naive runs sector by sector), and evaluates edge and track metrics; then scores the
-real TrackML sample event (pT > 1 GeV graph, same phi sectors) with the same models. Prints
-markdown tables for docs/BENCHMARKS.md:
+Uses the data and the full-graph model of ``tools/bench_recipe.py`` (``--recipe DIR``: 100
+training + 5 validation simulated pile-up-200 pT > 1 GeV events, 5 held-out test events, and the
+recipe model in ``DIR/run``). For each partition method and P it
 
-    .venv/bin/python tools/bench_compare.py --parts 2 4 8 --events 12 --pileup 200
+1. partitions the training and test graphs into plain sectors and into sectors extended by
+   ``steps + 1`` hops (overlapping sectors: exact on owned edges without communication);
+2. trains the recipe (configs/recipe.yaml, unchanged) on P ranks as naive sectors and as
+   overlapping sectors;
+3. measures halo exchange's cost with ``--halo-steps`` steps of the same recipe on P ranks (its
+   model *is* the full-graph recipe model: the exchange is exact, as tests/distributed and
+   tests/train prove, so it is not trained again);
+4. scores the test events (halo: the recipe model with the exchange; naive and overlap: their
+   own models sector by sector) and evaluates them against the plain sectors: edge efficiency
+   on boundary vs interior edges, track efficiency of particles whose hits span sectors vs
+   particles inside one.
+
+Prints markdown tables for docs/BENCHMARKS.md and draws ``OUT/spanning_vs_p.png`` and
+``OUT/cost_vs_p.png``. Finished runs are kept and skipped on a re-run::
+
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_compare.py --recipe bench-recipe \\
+        --out bench-compare --methods phi metis --parts 2 4 8 16
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+from matplotlib.figure import Figure
+
+from partgnn.metrics.report import load_run
+from partgnn.train.config import load_config
+
 BIN = Path(sys.executable).parent
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "recipe.yaml"
+STRATEGIES = ("naive", "overlap", "halo")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--parts", type=int, nargs="+", default=[2, 4, 8])
-    parser.add_argument("--train-events", type=int, default=10)
-    parser.add_argument("--test-events", type=int, default=3)
-    parser.add_argument("--pileup", type=float, default=200.0)
-    parser.add_argument("--epochs", type=int, default=8)
-    parser.add_argument("--hidden", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--recipe", type=Path, default=Path("bench-recipe"))
     parser.add_argument("--out", type=Path, default=Path("bench-compare"))
+    parser.add_argument("--methods", nargs="+", default=["phi", "metis"])
+    parser.add_argument("--parts", type=int, nargs="+", default=[2, 4, 8, 16])
+    parser.add_argument("--halo-steps", type=int, default=50)
+    parser.add_argument("--val-events", type=int, default=5)
+    parser.add_argument(
+        "--tables-only", action="store_true", help="print the tables of the finished cells"
+    )
     args = parser.parse_args()
-    out = args.out
+    out, recipe = args.out, args.recipe
     out.mkdir(parents=True, exist_ok=True)
-    sample = Path(__file__).resolve().parents[2] / "shared" / "data" / "trackml-sample"
-    datasets = {
-        "train": ("simulate", "--events", str(args.train_events), "--seed", "5"),
-        "test": (
-            "simulate",
-            "--events",
-            str(args.test_events),
-            "--seed",
-            "6",
-            "--first-event-id",
-            "1000",
-        ),
-        "sample": ("import-trackml", str(sample)),
-    }
-    for name, command in datasets.items():
-        if not (out / f"graphs-{name}.h5").exists():
-            extra = ("--pileup", f"{args.pileup:g}") if command[0] == "simulate" else ()
-            _partgnn(*command, *extra, "--out", str(out / f"events-{name}.h5"))
-            _partgnn(
-                "build-graphs",
-                str(out / f"events-{name}.h5"),
-                "--out",
-                str(out / f"graphs-{name}.h5"),
-                "--pt-min",
-                "1.0",
-            )
+    margin = load_config(CONFIG).model.steps + 1
+    model = recipe / "run" / "checkpoints" / "last.pt"
+    if not model.exists():
+        sys.exit(f"{model}: run tools/bench_recipe.py --out {recipe} first")
+    graphs = {name: recipe / f"graphs-{name}.h5" for name in ("train", "test")}
+    results = []
+    for method in args.methods:
         for n_parts in args.parts:
-            shards = out / f"phi{n_parts}-{name}"
+            if args.tables_only:
+                cell = _read_cell(out, method, n_parts, margin)
+                results += cell
+                continue
+            results += _run_cell(out, recipe, graphs, model, method, n_parts, margin, args)
+    _print_tables(results, margin, args)
+    _plot(results, out)
+
+
+def _shards(out: Path, method: str, n_parts: int, name: str, margin: int) -> Path:
+    suffix = f"-margin{margin}" if margin else ""
+    return out / "shards" / f"{method}{n_parts}-{name}{suffix}"
+
+
+def _run_dir(out: Path, method: str, n_parts: int, strategy: str) -> Path:
+    return out / "runs" / f"{method}{n_parts}-{strategy}"
+
+
+def _run_cell(
+    out: Path,
+    recipe: Path,
+    graphs: dict[str, Path],
+    model: Path,
+    method: str,
+    n_parts: int,
+    margin: int,
+    args: argparse.Namespace,
+) -> list[dict]:
+    for name, path in graphs.items():
+        for k in (0, margin):
+            shards = _shards(out, method, n_parts, name, k)
             if not shards.exists():
                 _partgnn(
                     "partition",
-                    str(out / f"graphs-{name}.h5"),
+                    str(path),
                     "--parts",
                     str(n_parts),
                     "--method",
-                    "phi",
+                    method,
+                    "--margin",
+                    str(k),
                     "--out",
                     str(shards),
                 )
-    config = Path(__file__).resolve().parents[1] / "configs" / "full.yaml"
-    runs = [("full", 1)] + [(mode, p) for p in args.parts for mode in ("halo", "naive")]
-    tables: dict[str, list] = {"test": [], "sample": []}
-    for mode, n_parts in runs:
-        run_dir = out / "runs" / f"{mode}-{n_parts}"
+    sectors_test = _shards(out, method, n_parts, "test", 0)
+    cell = []
+    for strategy in STRATEGIES:
+        run_dir = _run_dir(out, method, n_parts, strategy)
+        k = margin if strategy == "overlap" else 0
         overrides = [
-            f"mode={mode}",
-            f"data.graphs={out / 'graphs-train.h5'}",
-            f"data.shards={out / f'phi{max(n_parts, args.parts[0])}-train'}",
-            "data.val_events=0",
-            "data.boundary_shards=null",
-            f"model.hidden={args.hidden}",
-            f"model.steps={args.steps}",
-            f"optim.epochs={args.epochs}",
-            "optim.lr=0.003",
-            "optim.warmup_steps=5",
+            f"mode={'halo' if strategy == 'halo' else 'naive'}",
+            f"data.graphs={graphs['train']}",
+            f"data.shards={_shards(out, method, n_parts, 'train', k)}",
+            f"data.val_events={args.val_events}",
             f"run.dir={run_dir}",
-            "run.device=cpu",
             "run.progress=false",
-            "run.checkpoint_every=100000",
+            "run.tensorboard=false",
             "run.timeout_s=1800",
         ]
+        if strategy == "halo":
+            overrides.append(f"optim.max_steps={args.halo_steps}")
         if not (run_dir / "summary.json").exists():
             _launch(
                 n_parts,
                 "train",
                 "--config",
-                str(config),
-                *[a for o in overrides for a in ("--set", o)],
+                str(CONFIG),
+                *(a for o in overrides for a in ("--set", o)),
             )
-        checkpoint = run_dir / "checkpoints" / "last.pt"
-        for name, rows in tables.items():
-            # Boundary edges (and the sectors naive runs score) are those of P sectors; the
-            # full run is shown against the smallest P.
-            shards = out / f"phi{max(n_parts, args.parts[0])}-{name}"
-            scores = run_dir / f"scores-{name}.h5"
-            if mode == "full":
-                _partgnn(
-                    "infer",
-                    "--checkpoint",
-                    str(checkpoint),
-                    "--graphs",
-                    str(out / f"graphs-{name}.h5"),
-                    "--out",
-                    str(scores),
-                    "--device",
-                    "cpu",
-                )
-            else:
-                extra = ["--naive"] if mode == "naive" else []
-                _launch(
-                    n_parts,
-                    "infer",
-                    "--checkpoint",
-                    str(checkpoint),
-                    "--shards",
-                    str(shards),
-                    "--out",
-                    str(scores),
-                    "--device",
-                    "cpu",
-                    *extra,
-                )
-            evaluation = run_dir / f"evaluation-{name}.json"
+        checkpoint = model if strategy == "halo" else run_dir / "checkpoints" / "last.pt"
+        scores = run_dir / "scores-test.h5"
+        if not scores.exists():
+            _launch(
+                n_parts,
+                "infer",
+                "--checkpoint",
+                str(checkpoint),
+                "--shards",
+                str(_shards(out, method, n_parts, "test", k)),
+                "--out",
+                str(scores),
+                "--device",
+                "cpu",
+                *(["--naive"] if strategy != "halo" else []),
+            )
+        evaluation = run_dir / "evaluation.json"
+        if not evaluation.exists():
             _partgnn(
                 "evaluate",
                 str(scores),
                 "--graphs",
-                str(out / f"graphs-{name}.h5"),
+                str(graphs["test"]),
                 "--events",
-                str(out / f"events-{name}.h5"),
+                str(recipe / "events-test.h5"),
                 "--shards",
-                str(shards),
+                str(sectors_test),
                 "--out",
                 str(evaluation),
             )
-            rows.append((mode, n_parts, json.loads(evaluation.read_text())))
-    print(
-        f"\n### Simulated pile-up {args.pileup:g}, pT > 1 GeV graphs, phi sectors: trained on "
-        f"{args.train_events} events x {args.epochs} epochs, scored on {args.test_events} "
-        "other events\n"
-    )
-    _table(tables["test"])
-    print("\n### Real TrackML sample event (pT > 1 GeV graph), same models, phi sectors\n")
-    _table(tables["sample"])
+        cell.append(_result(run_dir, method, n_parts, strategy))
+    return cell
 
 
-def _table(rows) -> None:
-    print(
-        "| mode | P | edge eff. | purity | AUC | boundary eff. | interior eff. | target eff. "
-        "| track eff. | fake rate | TrackML score |"
+def _read_cell(out: Path, method: str, n_parts: int, margin: int) -> list[dict]:
+    return [
+        _result(_run_dir(out, method, n_parts, strategy), method, n_parts, strategy)
+        for strategy in STRATEGIES
+        if (_run_dir(out, method, n_parts, strategy) / "evaluation.json").exists()
+    ]
+
+
+def _result(run_dir: Path, method: str, n_parts: int, strategy: str) -> dict:
+    run = load_run(run_dir)
+    evaluation = json.loads((run_dir / "evaluation.json").read_text())
+    return {
+        "method": method,
+        "P": n_parts,
+        "strategy": strategy,
+        "run": run,
+        "edge": evaluation["edge"],
+        "track": evaluation["track"],
+        "cut": evaluation["cut"],
+    }
+
+
+def _partgnn(*arguments: str) -> None:
+    print("$ partgnn " + " ".join(arguments), file=sys.stderr, flush=True)
+    subprocess.run([str(BIN / "partgnn"), *arguments], check=True, stdout=subprocess.DEVNULL)
+
+
+def _launch(n_ranks: int, *arguments: str) -> None:
+    command = [
+        str(BIN / "torchrun"),
+        "--standalone",
+        "--nproc-per-node",
+        str(n_ranks),
+        "-m",
+        "partgnn",
+        *arguments,
+    ]
+    print("$ " + " ".join(["torchrun", *command[1:]]), file=sys.stderr, flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return (
+        "n/a"
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else (format(value, spec))
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for mode, n_parts, m in rows:
-        e, t = m["edge"], m["track"]
-        score = t.get("trackml_score")
+
+
+def _print_tables(results: list[dict], margin: int, args: argparse.Namespace) -> None:
+    print(
+        f"machine: {os.cpu_count()} cores ({platform.machine()}), OMP_NUM_THREADS="
+        f"{os.environ.get('OMP_NUM_THREADS', 'unset')} per rank; overlap margin {margin} hops "
+        f"(steps + 1); halo cost from {args.halo_steps} steps, halo physics from the "
+        "full-graph recipe model\n"
+    )
+    print(
+        "| method | P | strategy | cut | edge eff. | purity | boundary-edge eff. "
+        "| interior-edge eff. | track eff. | spanning-track eff. (particles) "
+        "| contained-track eff. | fake rate | impure rate |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        edge, track = r["edge"], r["track"]
         print(
-            f"| {mode} | {n_parts} | {e['efficiency']:.4f} | {e['purity']:.4f} | {e['auc']:.4f} "
-            f"| {e['boundary_efficiency']:.4f} | {e['interior_efficiency']:.4f} "
-            f"| {e['target_efficiency']:.4f} | {t['efficiency']:.4f} | {t['fake_rate']:.4f} "
-            f"| {'n/a' if score is None else f'{score:.4f}'} |",
-            flush=True,
+            f"| {r['method']} | {r['P']} | {r['strategy']} | {r['cut']:.3f} "
+            f"| {_fmt(edge['efficiency'], '.4f')} | {_fmt(edge['purity'], '.4f')} "
+            f"| {_fmt(edge.get('boundary_efficiency'), '.4f')} "
+            f"| {_fmt(edge.get('interior_efficiency'), '.4f')} "
+            f"| {_fmt(track['efficiency'], '.4f')} "
+            f"| {_fmt(track['spanning_efficiency'], '.4f')} ({track['n_spanning_targets']}) "
+            f"| {_fmt(track['contained_efficiency'], '.4f')} "
+            f"| {_fmt(track['fake_rate'], '.4f')} | {_fmt(track['impure_rate'], '.4f')} |"
+        )
+    print(
+        "\n| method | P | strategy | step time [ms] | peak RSS / rank [MB] | MB exchanged / step "
+        "| replicated nodes | replicated edges | training steps | training minutes |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        run = r["run"]
+        per_step = run.mb_exchanged / run.steps if run.steps else float("nan")
+        print(
+            f"| {r['method']} | {r['P']} | {r['strategy']} | {_fmt(run.step_time_ms, '.0f')} "
+            f"| {_fmt(run.peak_memory_mb, '.0f')} | {_fmt(per_step, '.3f')} "
+            f"| {_fmt(100 * run.replicated_nodes, '+.1f')}% "
+            f"| {_fmt(100 * run.replicated_edges, '+.1f')}% | {run.steps} "
+            f"| {_fmt(run.wall_time_s / 60, '.1f')} |"
         )
 
 
-def _partgnn(*args: str) -> None:
-    subprocess.run(
-        [str(BIN / "partgnn"), *args],
-        check=True,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def _launch(n_parts: int, *args: str) -> None:
-    if n_parts == 1:
-        _partgnn(*args)
+def _plot(results: list[dict], out: Path) -> None:
+    methods = sorted({r["method"] for r in results})
+    if not methods:
         return
-    subprocess.run(
-        [
-            str(BIN / "torchrun"),
-            "--standalone",
-            "--nproc-per-node",
-            str(n_parts),
-            "-m",
-            "partgnn",
-            *args,
-        ],
-        check=True,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    colours = {"naive": "tab:red", "overlap": "tab:green", "halo": "tab:blue"}
+
+    def series(method: str, strategy: str, value) -> tuple[list[int], list[float]]:
+        rows = sorted(
+            (r for r in results if r["method"] == method and r["strategy"] == strategy),
+            key=lambda r: r["P"],
+        )
+        return [r["P"] for r in rows], [value(r) for r in rows]
+
+    figure = Figure(figsize=(5 * len(methods), 4), layout="constrained")
+    for ax, method in zip(np.atleast_1d(figure.subplots(1, len(methods))), methods, strict=True):
+        for strategy in STRATEGIES:
+            x, y = series(method, strategy, lambda r: r["track"]["spanning_efficiency"])
+            ax.plot(x, y, "o-", color=colours[strategy], label=strategy)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("P (sectors)")
+        ax.set_ylabel("track efficiency, particles spanning sectors")
+        ax.set_title(f"{method} sectors")
+        ax.legend()
+    figure.savefig(out / "spanning_vs_p.png", dpi=120)
+
+    panels = (
+        ("step time [ms]", lambda r: r["run"].step_time_ms),
+        ("peak RSS per rank [MB]", lambda r: r["run"].peak_memory_mb),
+        ("replicated edges [% of counted]", lambda r: 100 * r["run"].replicated_edges),
     )
-
-
-def _env() -> dict[str, str]:
-    return dict(os.environ, OMP_NUM_THREADS="1")
+    figure = Figure(figsize=(15, 4), layout="constrained")
+    for ax, (label, value) in zip(figure.subplots(1, len(panels)), panels, strict=True):
+        for method, style in zip(methods, ("o-", "s--", "^:"), strict=False):
+            for strategy in STRATEGIES:
+                x, y = series(method, strategy, value)
+                ax.plot(x, y, style, color=colours[strategy], label=f"{strategy} ({method})")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("P (sectors)")
+        ax.set_ylabel(label)
+    figure.axes[0].legend(fontsize=7)
+    figure.savefig(out / "cost_vs_p.png", dpi=120)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "recipe.yaml"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--train-events", type=int, default=50)
+    parser.add_argument("--train-events", type=int, default=100)
     parser.add_argument("--val-events", type=int, default=5)
     parser.add_argument("--test-events", type=int, default=5)
     parser.add_argument("--pileup", type=float, default=200.0)

@@ -170,15 +170,21 @@ def score_histograms(
     return histograms
 
 
-def best_score_cut(histograms: torch.Tensor) -> dict[str, float]:
-    """The cut that maximises the edge F1 score (harmonic mean of efficiency and purity).
+def best_score_cut(histograms: torch.Tensor, beta: float = 1.0) -> dict[str, float]:
+    """The cut that maximises the edge F-beta score of efficiency and purity.
+
+    ``F_beta = (1 + beta^2) * TP / ((1 + beta^2) * TP + beta^2 * FN + FP)``: ``beta = 1`` is the
+    F1 score (harmonic mean); ``beta < 1`` weighs purity more, which suits track building by
+    connected components (a false edge merges two tracks, a missing edge only splits one).
 
     Args:
         histograms: ``(2, SCORE_BINS)`` from :func:`score_histograms`, summed over events.
+        beta: Weight of efficiency relative to purity, > 0.
 
     Returns:
         ``cut`` (a multiple of ``1 / SCORE_BINS``: edges in the bins at or above it are
-        accepted) and the ``efficiency``, ``purity`` and ``f1`` there; NaN without true edges.
+        accepted) and the ``efficiency``, ``purity`` and ``fscore`` there; NaN without true
+        edges.
     """
     counts = histograms.to(torch.float64).cpu()
     # Accepted at cut k / SCORE_BINS: bins k .. SCORE_BINS - 1 (suffix sums), k = 1 .. bins - 1.
@@ -187,14 +193,15 @@ def best_score_cut(histograms: torch.Tensor) -> dict[str, float]:
     n_true = counts[0].sum()
     if n_true == 0:
         nan = float("nan")
-        return {"cut": SCORE_CUT, "efficiency": nan, "purity": nan, "f1": nan}
-    f1 = 2 * tp / (tp + fp + n_true)
-    best = int(torch.argmax(f1))
+        return {"cut": SCORE_CUT, "efficiency": nan, "purity": nan, "fscore": nan}
+    b2 = beta * beta
+    fscore = (1 + b2) * tp / ((1 + b2) * tp + b2 * (n_true - tp) + fp)
+    best = int(torch.argmax(fscore))
     return {
         "cut": (best + 1) / SCORE_BINS,
         "efficiency": float(tp[best] / n_true),
         "purity": _ratio(float(tp[best]), float(tp[best] + fp[best])),
-        "f1": float(f1[best]),
+        "fscore": float(fscore[best]),
     }
 
 

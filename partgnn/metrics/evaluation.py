@@ -1,7 +1,9 @@
 """Evaluation of a scores file: edge metrics and track metrics over all its events.
 
 Edge counts add up over events (the AUC is computed over all edges together); track metrics are
-computed per event and combined; boundary edges are those the given shards' partition cuts.
+computed per event and combined; boundary edges are those the given shards' partition cuts, and
+track efficiency is also split between particles whose hits span several of its sectors and
+particles inside one.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from partgnn.data.storage import EventFile, GraphFile, ScoresFile, file_sha256
 from partgnn.errors import InputError
 from partgnn.metrics.edge_metrics import SCORE_CUT, edge_metrics, roc_auc
 from partgnn.metrics.tracks import TrackMetrics, build_tracks, track_metrics
-from partgnn.partition.shards import ShardDirectory, cut_edges
+from partgnn.partition.shards import ShardDirectory, cut_edges, node_parts
 
 
 def evaluate_scores(
@@ -75,9 +77,13 @@ def evaluate_scores(
                     f"{scores_path}: event {event_id} has {scores.shape[0]} scores for "
                     f"{y.shape[0]} edges"
                 )
-            boundary = None
+            boundary, hit_sector = None, None
             if shards is not None:
-                boundary = cut_edges(shards, shards.meta["event_ids"].index(event_id), y.shape[0])
+                if event_id not in shards.meta["event_ids"]:
+                    raise InputError(f"{shards_path}: no event {event_id}")
+                shard_index = shards.meta["event_ids"].index(event_id)
+                boundary = cut_edges(shards, shard_index, y.shape[0])
+                hit_sector = node_parts(shards, shard_index, graph.num_nodes)
             particle_id = graph.particle_id.numpy()
             particle_pt = graph.particle_pt.numpy()
             hit_weight, n_hits = None, None
@@ -96,6 +102,7 @@ def evaluate_scores(
                     hit_weight=hit_weight,
                     pt_min=pt_min,
                     particle_n_hits=n_hits,
+                    hit_sector=hit_sector,
                 )
             )
             all_scores.append(scores)

@@ -64,6 +64,12 @@ class RunRecord:
         bytes_sent: Bytes all ranks sent in halo exchanges during training.
         boundary_true_edges: True boundary edges in the validation events (NaN if unknown).
         evaluation: The parsed evaluation.json, or ``None`` if the run was not evaluated.
+        strategy: ``full``, ``ddp``, ``halo``, ``naive`` or ``overlap`` (naive mode on sectors
+            extended by ``sector_margin`` hops); the mode for runs that predate it.
+        sector_margin: Hops of the overlapping sectors (0 otherwise).
+        replicated_nodes: Nodes computed beyond those owned, as a fraction of the owned ones
+            (halo nodes, overlap margins; NaN if not recorded).
+        replicated_edges: Edges computed beyond those counted, as a fraction of the counted ones.
     """
 
     name: str
@@ -81,6 +87,21 @@ class RunRecord:
     bytes_sent: float
     boundary_true_edges: float = NAN
     evaluation: dict[str, Any] | None = None
+    strategy: str = ""
+    sector_margin: int = 0
+    replicated_nodes: float = NAN
+    replicated_edges: float = NAN
+
+    def __post_init__(self) -> None:
+        if not self.strategy:
+            self.strategy = self.mode
+
+    @property
+    def strategy_label(self) -> str:
+        """The strategy as tables show it, e.g. ``overlap k=9``."""
+        if self.strategy == "overlap":
+            return f"overlap k={self.sector_margin}"
+        return self.strategy
 
     def final(self, column: str) -> float:
         """The value of a metrics.csv column at the last evaluation (NaN if absent)."""
@@ -197,6 +218,9 @@ def load_run(directory: str | os.PathLike[str], *, name: str | None = None) -> R
         _number(final.get("val_boundary_true_edges")) if isinstance(final, dict) else NAN
     )
     parameters = summary.get("parameters")
+    workload = summary.get("workload")
+    workload = workload if isinstance(workload, dict) else {}
+    strategy = summary.get("strategy")
     return RunRecord(
         name=name or _directory_name(directory),
         directory=directory,
@@ -213,6 +237,10 @@ def load_run(directory: str | os.PathLike[str], *, name: str | None = None) -> R
         bytes_sent=bytes_sent,
         boundary_true_edges=boundary_true_edges,
         evaluation=_read_json(directory / EVALUATION_NAME, required=False),
+        strategy=strategy if isinstance(strategy, str) else "",
+        sector_margin=_integer(summary, "sector_margin", summary_path, default=0),
+        replicated_nodes=_number(workload.get("replicated_node_fraction")),
+        replicated_edges=_number(workload.get("replicated_edge_fraction")),
     )
 
 
@@ -579,6 +607,8 @@ def _plot_tracks(runs: list[RunRecord], colours: list[Colour]) -> Figure:
     palette = colormaps["tab10"]
     keys = (
         ("efficiency", "track efficiency", 2),
+        ("spanning_efficiency", "spanning sectors", 6),
+        ("contained_efficiency", "inside one sector", 9),
         ("fake_rate", "fake rate", 3),
         ("duplicate_rate", "duplicate rate", 1),
         ("trackml_score", "TrackML score", 4),
@@ -588,8 +618,8 @@ def _plot_tracks(runs: list[RunRecord], colours: list[Colour]) -> Figure:
     ]
     _grouped_bars(ax, runs, series, fmt=".3f", inches_per_run=0.85 * width / len(runs))
     ax.set_ylim(0, 1.15)
-    ax.legend(fontsize=8, loc="upper center", ncol=4, bbox_to_anchor=(0.5, 1.0))
-    ax.set_title("Track metrics (evaluation.json)")
+    ax.legend(fontsize=8, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 1.0))
+    ax.set_title("Track metrics (evaluation.json); track efficiency split by sectors spanned")
     return figure
 
 
@@ -646,7 +676,7 @@ def _run_line(run: RunRecord, out_dir: Path) -> str:
     except ValueError:  # another drive on Windows: no relative path
         link = run.directory.resolve().as_posix()
     parts = [
-        f"mode {run.mode}",
+        f"mode {run.mode}" + (f", {run.strategy_label}" if run.strategy != run.mode else ""),
         f"{run.ranks_label} rank{'s' if run.world_size != 1 else ''}",
         f"{run.steps} steps in {run.epochs} epochs",
     ]
@@ -668,7 +698,7 @@ def summary_table(runs: list[RunRecord]) -> list[str]:
     with_tracks = any(run.evaluation is not None for run in runs)
     header = [
         ("run", "l"),
-        ("mode", "l"),
+        ("strategy", "l"),
         ("ranks", "r"),
         ("steps", "r"),
         ("val loss", "r"),
@@ -676,17 +706,19 @@ def summary_table(runs: list[RunRecord]) -> list[str]:
         ("purity", "r"),
         ("boundary-edge eff.", "r"),
         ("interior-edge eff.", "r"),
-        *([("track eff.", "r")] if with_tracks else []),
+        *([("track eff.", "r"), ("spanning-track eff.", "r")] if with_tracks else []),
         ("step (ms)", "r"),
         ("peak MB/rank (max)", "r"),
         ("MB exchanged", "r"),
+        ("replicated nodes", "r"),
+        ("replicated edges", "r"),
     ]
     rows = []
     for run in runs:
         rows.append(
             [
                 _cell(run.name),
-                run.mode,
+                run.strategy_label,
                 run.ranks_label,
                 str(run.steps),
                 _fmt(run.final("val_loss"), ".4f"),
@@ -694,10 +726,19 @@ def summary_table(runs: list[RunRecord]) -> list[str]:
                 _fmt(run.final("val_purity"), ".4f"),
                 _fmt(run.final("val_boundary_efficiency"), ".4f"),
                 _fmt(run.final("val_interior_efficiency"), ".4f"),
-                *([_fmt(run.evaluated("track", "efficiency"), ".4f")] if with_tracks else []),
+                *(
+                    [
+                        _fmt(run.evaluated("track", "efficiency"), ".4f"),
+                        _fmt(run.evaluated("track", "spanning_efficiency"), ".4f"),
+                    ]
+                    if with_tracks
+                    else []
+                ),
                 _fmt(run.step_time_ms, ".1f"),
                 _fmt(run.peak_memory_mb, ".0f"),
                 _fmt(run.mb_exchanged, ".2f"),
+                _percent(run.replicated_nodes),
+                _percent(run.replicated_edges),
             ]
         )
     return _table(header, rows)
@@ -713,6 +754,8 @@ def evaluation_table(runs: list[RunRecord]) -> list[str]:
         ("interior-edge eff.", "edge", "interior_efficiency"),
         ("target eff.", "edge", "target_efficiency"),
         ("track eff.", "track", "efficiency"),
+        ("spanning-track eff.", "track", "spanning_efficiency"),
+        ("contained-track eff.", "track", "contained_efficiency"),
         ("fake rate", "track", "fake_rate"),
         ("duplicate rate", "track", "duplicate_rate"),
         ("TrackML score", "track", "trackml_score"),
@@ -740,26 +783,28 @@ def _table(header: list[tuple[str, str]], rows: list[list[str]]) -> list[str]:
 def findings(runs: list[RunRecord]) -> list[str]:
     """Sentences that answer the report's question from the numbers.
 
-    For every naive run, the reference is a halo run of the same P (else any halo run, else a
-    full run): what naive loses on boundary edges and overall, and what the reference costs in
-    step time, memory and bytes. Every halo run is also checked against a full run (they should
-    agree: the exchange is exact).
+    For every sector run (naive, or overlapping sectors), the reference is a halo run of the
+    same P (else any halo run, else a full run): what the sectors lose on boundary edges, over
+    all edges and on tracks that span sectors, what they win (every metric on which the sector
+    run is better is named), and what each costs in step time, memory, bytes and replicated
+    work. Every halo run is also checked against a full run (they should agree: the exchange is
+    exact).
     """
-    naive = [r for r in runs if r.mode == "naive"]
+    sectors = [r for r in runs if r.strategy in ("naive", "overlap")]
     halo = [r for r in runs if r.mode == "halo"]
     full = [r for r in runs if r.mode == "full"]
     sentences = []
-    for run in naive:
+    for run in sectors:
         reference = _reference(run, halo, full)
         if reference is None:
             continue
-        sentences += _naive_vs_reference(run, reference)
+        sentences += _sectors_vs_reference(run, reference)
     if full:
         sentences += [_halo_vs_full(run, full[0]) for run in halo]
     if not sentences:
         sentences.append(
-            "No naive-vs-halo comparison: it needs a naive run and a halo or full run (modes "
-            f"here: {', '.join(sorted({r.mode for r in runs}))})."
+            "No sectors-vs-halo comparison: it needs a naive or overlap run and a halo or full "
+            f"run (modes here: {', '.join(sorted({r.mode for r in runs}))})."
         )
     return sentences
 
@@ -772,59 +817,130 @@ def _reference(run: RunRecord, halo: list[RunRecord], full: list[RunRecord]) -> 
     return None
 
 
-def _naive_vs_reference(naive: RunRecord, ref: RunRecord) -> list[str]:
-    x = naive.final("val_boundary_efficiency")
+def _who(run: RunRecord) -> str:
+    if run.strategy == "overlap":
+        what = f"Overlapping sectors of {run.sector_margin} hops"
+    else:
+        what = "Naive sectorisation"
+    return f"{what} (`{run.name}`, P={run.graph_parallel_size})"
+
+
+def _sectors_vs_reference(sector: RunRecord, ref: RunRecord) -> list[str]:
+    x = sector.final("val_boundary_efficiency")
     y = ref.final("val_boundary_efficiency")
-    who = f"Naive sectorisation (`{naive.name}`, P={naive.graph_parallel_size})"
+    who = _who(sector)
     vs = f"{_MODE_PHRASE.get(ref.mode, ref.mode)} (`{ref.name}`)"
+    edges = ""
+    if not math.isnan(sector.boundary_true_edges) and sector.boundary_true_edges > 0:
+        edges = f", of {sector.boundary_true_edges:.0f} boundary true edges in the validation set"
     if math.isnan(x) or math.isnan(y) or y <= 0:
         sentences = [
             f"{who}: boundary-edge efficiency {_fmt(x, '.3f')} vs {_fmt(y, '.3f')} for {vs} "
             "(no loss fraction: a boundary efficiency is not defined)."
         ]
-    else:
+    elif x < y - SAME_WITHIN:
         # Relative to what the reference finds: the boundary true edges halo exchange recovers.
-        lost = 100.0 * (y - x) / y
-        edges = ""
-        if not math.isnan(naive.boundary_true_edges) and naive.boundary_true_edges > 0:
-            edges = (
-                f", of {naive.boundary_true_edges:.0f} boundary true edges in the validation set"
-            )
         sentences = [
-            f"{who} loses {lost:.1f}% of the boundary true edges that {vs} finds "
-            f"(boundary-edge efficiency {x:.3f} vs {y:.3f}{edges})."
+            f"{who} loses {100.0 * (y - x) / y:.1f}% of the boundary true edges that {vs} "
+            f"finds (boundary-edge efficiency {x:.3f} vs {y:.3f}{edges})."
+        ]
+    elif x > y + SAME_WITHIN:
+        sentences = [
+            f"{who} finds more boundary true edges than {vs}: boundary-edge efficiency "
+            f"{x:.4f} vs {y:.4f}{edges}; {sector.name} wins on boundary edges."
+        ]
+    else:
+        sentences = [
+            f"{who} finds as many boundary true edges as {vs} (boundary-edge efficiency "
+            f"{x:.4f} vs {y:.4f}{edges}, within {SAME_WITHIN:g})."
         ]
     overall = (
-        f"Overall edge efficiency {_fmt(naive.final('val_efficiency'), '.4f')} vs "
+        f"Overall edge efficiency {_fmt(sector.final('val_efficiency'), '.4f')} vs "
         f"{_fmt(ref.final('val_efficiency'), '.4f')} and interior-edge efficiency "
-        f"{_fmt(naive.final('val_interior_efficiency'), '.4f')} vs "
-        f"{_fmt(ref.final('val_interior_efficiency'), '.4f')} ({naive.name} vs {ref.name})"
+        f"{_fmt(sector.final('val_interior_efficiency'), '.4f')} vs "
+        f"{_fmt(ref.final('val_interior_efficiency'), '.4f')} ({sector.name} vs {ref.name})"
     )
-    if _close(naive.final("val_interior_efficiency"), ref.final("val_interior_efficiency")):
+    if _close(
+        sector.final("val_interior_efficiency"), ref.final("val_interior_efficiency")
+    ) and sector.final("val_efficiency") < ref.final("val_efficiency"):
         overall += ": the loss is confined to the edges the sectors cut"
     sentences.append(overall + ".")
-    track_naive = naive.evaluated("track", "efficiency")
-    track_ref = ref.evaluated("track", "efficiency")
-    if not (math.isnan(track_naive) or math.isnan(track_ref)):
+    quality = [
+        ("overall edge efficiency", sector.final("val_efficiency"), ref.final("val_efficiency")),
+        ("edge purity", sector.final("val_purity"), ref.final("val_purity")),
+        (
+            "interior-edge efficiency",
+            sector.final("val_interior_efficiency"),
+            ref.final("val_interior_efficiency"),
+        ),
+    ]
+    track = ("efficiency", "spanning_efficiency", "contained_efficiency")
+    t_sector = [sector.evaluated("track", key) for key in track]
+    t_ref = [ref.evaluated("track", key) for key in track]
+    if not (math.isnan(t_sector[0]) or math.isnan(t_ref[0])):
+        text = f"Track efficiency {t_sector[0]:.4f} ({sector.name}) vs {t_ref[0]:.4f} ({ref.name})"
+        if not (math.isnan(t_sector[1]) or math.isnan(t_ref[1])):
+            n_spanning = sector.evaluated("track", "n_spanning_targets")
+            text += (
+                f"; for the {_fmt(n_spanning, '.0f')} particles whose hits span several sectors "
+                f"{t_sector[1]:.4f} vs "
+                f"{t_ref[1]:.4f}, for particles inside one sector "
+                f"{_fmt(t_sector[2], '.4f')} vs {_fmt(t_ref[2], '.4f')}"
+            )
+        sentences.append(text + ".")
+        quality += [
+            ("track efficiency", t_sector[0], t_ref[0]),
+            ("spanning-track efficiency", t_sector[1], t_ref[1]),
+            ("contained-track efficiency", t_sector[2], t_ref[2]),
+        ]
+        fake = (sector.evaluated("track", "fake_rate"), ref.evaluated("track", "fake_rate"))
+        quality.append(("fake rate", -fake[0], -fake[1]))
+    known = [(name, a, b) for name, a, b in quality if not (math.isnan(a) or math.isnan(b))]
+    wins = [name for name, a, b in known if a > b + SAME_WITHIN]
+    if wins:
         sentences.append(
-            f"Track efficiency {track_naive:.4f} ({naive.name}) vs {track_ref:.4f} ({ref.name})."
+            f"{sector.name} is better than {ref.name} (by more than {SAME_WITHIN:g}) on: "
+            f"{', '.join(wins)}."
         )
     cost = (
-        f"Cost of {ref.name} over {naive.name}: step time {_fmt(ref.step_time_ms, '.1f')} vs "
-        f"{_fmt(naive.step_time_ms, '.1f')} ms"
+        f"Cost of {ref.name} over {sector.name}: step time {_fmt(ref.step_time_ms, '.1f')} vs "
+        f"{_fmt(sector.step_time_ms, '.1f')} ms"
     )
-    ratio = ref.step_time_ms / naive.step_time_ms if naive.step_time_ms > 0 else NAN
+    ratio = ref.step_time_ms / sector.step_time_ms if sector.step_time_ms > 0 else NAN
     if not math.isnan(ratio):
         cost += f" ({ratio:.2f}x)"
     cost += (
         f", peak memory per rank {_fmt(ref.peak_memory_mb, '.0f')} vs "
-        f"{_fmt(naive.peak_memory_mb, '.0f')} MB, {_fmt(ref.mb_exchanged, '.2f')} MB exchanged"
+        f"{_fmt(sector.peak_memory_mb, '.0f')} MB, {_fmt(ref.mb_exchanged, '.2f')} MB exchanged"
     )
     if ref.steps > 0 and not math.isnan(ref.mb_exchanged):
         cost += f" ({ref.mb_exchanged / ref.steps:.3f} MB per step)"
-    sentences.append(cost + f" vs {_fmt(naive.mb_exchanged, '.2f')} MB.")
+    cost += f" vs {_fmt(sector.mb_exchanged, '.2f')} MB"
+    if not (math.isnan(sector.replicated_edges) or math.isnan(ref.replicated_edges)):
+        cost += (
+            f"; replicated nodes {_percent(ref.replicated_nodes)} vs "
+            f"{_percent(sector.replicated_nodes)} and edges {_percent(ref.replicated_edges)} vs "
+            f"{_percent(sector.replicated_edges)} of the owned ones"
+        )
+    sentences.append(cost + ".")
+    cheaper = [
+        name
+        for name, a, b in (
+            ("step time", sector.step_time_ms, ref.step_time_ms),
+            ("peak memory per rank", sector.peak_memory_mb, ref.peak_memory_mb),
+            ("bytes exchanged", sector.mb_exchanged, ref.mb_exchanged),
+            ("replicated edges", sector.replicated_edges, ref.replicated_edges),
+        )
+        if not (math.isnan(a) or math.isnan(b)) and a < b
+    ]
+    if cheaper:
+        sentences.append(f"{sector.name} is cheaper than {ref.name} in: {', '.join(cheaper)}.")
     return sentences
 
+
+#: Rates closer than this count as equal in the findings (differences below it are noise of one
+#: run, e.g. one particle in a few hundred).
+SAME_WITHIN = 0.001
 
 _MODE_PHRASE = {"halo": "halo exchange", "full": "the full graph"}
 
@@ -845,6 +961,11 @@ def _halo_vs_full(halo: RunRecord, full: RunRecord) -> str:
 
 def _close(a: float, b: float, *, tolerance: float = 1e-6) -> bool:
     return not (math.isnan(a) or math.isnan(b)) and abs(a - b) <= tolerance * max(1.0, abs(b))
+
+
+def _percent(value: float) -> str:
+    """A fraction as a signed percentage (``+12.5%``); n/a when not recorded."""
+    return "n/a" if value is None or math.isnan(value) else f"{100 * value:+.1f}%"
 
 
 def _fmt(value: float, spec: str) -> str:

@@ -24,6 +24,9 @@ from scipy.sparse.csgraph import connected_components
 
 from partgnn.errors import InputError
 
+# One NaN object, so that metrics with the same undefined rates compare equal.
+_NAN = float("nan")
+
 #: Label of a hit that belongs to no track.
 NO_TRACK = -1
 
@@ -180,6 +183,14 @@ class TrackMetrics:
             (the "fake" of the track-purity convention; a pure fragment of a particle, which
             ``n_fake_tracks`` counts, is not impure).
         impure_rate: ``n_impure_tracks / n_tracks`` (NaN without candidate tracks).
+        n_spanning_targets: Target particles whose hits lie in more than one sector (only
+            counted when the hits' sectors are given; 0 otherwise).
+        n_reconstructed_spanning: Of those, the ones matched by a candidate track.
+        spanning_efficiency: ``n_reconstructed_spanning / n_spanning_targets`` (NaN without).
+        contained_efficiency: The efficiency of the other target particles, those inside one
+            sector (NaN without sectors or without such particles).
+        split_by_sector: Whether the hits' sectors were given (the spanning counts are 0 and
+            the split efficiencies NaN otherwise).
     """
 
     n_target_particles: int
@@ -193,7 +204,12 @@ class TrackMetrics:
     duplicate_rate: float
     trackml_score: float | None = None
     n_impure_tracks: int = 0
-    impure_rate: float = float("nan")
+    impure_rate: float = _NAN
+    n_spanning_targets: int = 0
+    n_reconstructed_spanning: int = 0
+    spanning_efficiency: float = _NAN
+    contained_efficiency: float = _NAN
+    split_by_sector: bool = False
 
     def to_dict(self) -> dict[str, int | float | None]:
         """The fields as a plain dict (for JSON, HDF5 attributes and printing)."""
@@ -210,9 +226,23 @@ class TrackMetrics:
         n_duplicate_tracks: int,
         trackml_score: float | None = None,
         n_impure_tracks: int = 0,
+        n_spanning_targets: int = 0,
+        n_reconstructed_spanning: int = 0,
+        sectors_known: bool = False,
     ) -> TrackMetrics:
-        """Builds the metrics from the counts; the rates follow their definitions above."""
+        """Builds the metrics from the counts; the rates follow their definitions above.
+
+        ``sectors_known`` says whether the spanning counts were computed (else the split
+        efficiencies are NaN).
+        """
         n_fake = n_tracks - n_matched_tracks
+        spanning, contained = _NAN, _NAN
+        if sectors_known:
+            spanning = _ratio(n_reconstructed_spanning, n_spanning_targets)
+            contained = _ratio(
+                n_reconstructed_targets - n_reconstructed_spanning,
+                n_target_particles - n_spanning_targets,
+            )
         return cls(
             n_target_particles=n_target_particles,
             n_reconstructed_targets=n_reconstructed_targets,
@@ -226,6 +256,11 @@ class TrackMetrics:
             trackml_score=trackml_score,
             n_impure_tracks=n_impure_tracks,
             impure_rate=_ratio(n_impure_tracks, n_tracks),
+            n_spanning_targets=n_spanning_targets,
+            n_reconstructed_spanning=n_reconstructed_spanning,
+            spanning_efficiency=spanning,
+            contained_efficiency=contained,
+            split_by_sector=sectors_known,
         )
 
     @classmethod
@@ -246,6 +281,9 @@ class TrackMetrics:
             n_duplicate_tracks=sum(m.n_duplicate_tracks for m in metrics),
             trackml_score=float(np.mean(scores)) if has_scores else None,
             n_impure_tracks=sum(m.n_impure_tracks for m in metrics),
+            n_spanning_targets=sum(m.n_spanning_targets for m in metrics),
+            n_reconstructed_spanning=sum(m.n_reconstructed_spanning for m in metrics),
+            sectors_known=bool(metrics) and all(m.split_by_sector for m in metrics),
         )
 
 
@@ -258,6 +296,7 @@ def track_metrics(
     pt_min: float = 1.0,
     min_hits: int = 3,
     particle_n_hits: ParticleHitCounts | None = None,
+    hit_sector: Any = None,
 ) -> TrackMetrics:
     """Matches tracks to truth particles: double-majority efficiency, fakes, duplicates, score.
 
@@ -292,6 +331,9 @@ def track_metrics(
       counted tracks. Noise hits never count. Weights are used as given: TrackML truth weights
       sum to 1 over the whole event, so on a graph that holds only part of the event the score
       is out of the weight of the hits present.
+    - **Spanning particles** (only with ``hit_sector``): target particles whose hits present
+      lie in more than one sector; their efficiency (``spanning_efficiency``) is what a
+      partition can cost, the others' (``contained_efficiency``) what it should not.
 
     Args:
         labels: Track label of each hit, shape ``(N,)``, integer (see :func:`build_tracks`).
@@ -302,6 +344,7 @@ def track_metrics(
         min_hits: Smallest number of hits of a candidate track and of a target particle.
         particle_n_hits: Hits of each particle in the whole event: ``{particle_id: n}``, a pandas
             Series indexed by particle id, or two arrays ``(particle_ids, counts)``.
+        hit_sector: Sector (partition part) of each hit, shape ``(N,)``, integer.
 
     Returns:
         The :class:`TrackMetrics`.
@@ -360,6 +403,17 @@ def track_metrics(
         # The Kaggle score has no size cut on tracks: a counted pair needs both majorities only.
         trackml_score = float(pair_weight[track_majority & particle_majority].sum())
 
+    spanning = np.zeros(len(particle_ids), dtype=bool)
+    if hit_sector is not None:
+        hit_sector = _as_numpy(hit_sector).astype(np.int64, copy=False).ravel()
+        _check_length("hit_sector", hit_sector, n)
+        # A particle spans sectors when its hits' smallest and largest sector differ.
+        low = np.full(len(particle_ids), np.iinfo(np.int64).max)
+        high = np.full(len(particle_ids), np.iinfo(np.int64).min)
+        np.minimum.at(low, particle_of_hit, hit_sector)
+        np.maximum.at(high, particle_of_hit, hit_sector)
+        spanning = low != high
+
     return TrackMetrics.from_counts(
         n_target_particles=int(is_target.sum()),
         n_reconstructed_targets=int((is_target & reconstructed).sum()),
@@ -368,6 +422,9 @@ def track_metrics(
         n_duplicate_tracks=int(duplicate.sum()),
         trackml_score=trackml_score,
         n_impure_tracks=int((n_track_hits >= min_hits).sum()) - n_pure_tracks,
+        n_spanning_targets=int((is_target & spanning).sum()),
+        n_reconstructed_spanning=int((is_target & spanning & reconstructed).sum()),
+        sectors_known=hit_sector is not None,
     )
 
 
@@ -413,4 +470,4 @@ def _check_length(name: str, array: np.ndarray, n: int) -> None:
 
 
 def _ratio(numerator: int, denominator: int) -> float:
-    return numerator / denominator if denominator else float("nan")
+    return numerator / denominator if denominator else _NAN

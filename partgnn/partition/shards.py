@@ -392,6 +392,10 @@ class ShardFile:
         (no node or edge fields decoded)."""
         return self._read(index, lambda group: group["plan"]["edge_ids"][()])
 
+    def owned_nodes(self, index: int) -> np.ndarray:
+        """Global ids of the rank's owned nodes of event ``index``, ``(n_owned,)``, read alone."""
+        return self._read(index, lambda group: group["plan"]["owned_nodes"][()])
+
     def _read(self, index: int, reader: Callable[[h5py.Group], T]) -> T:
         """``reader`` applied to event ``index``'s group; a damaged group is a one-line error."""
         key = self.keys[index]
@@ -533,3 +537,30 @@ def cut_edges(shards: ShardDirectory, index: int, n_edges: int) -> np.ndarray:
         with shards.open_rank(rank) as shard:
             holders[shard.edge_ids(index)] += 1
     return holders > 1
+
+
+def node_parts(shards: ShardDirectory, index: int, n_nodes: int) -> np.ndarray:
+    """Part (owning rank) of every global node of event ``index``, ``(N,)`` int64.
+
+    Reads every rank's owned node ids (only those).
+
+    Raises:
+        InputError: If the owned nodes of the ranks do not cover ``n_nodes`` nodes exactly once
+            (the shards belong to another graph).
+    """
+    parts = np.full(n_nodes, -1, dtype=np.int64)
+    for rank in range(shards.n_parts):
+        with shards.open_rank(rank) as shard:
+            owned = shard.owned_nodes(index)
+            if owned.size and (owned.max() >= n_nodes or (parts[owned] >= 0).any()):
+                raise InputError(
+                    f"{shards.directory}: event index {index}: the ranks' owned nodes do not "
+                    f"partition {n_nodes} nodes"
+                )
+            parts[owned] = rank
+    if (parts < 0).any():
+        raise InputError(
+            f"{shards.directory}: event index {index}: {int((parts < 0).sum())} of {n_nodes} "
+            "nodes are owned by no rank"
+        )
+    return parts

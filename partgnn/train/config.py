@@ -109,6 +109,9 @@ class RunConfig:
         timeout_s: Timeout of collectives [s].
         checkpoint_every: Save a checkpoint every this many optimizer steps (and at the end).
         eval_every: Evaluate on the validation events every this many epochs.
+        cut_beta: The score cut stored with the model maximises the edge F-beta score on the
+            validation events; ``beta < 1`` weighs purity more (a false edge merges two tracks
+            in connected components, a missing one only splits one).
         progress: Show a progress bar on rank 0.
         tensorboard: Write TensorBoard logs.
     """
@@ -122,6 +125,7 @@ class RunConfig:
     timeout_s: float = 300.0
     checkpoint_every: int = 50
     eval_every: int = 1
+    cut_beta: float = 0.5
     progress: bool = True
     tensorboard: bool = True
 
@@ -231,6 +235,7 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
     require(config.loss.pos_weight > 0, "loss.pos_weight", "must be > 0")
     require(config.run.checkpoint_every >= 1, "run.checkpoint_every", "must be >= 1")
     require(config.run.eval_every >= 1, "run.eval_every", "must be >= 1")
+    require(config.run.cut_beta > 0, "run.cut_beta", "must be > 0")
     require(config.run.timeout_s > 0, "run.timeout_s", "must be > 0")
 
 

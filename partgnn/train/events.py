@@ -49,6 +49,7 @@ class TrainItem:
         n_owned: Rows of ``x`` this rank owns (the first ones; the others are halo or
             replicated margin nodes).
         lost_y: Truth of the boundary edges this rank should count but cannot score ``(L,)``.
+        n_counted: How many edges ``counted`` marks (computed from it when not given).
     """
 
     event_id: int
@@ -63,10 +64,13 @@ class TrainItem:
     exchange: HaloExchanger | None = None
     n_owned: int | None = None
     lost_y: torch.Tensor | None = None
+    n_counted: int | None = None
 
     def __post_init__(self) -> None:
         if self.n_owned is None:
             self.n_owned = self.x.shape[0]
+        if self.n_counted is None:
+            self.n_counted = int(self.counted.sum())
 
 
 def weighted_count(n_edges: int, n_true: int, pos_weight: float) -> float:

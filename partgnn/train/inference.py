@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch_geometric.data import Data
 
 from partgnn.data.storage import GraphFile, file_sha256, write_scores
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
 from partgnn.errors import InputError
 from partgnn.models.interaction_network import InteractionNetwork
-from partgnn.partition.shards import ShardDirectory
+from partgnn.partition.shards import RankEvent, ShardDirectory
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.config import ModelConfig
 from partgnn.train.trainer import DTYPES, build_model
@@ -83,9 +84,10 @@ def score_shards(
 ) -> Iterator[tuple[int, np.ndarray | None]]:
     """Yields ``(event_id, scores (E,))`` per event; the scores only on the group's rank 0.
 
-    With ``naive``, every rank scores its sector alone (owned nodes and interior edges, no
-    exchange), as naive sectorisation would: edges crossing the boundary are never scored and
-    get score 0.
+    With ``naive``, every rank scores its sector alone, as sector-based pipelines do: the
+    naive sector (owned nodes and interior edges; edges crossing the boundary are never scored
+    and get score 0), or, when the shards store extended sectors (``partition --margin K``),
+    the overlapping sector of K hops, which scores the edges into its owned nodes.
 
     A collective per event: every rank of the group must iterate to the end.
     """
@@ -93,33 +95,69 @@ def score_shards(
         model = None
         for index in range(len(shard)):
             event = shard[index]
-            graph, plan = event.graph, event.plan
+            graph = event.graph
             if model is None:
                 model, dtype = load_trained_model(
                     checkpoint, graph.x.shape[1], graph.edge_attr.shape[1], context.device
                 )
-            edges = torch.ones(plan.n_local_edges, dtype=torch.bool)
-            exchange = None
-            if naive:
-                edges = torch.from_numpy(plan.interior_edges)
+            if naive and event.sector is not None:
+                owned_ids, owned_scores = _score_sector(model, dtype, event.sector, context)
             else:
-                exchange = HaloExchanger(
-                    ExchangePlan.from_halo_plan(plan, context.device), context, transport=transport
+                owned_ids, owned_scores = _score_plan(
+                    model, dtype, event, context, transport=transport, naive=naive
                 )
-            logits = torch.zeros(plan.n_local_edges, dtype=dtype, device=context.device)
-            logits[edges.to(context.device)] = model(
-                graph.x[: plan.n_owned if naive else None].to(context.device, dtype),
-                graph.edge_index[:, edges].to(context.device),
-                graph.edge_attr[edges].to(context.device, dtype),
-                exchange=exchange,
-            )
-            owned = torch.from_numpy(plan.edge_owned & edges.numpy()).to(context.device)
-            ids = torch.from_numpy(plan.edge_ids).to(context.device)[owned]
             scores = torch.zeros(event.n_global_edges, dtype=torch.float64, device=context.device)
-            scores[ids] = torch.sigmoid(logits[owned]).to(torch.float64)
+            scores[owned_ids] = owned_scores
             if context.world_size > 1:
                 dist.all_reduce(scores, group=context.group)
             yield event.event_id, (scores.cpu().numpy() if context.rank == 0 else None)
+
+
+def _score_plan(
+    model: torch.nn.Module,
+    dtype: torch.dtype,
+    event: RankEvent,
+    context: DistContext,
+    *,
+    transport: str,
+    naive: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Global ids ``(E_owned,)`` and float64 scores of the edges a rank's plan owns: with the
+    halo exchange, or (``naive``) on its interior edges alone."""
+    graph, plan = event.graph, event.plan
+    edges = torch.ones(plan.n_local_edges, dtype=torch.bool)
+    exchange = None
+    if naive:
+        edges = torch.from_numpy(plan.interior_edges)
+    else:
+        exchange = HaloExchanger(
+            ExchangePlan.from_halo_plan(plan, context.device), context, transport=transport
+        )
+    logits = torch.zeros(plan.n_local_edges, dtype=dtype, device=context.device)
+    logits[edges.to(context.device)] = model(
+        graph.x[: plan.n_owned if naive else None].to(context.device, dtype),
+        graph.edge_index[:, edges].to(context.device),
+        graph.edge_attr[edges].to(context.device, dtype),
+        exchange=exchange,
+    )
+    owned = torch.from_numpy(plan.edge_owned & edges.numpy()).to(context.device)
+    ids = torch.from_numpy(plan.edge_ids).to(context.device)[owned]
+    return ids, torch.sigmoid(logits[owned]).to(torch.float64)
+
+
+def _score_sector(
+    model: torch.nn.Module, dtype: torch.dtype, sector: Data, context: DistContext
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Global ids ``(E_owned,)`` and float64 scores of the edges into an overlapping sector's
+    owned nodes, computed on the sector alone (no exchange)."""
+    device = context.device
+    logits = model(
+        sector.x.to(device, dtype),
+        sector.edge_index.to(device),
+        sector.edge_attr.to(device, dtype),
+    )
+    owned = sector.edge_owned.to(device)
+    return sector.global_edges.to(device)[owned], torch.sigmoid(logits[owned]).to(torch.float64)
 
 
 @torch.no_grad()
@@ -167,6 +205,7 @@ def run_inference(
         source = {
             "source_shards": str(Path(shards).resolve()),
             "naive_sectors": naive,
+            "sector_margin": int(directory.meta.get("margin", 0)) if naive else 0,
             **_source(directory),
         }
     else:

@@ -32,7 +32,7 @@ METRIC_COLUMNS = (
     "val_best_cut",
     "val_best_cut_efficiency",
     "val_best_cut_purity",
-    "val_best_cut_f1",
+    "val_best_cut_fscore",
     "step_time_s",
     "data_time_s",
     "epoch_wall_s",

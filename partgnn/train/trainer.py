@@ -80,6 +80,47 @@ class _EpochTotals:
 
 
 @dataclass
+class _Workload:
+    """What the ranks computed in the training steps since the start (or resume).
+
+    Summed over steps (and, reduced, over ranks): nodes and edges a rank computes, against the
+    nodes it owns and the edges it counts in the loss. The excess is replication: halo nodes and
+    cut edges held twice (halo), the margin of overlapping sectors (overlap); 0 for full and
+    naive.
+    """
+
+    computed_nodes: int = 0
+    owned_nodes: int = 0
+    computed_edges: int = 0
+    counted_edges: int = 0
+
+    def add(self, item: TrainItem) -> None:
+        self.computed_nodes += int(item.x.shape[0])
+        self.owned_nodes += int(item.n_owned)
+        self.computed_edges += int(item.edge_index.shape[1])
+        self.counted_edges += item.n_counted
+
+    def reduced(self, context: DistContext, device: torch.device) -> dict[str, float]:
+        """The sums over all ranks, with the replicated fractions (excess / owned or counted)."""
+        values = torch.tensor(
+            [self.computed_nodes, self.owned_nodes, self.computed_edges, self.counted_edges],
+            dtype=torch.int64,
+            device=device,
+        )
+        if context.global_world_size > 1:
+            dist.all_reduce(values)
+        nodes, owned, edges, counted = (int(v) for v in values.tolist())
+        return {
+            "computed_nodes": nodes,
+            "owned_nodes": owned,
+            "computed_edges": edges,
+            "counted_edges": counted,
+            "replicated_node_fraction": (nodes - owned) / owned if owned else float("nan"),
+            "replicated_edge_fraction": (edges - counted) / counted if counted else float("nan"),
+        }
+
+
+@dataclass
 class TrainState:
     """Where training stands."""
 
@@ -107,6 +148,9 @@ class Trainer:
         self.dtype = DTYPES[config.run.dtype]
         self.device = context.device
         self.counter = CommunicationCounter()
+        # Hops of the overlapping sectors naive mode trains on (0: plain naive sectors).
+        self.sector_margin = 0
+        self.workload = _Workload()
         self.source = CachedSource(self._make_source(), int(config.data.cache_mb * 2**20))
         n_events = len(self.source.event_ids)
         n_val = min(config.data.val_events, max(n_events - 1, 0))
@@ -168,7 +212,14 @@ class Trainer:
             return HaloSource(
                 shards, context, pos_weight, transport=config.run.transport, counter=self.counter
             )
+        self.sector_margin = int(shards.meta.get("margin", 0))
         return NaiveSource(shards, context, pos_weight)
+
+    @property
+    def strategy(self) -> str:
+        """What the run compares as: ``full``, ``ddp``, ``halo``, ``naive`` or ``overlap``
+        (naive mode on sectors extended by ``sector_margin`` hops)."""
+        return "overlap" if self.mode == "naive" and self.sector_margin > 0 else self.mode
 
     def _data_path(self) -> str:
         return str(
@@ -264,6 +315,8 @@ class Trainer:
             self.source.close()
         summary = {
             "mode": self.mode,
+            "strategy": self.strategy,
+            "sector_margin": self.sector_margin,
             "world_size": self.context.global_world_size,
             "graph_parallel_size": self.context.world_size,
             "steps": self.state.step,
@@ -272,6 +325,7 @@ class Trainer:
             "wall_time_s": time.perf_counter() - started,
             "final": last_eval,
             "communication": self._reduced_counter(),
+            "workload": self.workload.reduced(self.context, self.device),
             "event_cache": dataclasses.asdict(self.source.statistics),
         }
         if log is not None:
@@ -300,6 +354,7 @@ class Trainer:
         """
         fetch_start = time.perf_counter()
         item = self.source.item(self._my_index(indices))
+        self.workload.add(item)
         if len(following) == len(indices):
             self.source.prefetch(self._my_index(following))
         start = time.perf_counter()
@@ -378,7 +433,8 @@ class Trainer:
         """Loss and edge metrics on the validation events (counts reduced across ranks).
 
         Besides the metrics at the default cut, ``best_cut`` is the score cut that maximises
-        the edge F1 score on these events (``best_cut_efficiency``, ``best_cut_purity`` there).
+        the edge F-beta score (``run.cut_beta``) on these events (``best_cut_efficiency``,
+        ``best_cut_purity`` there).
         """
         self.model.eval()
         counts = EdgeCounts()
@@ -421,7 +477,7 @@ class Trainer:
             dist.all_reduce(histograms)
         metrics = counts.summary()
         metrics["loss"] = float(loss_sum / normaliser.clamp(min=1.0))
-        best = best_score_cut(histograms)
+        best = best_score_cut(histograms, beta=self.config.run.cut_beta)
         metrics.update({f"best_cut{'' if k == 'cut' else '_' + k}": v for k, v in best.items()})
         return metrics
 

@@ -80,8 +80,13 @@ def test_best_score_cut_maximises_f1_on_a_known_case():
     # Cut in (0.6, 0.8]: tp 2, fp 0, fn 2 -> F1 2/3; cut in (0.3, 0.6]: tp 2, fp 1 -> 4/7;
     # cut in (0.1, 0.3]: tp 3, fp 1, fn 1 -> 6/8 = 0.75, the best.
     assert 0.1 < best["cut"] <= 0.3
-    assert best["f1"] == pytest.approx(0.75)
+    assert best["fscore"] == pytest.approx(0.75)
     assert best["efficiency"] == pytest.approx(0.75) and best["purity"] == pytest.approx(0.75)
+    # beta = 0.5 weighs purity: the cut in (0.6, 0.8] (tp 2, fp 0, fn 2) scores
+    # 1.25 * 2 / (1.25 * 2 + 0.25 * 2) = 5/6 against 3.75 / 5 = 0.75 below 0.3.
+    purer = best_score_cut(histograms, beta=0.5)
+    assert 0.6 < purer["cut"] <= 0.8
+    assert purer["fscore"] == pytest.approx(5 / 6) and purer["purity"] == 1.0
     # Adding histograms is adding events.
     assert torch.equal(
         histograms + histograms,

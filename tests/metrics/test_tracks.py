@@ -439,3 +439,27 @@ def test_impure_tracks_are_those_no_particle_dominates():
     assert metrics.impure_rate == pytest.approx(1 / 3)
     combined = TrackMetrics.combine([metrics, metrics])
     assert combined.n_impure_tracks == 2 and combined.impure_rate == pytest.approx(1 / 3)
+
+
+def test_spanning_and_contained_efficiency_on_a_hand_made_event() -> None:
+    # Particle 1: 4 hits in sector 0, found. Particle 2: 2 hits in sector 0 and 2 in sector 1,
+    # split at the boundary into two 2-hit pieces (neither holds > 50 % of its hits): lost.
+    # Particle 3: 3 hits in sector 1, found. Particle 4: 3 hits across both sectors, found.
+    particle_id = np.array([1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 4, 4, 4])
+    hit_sector = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 1, 1])
+    labels = np.array([0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4])
+    metrics = track_metrics(labels, particle_id, hit_sector=hit_sector)
+    assert metrics.split_by_sector
+    assert (metrics.n_spanning_targets, metrics.n_reconstructed_spanning) == (2, 1)
+    assert metrics.spanning_efficiency == pytest.approx(0.5)
+    assert metrics.contained_efficiency == pytest.approx(1.0)
+    assert metrics.efficiency == pytest.approx(0.75)
+    # Counts add over events; one event without sectors makes the split unknown.
+    twice = TrackMetrics.combine([metrics, metrics])
+    assert (twice.n_spanning_targets, twice.spanning_efficiency) == (4, 0.5)
+    plain = track_metrics(labels, particle_id)
+    assert not plain.split_by_sector and np.isnan(plain.spanning_efficiency)
+    mixed = TrackMetrics.combine([metrics, plain])
+    assert not mixed.split_by_sector and np.isnan(mixed.contained_efficiency)
+    with pytest.raises(InputError, match="hit_sector has 3 values for 14 hits"):
+        track_metrics(labels, particle_id, hit_sector=hit_sector[:3])

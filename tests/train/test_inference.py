@@ -10,6 +10,7 @@ import pytest
 from partgnn.cli.main import main
 from partgnn.data.storage import GraphFile, ScoresFile
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.partition.shards import PartitionOptions, write_shards
 from partgnn.train.config import load_config
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import assert_all_succeeded, launch
@@ -152,3 +153,58 @@ def test_evaluate_selected_events_only(dataset, checkpoint, tmp_path, capsys):
         main(["evaluate", str(out), "--graphs", str(dataset["graphs"]), "--event-ids", "77"]) == 2
     )
     assert f"{out}: no scores for event 77" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_overlapping_sectors_of_steps_plus_one_hops_equal_the_full_graph(
+    dataset, checkpoint, tmp_path, capsys
+):
+    # The checkpoint's model has 3 message-passing steps: sectors extended by 4 hops score every
+    # edge into their owned nodes exactly as the whole graph does, without any exchange; 1 hop
+    # is not enough, and naive sectors (no margin) never score the cut edges.
+    whole = tmp_path / "whole.h5"
+    _infer_whole(checkpoint, dataset["graphs"], whole)
+    reference = _scores(whole)
+    scores = {}
+    for margin in (4, 1):
+        shards = tmp_path / f"phi3-margin{margin}"
+        write_shards(
+            dataset["graphs"],
+            shards,
+            PartitionOptions(n_parts=3, method="phi", margin=margin),
+            progress=False,
+        )
+        out = tmp_path / f"overlap{margin}.h5"
+        results = launch(
+            3,
+            "partgnn",
+            [
+                "infer",
+                "--checkpoint",
+                str(checkpoint),
+                "--shards",
+                str(shards),
+                "--naive",
+                "--out",
+                str(out),
+                "--device",
+                "cpu",
+            ],
+            workdir=tmp_path / f"logs{margin}",
+        )
+        assert_all_succeeded(results)
+        scores[margin] = _scores(out)
+        with ScoresFile(out) as scores_file:
+            assert scores_file.attrs["sector_margin"] == margin
+    for event_id, values in reference.items():
+        assert np.abs(scores[4][event_id] - values).max() <= 1e-5, event_id
+    worst = max(np.abs(scores[1][e] - v).max() for e, v in reference.items())
+    assert worst > 1e-3
+    # The evaluation splits track efficiency by the sectors a particle's hits span.
+    report = tmp_path / "metrics.json"
+    evaluate = ["evaluate", str(tmp_path / "overlap4.h5"), "--graphs", str(dataset["graphs"])]
+    assert main([*evaluate, "--shards", str(tmp_path / "phi3-margin4"), "--out", str(report)]) == 0
+    track = json.loads(report.read_text())["track"]
+    assert track["split_by_sector"] and track["n_spanning_targets"] > 0
+    assert track["n_reconstructed_spanning"] <= track["n_reconstructed_targets"]
+    capsys.readouterr()

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.partition.shards import PartitionOptions, write_shards
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.config import load_config
 from partgnn.train.standardisation import SCALER_FILE
@@ -159,22 +160,47 @@ def test_event_cache_does_not_change_halo_training(dataset, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["naive", "ddp"])
-def test_naive_and_ddp_runs_train(dataset, tmp_path, mode):
-    run_dir = tmp_path / mode
+@pytest.mark.parametrize("strategy", ["naive", "overlap", "ddp"])
+def test_naive_overlap_and_ddp_runs_train(dataset, tmp_path, strategy):
+    mode = "ddp" if strategy == "ddp" else "naive"
+    shards = dataset["phi2"]
+    if strategy == "overlap":
+        # Sectors extended by steps + 1 = 4 hops: every owned edge sees its whole receptive field.
+        shards = tmp_path / "phi2-margin4"
+        write_shards(
+            dataset["graphs"],
+            shards,
+            PartitionOptions(n_parts=2, method="phi", margin=4),
+            progress=False,
+        )
+    run_dir = tmp_path / strategy
     config = write_config(
-        tmp_path / f"{mode}.yaml",
+        tmp_path / f"{strategy}.yaml",
         mode=mode,
-        data={"graphs": str(dataset["graphs"]), "shards": str(dataset["phi2"])},
+        data={"graphs": str(dataset["graphs"]), "shards": str(shards)},
         optim={"epochs": 4 if mode == "naive" else 8, "lr": 0.01},
         run={"dir": str(run_dir), "dtype": "float32"},
     )
     _train(2, config, tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["strategy"], summary["sector_margin"]) == (
+        strategy,
+        4 if strategy == "overlap" else 0,
+    )
+    workload = summary["workload"]
+    replicated = (workload["replicated_node_fraction"], workload["replicated_edge_fraction"])
+    if strategy == "overlap":
+        # The margin is replicated work (no exchange); it scores the boundary edges.
+        assert min(replicated) > 0.01, workload
+        assert float(_metrics(run_dir)[-1]["val_boundary_efficiency"]) > 0.0
+        assert float(_metrics(run_dir)[-1]["bytes_exchanged"]) == 0
+    else:
+        assert replicated == (0.0, 0.0)
     rows = _metrics(run_dir)
     losses = [float(r["train_loss"]) for r in rows]
     assert losses[-1] < losses[0], losses
     assert all(len(r["peak_memory_mb_per_rank"].split()) == 2 for r in rows)
-    if mode == "naive":
+    if strategy == "naive":
         # A naive sector never scores the edges that cross its boundary.
         assert float(rows[-1]["val_boundary_efficiency"]) == 0.0
         assert float(rows[-1]["bytes_exchanged"]) == 0
