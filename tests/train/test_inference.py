@@ -6,12 +6,15 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from partgnn.cli.main import main
 from partgnn.data.storage import GraphFile, ScoresFile
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.shards import PartitionOptions, write_shards
 from partgnn.train.config import load_config
+from partgnn.train.inference import load_trained_model
+from partgnn.train.standardisation import SCALER_FILE
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import assert_all_succeeded, launch
 from tests.train.conftest import write_config
@@ -208,3 +211,35 @@ def test_overlapping_sectors_of_steps_plus_one_hops_equal_the_full_graph(
     assert track["split_by_sector"] and track["n_spanning_targets"] > 0
     assert track["n_reconstructed_spanning"] <= track["n_reconstructed_targets"]
     capsys.readouterr()
+
+
+def test_standardisation_round_trip_train_checkpoint_infer(dataset, checkpoint, tmp_path):
+    # The statistics training fitted are in the checkpoint (as in feature_scaler.json), and
+    # inference applies them: its scores are the trained model's on the raw inputs, and differ
+    # from the same weights without the standardisation.
+    fitted = json.loads((checkpoint.parents[1] / SCALER_FILE).read_text())
+    with GraphFile(dataset["graphs"]) as graphs:
+        graph = graphs[0]
+        model, dtype = load_trained_model(
+            checkpoint, graph.x.shape[1], graph.edge_attr.shape[1], torch.device("cpu")
+        )
+    scaler = model.input_scaler
+    for key in ("node_mean", "node_std", "edge_mean", "edge_std"):
+        values = getattr(scaler, key).to(torch.float64)
+        assert torch.allclose(values, torch.tensor(fitted[key], dtype=torch.float64)), key
+    assert not torch.allclose(scaler.edge_std, torch.ones_like(scaler.edge_std))
+    out = tmp_path / "scores.h5"
+    _infer_whole(checkpoint, dataset["graphs"], out)
+    inputs = (graph.x.to(dtype), graph.edge_index, graph.edge_attr.to(dtype))
+    with torch.no_grad():
+        expected = torch.sigmoid(model(*inputs)).to(torch.float64).numpy()
+        scaler.set_statistics(
+            torch.zeros_like(scaler.node_mean),
+            torch.ones_like(scaler.node_std),
+            torch.zeros_like(scaler.edge_mean),
+            torch.ones_like(scaler.edge_std),
+        )
+        unscaled = torch.sigmoid(model(*inputs)).to(torch.float64).numpy()
+    scores = _scores(out)[int(graph.event_id)]
+    assert np.abs(scores - expected).max() <= 1e-6
+    assert np.abs(scores - unscaled).max() > 1e-3
