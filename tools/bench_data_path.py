@@ -1,7 +1,8 @@
 """What the data path costs: epoch wall time / sum of step times, with and without the cache.
 
 Simulates pile-up-200 events, builds pT > 1 GeV graphs and 2-rank phi shards, and trains a few
-epochs in modes full (1 process), halo and naive (2 processes under torchrun), each with the
+epochs in modes full (1 process), halo, naive and naive on overlapping sectors of steps + 1
+hops (2 processes under torchrun), each with the
 event cache on (``data.cache_mb`` default) and off (``data.cache_mb=0``: every step reads and
 decodes its event, one step ahead in a background thread). Reads ``epoch_wall_s`` (everything
 between the first step's start and the last step's end: data, steps, logging, checkpoints) and
@@ -50,24 +51,44 @@ def main() -> None:
             str(out / "events.h5"),
         )
         _run(1, "build-graphs", str(out / "events.h5"), "--out", str(graphs), "--pt-min", "1.0")
-    if not shards.exists():
-        _run(1, "partition", str(graphs), "--parts", "2", "--method", "phi", "--out", str(shards))
+    overlapping = out / f"phi2-margin{args.steps + 1}"
+    for directory, margin in ((shards, 0), (overlapping, args.steps + 1)):
+        if not directory.exists():
+            _run(
+                1,
+                "partition",
+                str(graphs),
+                "--parts",
+                "2",
+                "--method",
+                "phi",
+                "--margin",
+                str(margin),
+                "--out",
+                str(directory),
+            )
     print(
         f"machine: {os.cpu_count()} cores ({platform.machine()}), 1 thread per rank; "
         f"{args.events - 2} training events, H = {args.hidden}, {args.steps} steps\n"
     )
     print(
-        "| mode | ranks | cache | steps | sum of step times [s] | epoch wall time [s] "
+        "| strategy | ranks | cache | steps | sum of step times [s] | epoch wall time [s] "
         "| wall / steps | data time per step [ms] |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for mode, ranks in (("full", 1), ("halo", 2), ("naive", 2)):
+    strategies = (
+        ("full", "full", 1, shards),
+        ("halo", "halo", 2, shards),
+        ("naive", "naive", 2, shards),
+        ("overlap", "naive", 2, overlapping),
+    )
+    for strategy, mode, ranks, strategy_shards in strategies:
         for cache_mb in (1024, 0):
-            run_dir = out / "runs" / f"{mode}-cache{cache_mb}"
+            run_dir = out / "runs" / f"{strategy}-cache{cache_mb}"
             overrides = [
                 f"mode={mode}",
                 f"data.graphs={graphs}",
-                f"data.shards={shards}",
+                f"data.shards={strategy_shards}",
                 "data.boundary_shards=null",
                 "data.val_events=2",
                 f"data.cache_mb={cache_mb}",
@@ -98,7 +119,7 @@ def main() -> None:
             n_steps = args.events - 2
             data_ms = 1000 * float(last["data_time_s"])
             print(
-                f"| {mode} | {ranks} | {'on' if cache_mb else 'off'} | {n_steps} "
+                f"| {strategy} | {ranks} | {'on' if cache_mb else 'off'} | {n_steps} "
                 f"| {step_s:.2f} | {wall_s:.2f} | {wall_s / step_s:.3f} | {data_ms:.1f} |"
             )
 
