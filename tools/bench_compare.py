@@ -17,7 +17,9 @@ recipe model in ``DIR/run``). For each partition method and P it
    particles inside one.
 
 Prints markdown tables for docs/BENCHMARKS.md and draws ``OUT/spanning_vs_p.png`` and
-``OUT/cost_vs_p.png``. Finished runs are kept and skipped on a re-run::
+``OUT/cost_vs_p.png``. Finished runs are kept and skipped on a re-run (a run directory with
+its ``evaluation.json`` is finished; ``docs/results/compare/`` keeps the small files of the
+finished runs, which can be copied into ``OUT/runs/`` to resume on a new checkout)::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_compare.py --recipe bench-recipe \\
         --out bench-compare --methods phi metis --parts 2 4 8 16
@@ -128,6 +130,9 @@ def _run_cell(
         ]
         if strategy == "halo":
             overrides.append(f"optim.max_steps={args.halo_steps}")
+        if (run_dir / "evaluation.json").exists():  # finished (or restored from docs/results)
+            cell.append(_result(run_dir, method, n_parts, strategy))
+            continue
         if not (run_dir / "summary.json").exists():
             _launch(
                 n_parts,
