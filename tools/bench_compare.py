@@ -272,6 +272,13 @@ def _plot(results: list[dict], out: Path) -> None:
     if not methods:
         return
     colours = {"naive": "tab:red", "overlap": "tab:green", "halo": "tab:blue"}
+    parts = sorted({r["P"] for r in results})
+
+    def p_axis(ax) -> None:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(parts, [str(p) for p in parts])
+        ax.minorticks_off()
+        ax.set_xlabel("P (sectors)")
 
     def series(method: str, strategy: str, value) -> tuple[list[int], list[float]]:
         rows = sorted(
@@ -285,8 +292,7 @@ def _plot(results: list[dict], out: Path) -> None:
         for strategy in STRATEGIES:
             x, y = series(method, strategy, lambda r: r["track"]["spanning_efficiency"])
             ax.plot(x, y, "o-", color=colours[strategy], label=strategy)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("P (sectors)")
+        p_axis(ax)
         ax.set_ylabel("track efficiency, particles spanning sectors")
         ax.set_title(f"{method} sectors")
         ax.legend()
@@ -303,8 +309,7 @@ def _plot(results: list[dict], out: Path) -> None:
             for strategy in STRATEGIES:
                 x, y = series(method, strategy, value)
                 ax.plot(x, y, style, color=colours[strategy], label=f"{strategy} ({method})")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("P (sectors)")
+        p_axis(ax)
         ax.set_ylabel(label)
     figure.axes[0].legend(fontsize=7)
     figure.savefig(out / "cost_vs_p.png", dpi=120)
