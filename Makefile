@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo-output
+# The real TrackML sample event, when the workplace keeps one beside the checkout (optional).
+TRACKML_SAMPLE ?= $(wildcard ../shared/data/trackml-sample)
 
 .PHONY: setup demo test test-fast lint format clean
 
@@ -21,7 +23,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: setup
-	$(PY) -m partgnn.demo --out $(DEMO_DIR)
+	$(PY) -m partgnn.demo --out $(DEMO_DIR) $(if $(TRACKML_SAMPLE),--trackml-sample $(TRACKML_SAMPLE))
 
 test: setup
 	$(PY) -m pytest

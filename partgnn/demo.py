@@ -7,7 +7,9 @@ torchrun: halo exchange (exact), naive sectors (cut edges lost) and overlapping 
 owned edges without communication, at the price of replicated work); score the validation
 events with each model (halo with the exchange, naive and overlap sector by sector), evaluate
 edge and track metrics (split by whether a particle's hits span several sectors), and write the
-comparison report. Also imports the real TrackML sample event when it is beside the repository.
+comparison report. Also imports the real TrackML sample event when one is named
+(``--trackml-sample DIR`` or ``$PARTGNN_TRACKML_SAMPLE``; ``make demo`` names
+``../shared/data/trackml-sample`` when it exists).
 """
 
 from __future__ import annotations
@@ -20,20 +22,31 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from partgnn.cli.main import main as partgnn_main
-from partgnn.data.paths import config_dir, trackml_sample_dir
 from partgnn.data.storage import GraphFile
 from partgnn.metrics.report import EVALUATION_NAME, findings, load_run, summary_table
+from partgnn.resources import trackml_sample_dir
 from partgnn.train.config import load_config
 
 #: Sectors of the demo: at 4 phi sectors many pT > 1 GeV tracks cross a boundary.
 N_SECTORS = 4
 
 
-def run(out: Path, *, events: int, pileup: float, seed: int, epochs: int) -> int:
-    """Runs the demo into ``out``; returns the first non-zero exit code, else 0."""
+def run(
+    out: Path,
+    *,
+    events: int,
+    pileup: float,
+    seed: int,
+    epochs: int,
+    trackml_sample: Path | None = None,
+) -> int:
+    """Runs the demo into ``out``; returns the first non-zero exit code, else 0.
+
+    ``trackml_sample`` (default ``$PARTGNN_TRACKML_SAMPLE``) is the real sample event's folder;
+    without one the demo skips it.
+    """
     out.mkdir(parents=True, exist_ok=True)
-    config_path = config_dir() / "demo.yaml"
-    config = load_config(config_path)
+    config = load_config("demo")
     # Overlapping sectors of steps + 1 hops score their owned edges exactly as the full graph.
     margin = config.model.steps + 1
     graphs = out / "graphs-ptmin1.h5"
@@ -56,8 +69,8 @@ def run(out: Path, *, events: int, pileup: float, seed: int, epochs: int) -> int
         [*partition, "--out", str(sectors)],
         [*partition, "--margin", str(margin), "--out", str(overlapping)],
     ]
-    sample = trackml_sample_dir()
-    if (sample / "event000000001-hits.csv.gz").exists():
+    sample = trackml_sample_dir(trackml_sample)
+    if sample is not None:
         data_steps += [
             ["import-trackml", str(sample), "--out", str(out / "trackml-sample.h5")],
             [
@@ -91,7 +104,7 @@ def run(out: Path, *, events: int, pileup: float, seed: int, epochs: int) -> int
     for name, (mode, n_ranks, shards) in runs.items():
         run_dir = out / "runs" / name
         overrides = [*common, f"data.shards={shards}", f"mode={mode}", f"run.dir={run_dir}"]
-        arguments = ["train", "--config", str(config_path)]
+        arguments = ["train", "--config", "demo"]
         for override in overrides:
             arguments += ["--set", override]
         if code := _launch(n_ranks, arguments):
@@ -187,8 +200,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pileup", type=float, default=40.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument(
+        "--trackml-sample", type=Path, default=None, help="folder of the real TrackML sample event"
+    )
     args = parser.parse_args(argv)
-    return run(args.out, events=args.events, pileup=args.pileup, seed=args.seed, epochs=args.epochs)
+    return run(
+        args.out,
+        events=args.events,
+        pileup=args.pileup,
+        seed=args.seed,
+        epochs=args.epochs,
+        trackml_sample=args.trackml_sample,
+    )
 
 
 if __name__ == "__main__":

@@ -9,16 +9,18 @@ import pandas as pd
 import pytest
 
 from partgnn.data.event import Event
-from partgnn.data.paths import trackml_sample_dir
+from partgnn.resources import trackml_sample_dir
 
-SAMPLE_DIR = trackml_sample_dir()
+#: The workplace keeps the real TrackML sample beside the checkout; $PARTGNN_TRACKML_SAMPLE wins.
+SAMPLE_DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "trackml-sample"
 
 
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
-    if not (SAMPLE_DIR / "event000000001-hits.csv.gz").exists():
-        pytest.skip(f"TrackML sample not found at {SAMPLE_DIR}")
-    return SAMPLE_DIR
+    found = trackml_sample_dir(SAMPLE_DEFAULT)
+    if found is None:
+        pytest.skip(f"TrackML sample not found at $PARTGNN_TRACKML_SAMPLE or {SAMPLE_DEFAULT}")
+    return found
 
 
 def make_tiny_event(event_id: int = 7) -> Event:

@@ -6,7 +6,7 @@ recipe model in ``DIR/run``). For each partition method and P it
 
 1. partitions the training and test graphs into plain sectors and into sectors extended by
    ``steps + 1`` hops (overlapping sectors: exact on owned edges without communication);
-2. trains the recipe (configs/recipe.yaml, unchanged) on P ranks as naive sectors and as
+2. trains the recipe (partgnn/configs/recipe.yaml, unchanged) on P ranks as naive sectors and as
    overlapping sectors;
 3. measures halo exchange's cost with ``--halo-steps`` steps of the same recipe on P ranks (its
    model *is* the full-graph recipe model: the exchange is exact, as tests/distributed and
@@ -37,13 +37,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from _paths import shipped_config
 from matplotlib.figure import Figure
 
 from partgnn.metrics.report import load_run
 from partgnn.train.config import load_config
 
 BIN = Path(sys.executable).parent
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "recipe.yaml"
+CONFIG = shipped_config("recipe")
 STRATEGIES = ("naive", "overlap", "halo")
 
 

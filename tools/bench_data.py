@@ -15,10 +15,10 @@ import time
 
 import numpy as np
 import torch
+from _paths import sample_dir
 
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.paths import trackml_sample_dir
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.data.trackml_reader import read_trackml_event
 
@@ -57,8 +57,9 @@ def main() -> None:
     print(f"\n### build-graphs, pile-up {args.pileup:g} simulated events\n")
     _graph_table([("simulated", e) for e in events], geometry)
 
-    sample = trackml_sample_dir() / "event000000001"
-    if (trackml_sample_dir() / "event000000001-hits.csv.gz").exists():
+    sample_folder = sample_dir()
+    if sample_folder is not None:
+        sample = sample_folder / "event000000001"
         print("\n### build-graphs, real TrackML sample event (5% of a pile-up-200 event)\n")
         _graph_table([("trackml sample", read_trackml_event(sample, geometry=geometry))], geometry)
 

@@ -22,8 +22,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _paths import shipped_config
+
 BIN = Path(sys.executable).parent
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "full.yaml"
+CONFIG = shipped_config("full")
 
 
 def main() -> None:

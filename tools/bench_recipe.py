@@ -1,4 +1,4 @@
-"""The physics-grade recipe (configs/recipe.yaml): train, then score held-out and real events.
+"""The physics-grade recipe (shipped config recipe): train, then score held-out and real events.
 
 Simulates pile-up-200 events (training + validation in one file, held-out test events in
 another), builds pT > 1 GeV graphs, trains the recipe in one process, scores the test events
@@ -23,11 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-from partgnn.data.paths import trackml_sample_dir
+from _paths import sample_dir, shipped_config
+
 from partgnn.data.storage import GraphFile, file_sha256, write_scores
 
 BIN = Path(sys.executable).parent
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "recipe.yaml"
+CONFIG = shipped_config("recipe")
 
 
 def main() -> None:
@@ -60,8 +61,8 @@ def main() -> None:
             "2000",
         ),
     }
-    sample = trackml_sample_dir()
-    if (sample / "event000000001-hits.csv.gz").exists():
+    sample = sample_dir()
+    if sample is not None:
         datasets["sample"] = ("import-trackml", str(sample))
     for name, command in datasets.items():
         if not (out / f"graphs-{name}.h5").exists():

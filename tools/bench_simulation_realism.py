@@ -13,9 +13,9 @@ import argparse
 
 import numpy as np
 import pandas as pd
+from _paths import sample_dir
 
 from partgnn.data.geometry import default_geometry
-from partgnn.data.paths import trackml_sample_dir
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.data.trackml_reader import read_trackml_events
 
@@ -30,7 +30,10 @@ def main() -> None:
         "| layers per particle | (particle, layer) pairs with 2+ hits |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    real = next(read_trackml_events(trackml_sample_dir()))
+    sample = sample_dir()
+    if sample is None:
+        raise SystemExit("bench_simulation_realism: the real TrackML sample is needed")
+    real = next(read_trackml_events(sample))
     _rows("real TrackML sample", real.hits, real.truth, real.particles)
     for scale in args.overlap_scale:
         event = simulate_event(

@@ -4,31 +4,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-from tqdm import tqdm
+# Light imports only: the pipeline (torch, PyG, pandas) is imported when a command runs.
+from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES, GraphBuildConfig
 
-from partgnn.data.event import Event
-from partgnn.data.geometry import load_geometry
-from partgnn.data.graph_builder import (
-    EDGE_FEATURES,
-    NODE_FEATURES,
-    GraphBuildConfig,
-    build_event_graph,
-)
-from partgnn.data.simulation import SimulationConfig, simulate_events
-from partgnn.data.storage import (
-    EVENTS_FORMAT,
-    EventFile,
-    file_sha256,
-    open_store,
-    write_events,
-    write_graphs,
-)
-from partgnn.data.trackml_reader import find_trackml_events, read_trackml_event
+if TYPE_CHECKING:
+    from partgnn.data.event import Event
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,6 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from partgnn.data.geometry import load_geometry
+    from partgnn.data.simulation import SimulationConfig, simulate_events
+    from partgnn.data.storage import write_events
+
     geometry = load_geometry(args.geometry)
     overrides = {"pileup": args.pileup}
     if args.noise_fraction is not None:
@@ -104,6 +96,12 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def run_import_trackml(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from partgnn.data.geometry import load_geometry
+    from partgnn.data.storage import write_events
+    from partgnn.data.trackml_reader import find_trackml_events, read_trackml_event
+
     geometry = load_geometry(args.geometry)
     found = find_trackml_events(args.directory)
     events = (read_trackml_event(prefix, geometry=geometry) for _, prefix in found)
@@ -118,6 +116,12 @@ def run_import_trackml(args: argparse.Namespace) -> int:
 
 
 def run_build_graphs(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from partgnn.data.geometry import load_geometry
+    from partgnn.data.graph_builder import build_event_graph
+    from partgnn.data.storage import EVENTS_FORMAT, EventFile, file_sha256, write_graphs
+
     geometry = load_geometry(args.geometry)
     cuts = {
         field.name: getattr(args, field.name)
@@ -153,6 +157,8 @@ def run_build_graphs(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
+    from partgnn.data.storage import EventFile, open_store
+
     with open_store(args.file) as store:
         print(f"{args.file}: {store.attrs.get('format')} v{store.attrs.get('format_version')}")
         for key in sorted(store.attrs):
@@ -186,6 +192,8 @@ class _EventStats:
         print(headline)
         if not self.rows:
             return
+        import numpy as np
+
         particles, hits, noise = np.asarray(self.rows, dtype=float).T
         print(
             f"  per event: {particles.mean():,.0f} particles, {hits.mean():,.0f} hits "
@@ -205,7 +213,7 @@ def _print_graph_table(rows: list[dict[str, float]]) -> None:
         print(line + (f" {row['seconds']:>8.2f}" if has_time else ""))
     if len(rows) > 1:
         columns = ("n_nodes", "n_edges", "efficiency", "purity")
-        mean = {k: float(np.mean([row[k] for row in rows])) for k in columns}
+        mean = {k: sum(row[k] for row in rows) / len(rows) for k in columns}
         print(
             f"{'mean':>10} {mean['n_nodes']:>9,.0f} {mean['n_edges']:>10,.0f} "
             f"{mean['efficiency']:>10.4f} {mean['purity']:>8.4f}"
@@ -221,7 +229,7 @@ def _positive_int(text: str) -> int:
 
 def _non_negative_float(text: str) -> float:
     value = float(text)
-    if not np.isfinite(value) or value < 0:
+    if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {text})")
     return value
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
-import numpy as np
-
-from partgnn.data.storage import atomic_output
-from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.metrics.edge_metrics import SCORE_CUT
-from partgnn.metrics.evaluation import evaluate_scores
-from partgnn.train.inference import run_inference
+#: Communication schedules of the halo exchange
+#: (:data:`partgnn.distributed.halo_exchange.TRANSPORTS`; tests/cli checks they agree). The
+#: pipeline is imported when a command runs, so that ``--help`` does not wait for torch.
+TRANSPORTS: tuple[str, ...] = ("auto", "all_to_all", "p2p")
+#: The score cut used when none is given or recorded
+#: (:data:`partgnn.metrics.edge_metrics.SCORE_CUT`).
+SCORE_CUT = 0.5
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--naive", action="store_true", help="score each sector alone (boundary edges get 0)"
     )
     infer.add_argument("--device", default="auto")
-    infer.add_argument("--transport", default="auto", choices=("auto", "all_to_all", "p2p"))
+    infer.add_argument("--transport", default="auto", choices=TRANSPORTS)
     infer.add_argument("--timeout", type=float, default=300.0)
     infer.set_defaults(run=run_infer)
 
@@ -40,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--shards", type=Path, help="shards whose cut defines boundary edges")
     evaluate.add_argument(
         "--cut",
-        type=float,
+        type=_score_cut,
         default=None,
         help=f"edge score cut (default: the one training chose, recorded by infer; else "
         f"{SCORE_CUT})",
@@ -54,6 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_infer(args: argparse.Namespace) -> int:
+    from partgnn.distributed.process_group import destroy_distributed, init_distributed
+    from partgnn.train.inference import run_inference
+
     context = init_distributed(device=args.device, timeout_s=args.timeout)
     try:
         n_events = run_inference(
@@ -73,6 +77,9 @@ def run_infer(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    from partgnn.data.storage import atomic_output
+    from partgnn.metrics.evaluation import evaluate_scores
+
     metrics = evaluate_scores(
         args.scores,
         args.graphs,
@@ -95,6 +102,13 @@ def _print_metrics(metrics: dict[str, object]) -> None:
     for section in ("edge", "track"):
         print(f"  {section} metrics:")
         for key, value in metrics[section].items():
-            missing = value is None or (isinstance(value, float) and np.isnan(value))
+            missing = value is None or (isinstance(value, float) and math.isnan(value))
             shown = "n/a" if missing else f"{value:.4f}"
             print(f"    {key:<28} {shown}")
+
+
+def _score_cut(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a score in [0, 1] (got {text})")
+    return value

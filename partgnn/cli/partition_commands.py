@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+# Light imports only (numpy): torch, PyG and matplotlib load when a command runs.
 from partgnn.errors import InputError
 from partgnn.partition.assign import METHODS
-from partgnn.partition.plot import plot_partition
-from partgnn.partition.shards import PartitionOptions, ShardDirectory, write_shards
 from partgnn.partition.statistics import DEFAULT_HIDDEN
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from partgnn.partition.shards import ShardDirectory
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_partition(args: argparse.Namespace) -> int:
+    from partgnn.partition.shards import PartitionOptions, write_shards
+
     options = PartitionOptions(
         n_parts=args.parts,
         method=args.method,
@@ -57,6 +62,9 @@ def run_partition(args: argparse.Namespace) -> int:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
+    from partgnn.partition.plot import plot_partition
+    from partgnn.partition.shards import ShardDirectory
+
     shards = ShardDirectory(args.directory)
     meta = shards.meta
     event_ids = list(meta["event_ids"])
@@ -76,6 +84,8 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 def _gather_event(shards: ShardDirectory, index: int) -> tuple[np.ndarray, ...]:
     """Rebuilds one event's global positions, assignment and edges from all ranks' shards."""
+    import numpy as np
+
     parts = []
     for rank in range(shards.n_parts):
         with shards.open_rank(rank) as shard:

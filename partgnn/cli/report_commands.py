@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from partgnn.metrics.report import write_comparison
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds ``compare`` to the ``partgnn`` parser."""
@@ -35,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_compare(args: argparse.Namespace) -> int:
     """Writes the report of ``args.runs`` into ``args.out`` and prints where it is."""
+    from partgnn.metrics.report import write_comparison
+
     report = write_comparison(args.runs, args.out, names=args.names)
     print(f"comparison report: {report}")
     return 0

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from partgnn.distributed.process_group import (
-    destroy_distributed,
-    detect_launcher,
-    init_distributed,
-)
+# Light imports only: torch loads when the command runs.
 from partgnn.errors import InputError
-from partgnn.partition.shards import ShardDirectory
-from partgnn.train.config import TrainConfig, load_config
-from partgnn.train.trainer import Trainer
+
+if TYPE_CHECKING:
+    from partgnn.train.config import TrainConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +20,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train the edge classifier (modes full, halo, naive, ddp)",
         description="Launch with torchrun / mpirun / srun for several ranks.",
     )
-    train.add_argument("--config", type=Path, required=True, help="YAML run configuration")
+    train.add_argument(
+        "--config",
+        required=True,
+        help="YAML run configuration: a path, or a shipped one by name (partgnn configs)",
+    )
     train.add_argument(
         "--set",
         action="append",
@@ -37,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from partgnn.distributed.process_group import destroy_distributed, init_distributed
+    from partgnn.train.config import load_config
+    from partgnn.train.trainer import Trainer
+
     config = load_config(args.config, args.set)
     graph_parallel_size = check_world_size(config)
     context = init_distributed(
@@ -65,6 +69,9 @@ def check_world_size(config: TrainConfig) -> int | None:
     Raises:
         InputError: If the world size does not match the shard directory's P.
     """
+    from partgnn.distributed.process_group import detect_launcher
+    from partgnn.partition.shards import ShardDirectory
+
     if config.mode not in ("halo", "naive"):
         return None
     shards = ShardDirectory(config.data.shards)

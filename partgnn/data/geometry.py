@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from partgnn.data.paths import config_dir
 from partgnn.errors import InputError, first_line
+from partgnn.resources import detector_geometry_path
 
 LayerKind = Literal["barrel", "endcap"]
 
@@ -269,11 +269,11 @@ class DetectorGeometry:
 
 def default_geometry_path() -> Path:
     """Path of the default TrackML geometry YAML."""
-    return config_dir() / "detector" / "trackml.yaml"
+    return detector_geometry_path()
 
 
 def default_geometry() -> DetectorGeometry:
-    """The TrackML geometry of ``configs/detector/trackml.yaml``."""
+    """The TrackML geometry shipped with the package (``partgnn/configs/detector/trackml.yaml``)."""
     return DetectorGeometry.from_yaml(default_geometry_path())
 
 

@@ -16,12 +16,12 @@ import types
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from partgnn.errors import InputError, first_line
+from partgnn.resources import resolve_config
 
 MODES = ("full", "halo", "naive", "ddp")
 
@@ -155,7 +155,8 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     """Reads a YAML config, applies ``key.sub=value`` overrides, and validates the result.
 
     Args:
-        path: YAML file (``None``: defaults only).
+        path: YAML file, or the name of a shipped template (``demo``: see
+            :func:`partgnn.resources.config_names`); ``None``: defaults only.
         overrides: ``section.field=value`` strings; values are parsed as YAML scalars.
 
     Raises:
@@ -165,7 +166,7 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     raw: dict[str, Any] = {}
     if path is not None:
         try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
+            raw = yaml.safe_load(resolve_config(path).read_text()) or {}
         except FileNotFoundError:
             raise InputError(f"{where}: config file not found") from None
         except (OSError, UnicodeDecodeError) as err:

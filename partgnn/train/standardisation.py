@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from partgnn.data.graph_builder import feature_names
+from partgnn.data.graph_config import feature_names
 from partgnn.data.storage import atomic_output
 from partgnn.errors import InputError
 from partgnn.models.feature_scaler import FeatureScaler

@@ -13,14 +13,8 @@ import torch
 
 from partgnn.data.event import Event
 from partgnn.data.geometry import DetectorGeometry, default_geometry
-from partgnn.data.graph_builder import (
-    EDGE_FEATURES,
-    NODE_FEATURES,
-    GraphBuildConfig,
-    GraphQuality,
-    build_event_graph,
-    true_consecutive_pairs,
-)
+from partgnn.data.graph_builder import GraphQuality, build_event_graph, true_consecutive_pairs
+from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES, GraphBuildConfig
 from partgnn.errors import InputError
 
 # One hit: (hit_id, particle_id, volume_id, layer_id, r [mm], phi [rad], z [mm]).

@@ -29,7 +29,7 @@ from torch_geometric.nn import (
     SAGEConv,
 )
 
-from partgnn.data.graph_builder import EDGE_FEATURES, NODE_FEATURES
+from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.models.interaction_network import Exchange

@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from torch_geometric.data import Data
 
-from partgnn.distributed.selfcheck import relative_error
+from partgnn.cli.selfcheck import relative_error
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.train.trainer import edge_loss as train_edge_loss
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from partgnn.errors import InputError
+from partgnn.resources import configs_dir
 from partgnn.train.config import (
     MODES,
     DataConfig,
@@ -20,7 +21,7 @@ from partgnn.train.config import (
     validate_config,
 )
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = configs_dir()
 SHIPPED = sorted(CONFIG_DIR.glob("*.yaml"))
 GRAPHS = "data: {graphs: g.h5}\n"
 
@@ -263,7 +264,20 @@ def test_invalid_yaml(tmp_path: Path, text):
 
 def test_missing_file(tmp_path: Path):
     path = tmp_path / "nowhere.yaml"
-    assert error_of(path) == f"{path}: config file not found"
+    assert error_of(path).startswith(f"{path}: config file not found (and not a shipped config: ")
+    assert "demo, " in error_of(path)
+
+
+@pytest.mark.parametrize("name", ["demo", "demo.yaml", "halo"])
+def test_a_shipped_config_is_found_by_name_from_any_folder(name, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_config(name) == load_config(configs_dir() / f"{name.removesuffix('.yaml')}.yaml")
+
+
+def test_a_file_in_the_working_folder_wins_over_a_shipped_name(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "demo").write_text(GRAPHS + "optim: {lr: 0.125}\n")
+    assert load_config("demo").optim.lr == 0.125
 
 
 def test_empty_file_is_all_defaults(tmp_path: Path):
@@ -343,7 +357,7 @@ def test_shipped_config_loads_and_its_data_fits_its_mode(path: Path):
 
     header = header_of(path)
     assert header, f"{path.name} must start with a comment saying what it is for"
-    assert f"--config configs/{path.name}" in header
+    assert f"--config {path.stem}" in header
     # The header's commands make every file the config reads.
     for name in ("graphs", "shards", "boundary_shards"):
         target = getattr(config.data, name)

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.resources import configs_dir
 from partgnn.train.config import load_config
 from partgnn.train.trainer import Trainer
 
-CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
+CONFIGS = sorted(configs_dir().glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
@@ -44,7 +45,7 @@ def test_config_trains_one_step(dataset, tmp_path, path: Path):
 
 def test_bf16_autocast_and_checkpointing_train(dataset, tmp_path):
     config = load_config(
-        CONFIGS[0].parent / "full.yaml",
+        "full",
         [
             f"data.graphs={dataset['graphs']}",
             "data.boundary_shards=null",

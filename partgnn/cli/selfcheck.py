@@ -1,5 +1,8 @@
 """``partgnn selfcheck``: prove on the launched processes that partitioned training is exact.
 
+It sits in the command-line layer because it uses every stage below it: the simulator, the
+graph builder, the partitioner, the exchange and the model.
+
 Every rank builds the same small simulated event graph, partitions it with METIS for the group
 size, runs a 4-step Interaction Network forward and backward through the halo exchange on its
 partition (float64), and gathers logits and summed gradients; each rank also runs the whole
@@ -13,8 +16,6 @@ before a long training::
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -24,43 +25,13 @@ from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import TRANSPORTS, ExchangePlan, HaloExchanger
-from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.partition.assign import partition_graph
 from partgnn.partition.halo_plan import build_halo_plans
 
 #: Largest relative error accepted in float64.
 TOLERANCE = 1e-10
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Adds ``selfcheck`` to the ``partgnn`` parser."""
-    parser = subparsers.add_parser(
-        "selfcheck", help="check that halo exchange is exact on the launched processes"
-    )
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    parser.add_argument("--transport", choices=TRANSPORTS, default="auto")
-    parser.add_argument("--method", default="metis", help="partition method")
-    parser.add_argument("--timeout", type=float, default=120.0, help="collective timeout [s]")
-    parser.set_defaults(run=run_selfcheck)
-
-
-def run_selfcheck(args: argparse.Namespace) -> int:
-    context = init_distributed(device=args.device, timeout_s=args.timeout)
-    try:
-        errors = selfcheck(context, transport=args.transport, method=args.method)
-    finally:
-        destroy_distributed(context)
-    ok = max(errors.values()) <= TOLERANCE
-    if context.is_main:
-        print(
-            f"selfcheck: {context.world_size} ranks ({context.launcher}, {context.backend}, "
-            f"{context.device}), {args.method} partition: relative error logits "
-            f"{errors['logits']:.1e}, gradients {errors['gradients']:.1e} -> "
-            f"{'OK' if ok else 'FAILED'}"
-        )
-    return 0 if ok else 1
 
 
 def selfcheck(context: DistContext, *, transport: str = "auto", method: str = "metis") -> dict:

@@ -1,0 +1,40 @@
+"""``partgnn selfcheck`` on the command line (the check itself: :mod:`partgnn.cli.selfcheck`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from partgnn.cli.eval_commands import TRANSPORTS
+from partgnn.partition.assign import METHODS
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``selfcheck`` to the ``partgnn`` parser."""
+    parser = subparsers.add_parser(
+        "selfcheck", help="check that halo exchange is exact on the launched processes"
+    )
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument("--transport", choices=TRANSPORTS, default="auto")
+    parser.add_argument("--method", choices=METHODS, default="metis", help="partition method")
+    parser.add_argument("--timeout", type=float, default=120.0, help="collective timeout [s]")
+    parser.set_defaults(run=run_selfcheck)
+
+
+def run_selfcheck(args: argparse.Namespace) -> int:
+    from partgnn.cli.selfcheck import TOLERANCE, selfcheck
+    from partgnn.distributed.process_group import destroy_distributed, init_distributed
+
+    context = init_distributed(device=args.device, timeout_s=args.timeout)
+    try:
+        errors = selfcheck(context, transport=args.transport, method=args.method)
+    finally:
+        destroy_distributed(context)
+    ok = max(errors.values()) <= TOLERANCE
+    if context.is_main:
+        print(
+            f"selfcheck: {context.world_size} ranks ({context.launcher}, {context.backend}, "
+            f"{context.device}), {args.method} partition: relative error logits "
+            f"{errors['logits']:.1e}, gradients {errors['gradients']:.1e} -> "
+            f"{'OK' if ok else 'FAILED'}"
+        )
+    return 0 if ok else 1

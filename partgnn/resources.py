@@ -1,0 +1,69 @@
+"""Files that ship inside the package: run-config templates and the detector geometry.
+
+The wheel carries them as package data (``partgnn/configs/``), so nothing at run time reads the
+source tree. A run config is named either by a path or by the name of a shipped template
+(``--config demo`` is ``partgnn/configs/demo.yaml``); ``partgnn configs`` lists the templates.
+The real TrackML sample event is never assumed to exist: ``$PARTGNN_TRACKML_SAMPLE`` names its
+folder when one is at hand.
+
+This module imports only the standard library (the CLI resolves names before importing torch).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+from partgnn.errors import InputError
+
+#: Environment variable naming the folder of the real TrackML sample event (optional).
+SAMPLE_DIR_ENV = "PARTGNN_TRACKML_SAMPLE"
+
+_CONFIG_SUFFIX = ".yaml"
+
+
+def configs_dir() -> Path:
+    """The folder of the shipped run-config templates (inside the installed package)."""
+    return Path(str(resources.files("partgnn") / "configs"))
+
+
+def config_names() -> list[str]:
+    """Names of the shipped run-config templates, e.g. ``["ddp", "demo", "full", ...]``."""
+    return sorted(path.stem for path in configs_dir().glob(f"*{_CONFIG_SUFFIX}"))
+
+
+def resolve_config(spec: str | os.PathLike[str]) -> Path:
+    """The config file ``spec`` names: an existing path, else a shipped template's name.
+
+    Args:
+        spec: A path (``runs/my.yaml``) or a template name (``demo`` or ``demo.yaml``).
+
+    Raises:
+        InputError: Neither a file nor a template; the message lists the templates.
+    """
+    path = Path(spec)
+    if path.is_file():
+        return path
+    name = path.name.removesuffix(_CONFIG_SUFFIX)
+    if path.parent == Path(".") and name in config_names():
+        return configs_dir() / f"{name}{_CONFIG_SUFFIX}"
+    raise InputError(
+        f"{spec}: config file not found (and not a shipped config: {', '.join(config_names())})"
+    )
+
+
+def detector_geometry_path() -> Path:
+    """The shipped TrackML detector geometry (``partgnn/configs/detector/trackml.yaml``)."""
+    return configs_dir() / "detector" / "trackml.yaml"
+
+
+def trackml_sample_dir(default: str | os.PathLike[str] | None = None) -> Path | None:
+    """The real TrackML sample event's folder: ``$PARTGNN_TRACKML_SAMPLE``, else ``default``.
+
+    Returns ``None`` when neither names a folder holding ``event000000001-hits.csv(.gz)``.
+    """
+    for candidate in (os.environ.get(SAMPLE_DIR_ENV), default):
+        if candidate and any(Path(candidate).glob("event*-hits.csv*")):
+            return Path(candidate)
+    return None

@@ -1,0 +1,82 @@
+"""The ``partgnn`` command as a whole: light to start, quiet, shipped configs by name."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from partgnn.cli import eval_commands
+from partgnn.cli.main import build_parser, main
+from partgnn.resources import config_names
+
+BIN = Path(sys.executable).parent
+#: Modules that take seconds to import; none may load before a command runs.
+HEAVY = ("torch", "torch_geometric", "pandas", "scipy", "matplotlib", "h5py", "tqdm")
+
+
+def test_building_the_parser_imports_no_heavy_module():
+    code = (
+        "import sys\n"
+        "from partgnn.cli.main import build_parser\n"
+        "build_parser()\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", [[], ["train"], ["partition"], ["evaluate"], ["selfcheck"]])
+def test_help_answers_without_importing_torch(command):
+    code = (
+        "import sys\n"
+        "from partgnn.cli.main import main\n"
+        f"try:\n    main({[*command, '--help']!r})\n"
+        "except SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "usage: partgnn" in done.stdout
+    assert done.stderr.strip() == "False"
+
+
+def test_the_choices_offered_are_the_pipelines():
+    from partgnn.distributed.halo_exchange import TRANSPORTS
+    from partgnn.metrics.edge_metrics import SCORE_CUT
+
+    assert eval_commands.TRANSPORTS == TRANSPORTS
+    assert eval_commands.SCORE_CUT == SCORE_CUT
+
+
+def test_a_command_that_imports_torch_prints_no_third_party_warning(tmp_path: Path):
+    out = tmp_path / "ev.h5"
+    done = subprocess.run(
+        [str(BIN / "partgnn"), "simulate", "--events", "1", "--pileup", "1", "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr
+
+
+def test_configs_lists_and_prints_the_shipped_templates(capsys):
+    assert main(["configs"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == config_names() and "demo" in listed
+    assert main(["configs", "halo"]) == 0
+    assert "mode: halo" in capsys.readouterr().out
+
+
+def test_configs_of_an_unknown_name_is_a_one_line_error(capsys):
+    assert main(["configs", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("partgnn: error: nope: config file not found") and "\n" not in err
+
+
+@pytest.mark.parametrize("cut", ["1.5", "-0.1", "nan"])
+def test_evaluate_refuses_a_cut_outside_0_1(cut, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["evaluate", "s.h5", "--graphs", "g.h5", "--cut", cut])
+    assert exit_info.value.code == 2
+    assert "must be a score in [0, 1]" in capsys.readouterr().err
