@@ -2,7 +2,117 @@
 
 Each event graph is split into partitions; each rank holds one partition plus its halo, and
 boundary embeddings are exchanged at every message-passing step, so training is exactly the
-full-graph computation. See ``README.md`` and ``docs/``.
+full-graph computation. See ``README.md`` and ``docs/USER_GUIDE.md``.
+
+The main entry points are attributes of this package, imported on first use (so that
+``import partgnn`` and the command line start at once)::
+
+    import partgnn
+    context = partgnn.init_distributed()                      # under torchrun / mpirun / srun
+    plans = partgnn.partition_event(graph, context.world_size)
+    part = partgnn.local_graph(graph, plans[context.rank])
+    exchange = partgnn.make_exchange(plans[context.rank], context)
+    logits = model(part.x, part.edge_index, part.edge_attr, exchange=exchange)
+
+    partgnn.fit("halo", overrides=["data.shards=data/shards-metis2"])   # a whole run
+
+A model of one's own follows docs/MODEL_CONTRACT.md; PyG layers run on a partition through
+:class:`PartitionedLayer`.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+#: Public name -> module that defines it.
+_EXPORTS: dict[str, str] = {
+    # distributed set-up and the exchange
+    "init_distributed": "partgnn.distributed.process_group",
+    "destroy_distributed": "partgnn.distributed.process_group",
+    "DistContext": "partgnn.distributed.context",
+    "HaloExchanger": "partgnn.distributed.halo_exchange",
+    # partitioning
+    "partition_event": "partgnn.api",
+    "local_graph": "partgnn.api",
+    "make_exchange": "partgnn.api",
+    "HaloPlan": "partgnn.partition.halo_plan",
+    "PartitionOptions": "partgnn.partition.shard_writer",
+    "write_shards": "partgnn.partition.shard_writer",
+    "ShardDirectory": "partgnn.partition.shard_reader",
+    # models
+    "InteractionNetwork": "partgnn.models.interaction_network",
+    "PartitionedLayer": "partgnn.models.partitioned_layer",
+    "build_model": "partgnn.models.build",
+    # training
+    "owned_edge_loss": "partgnn.api",
+    "sum_gradients": "partgnn.api",
+    "fit": "partgnn.api",
+    "TrainConfig": "partgnn.train.config",
+    "load_config": "partgnn.train.config",
+    "Trainer": "partgnn.train.trainer",
+    # errors
+    "InputError": "partgnn.errors",
+}
+
+__all__ = [
+    "DistContext",
+    "HaloExchanger",
+    "HaloPlan",
+    "InputError",
+    "InteractionNetwork",
+    "PartitionOptions",
+    "PartitionedLayer",
+    "ShardDirectory",
+    "TrainConfig",
+    "Trainer",
+    "__version__",
+    "build_model",
+    "destroy_distributed",
+    "fit",
+    "init_distributed",
+    "load_config",
+    "local_graph",
+    "make_exchange",
+    "owned_edge_loss",
+    "partition_event",
+    "sum_gradients",
+    "write_shards",
+]
+
+if TYPE_CHECKING:
+    from partgnn.api import (
+        fit,
+        local_graph,
+        make_exchange,
+        owned_edge_loss,
+        partition_event,
+        sum_gradients,
+    )
+    from partgnn.distributed.context import DistContext
+    from partgnn.distributed.halo_exchange import HaloExchanger
+    from partgnn.distributed.process_group import destroy_distributed, init_distributed
+    from partgnn.errors import InputError
+    from partgnn.models.build import build_model
+    from partgnn.models.interaction_network import InteractionNetwork
+    from partgnn.models.partitioned_layer import PartitionedLayer
+    from partgnn.partition.halo_plan import HaloPlan
+    from partgnn.partition.shard_reader import ShardDirectory
+    from partgnn.partition.shard_writer import PartitionOptions, write_shards
+    from partgnn.train.config import TrainConfig, load_config
+    from partgnn.train.trainer import Trainer
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'partgnn' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -36,7 +36,7 @@ def main() -> None:
     from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
     from partgnn.data.simulation import SimulationConfig, simulate_event
     from partgnn.data.storage import write_graphs
-    from partgnn.partition.shards import PartitionOptions, write_shards
+    from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
     geometry = default_geometry()
     event = simulate_event(geometry, SimulationConfig(pileup=200), event_id=0, seed=1)
@@ -83,7 +83,7 @@ def _worker(args: argparse.Namespace) -> None:
         halo_exchange,
     )
     from partgnn.distributed.process_group import destroy_distributed, init_distributed
-    from partgnn.partition.shards import ShardDirectory
+    from partgnn.partition.shard_reader import ShardDirectory
 
     torch.set_num_threads(1)
     context = init_distributed(device="cpu", timeout_s=120)

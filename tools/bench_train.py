@@ -37,7 +37,7 @@ def main() -> None:
     from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
     from partgnn.data.simulation import SimulationConfig, simulate_event
     from partgnn.data.storage import write_graphs
-    from partgnn.partition.shards import PartitionOptions, write_shards
+    from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
     geometry = default_geometry()
     event = simulate_event(geometry, SimulationConfig(pileup=args.pileup), event_id=0, seed=1)

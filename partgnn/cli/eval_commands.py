@@ -12,7 +12,7 @@ from pathlib import Path
 #: pipeline is imported when a command runs, so that ``--help`` does not wait for torch.
 TRANSPORTS: tuple[str, ...] = ("auto", "all_to_all", "p2p")
 #: The score cut used when none is given or recorded
-#: (:data:`partgnn.metrics.edge_metrics.SCORE_CUT`).
+#: (:data:`partgnn.metrics.edge_counts.SCORE_CUT`).
 SCORE_CUT = 0.5
 
 

@@ -14,7 +14,7 @@ from partgnn.partition.statistics import DEFAULT_HIDDEN
 if TYPE_CHECKING:
     import numpy as np
 
-    from partgnn.partition.shards import ShardDirectory
+    from partgnn.partition.shard_reader import ShardDirectory
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_partition(args: argparse.Namespace) -> int:
-    from partgnn.partition.shards import PartitionOptions, write_shards
+    from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
     options = PartitionOptions(
         n_parts=args.parts,
@@ -63,7 +63,7 @@ def run_partition(args: argparse.Namespace) -> int:
 
 def run_inspect(args: argparse.Namespace) -> int:
     from partgnn.partition.plot import plot_partition
-    from partgnn.partition.shards import ShardDirectory
+    from partgnn.partition.shard_reader import ShardDirectory
 
     shards = ShardDirectory(args.directory)
     meta = shards.meta

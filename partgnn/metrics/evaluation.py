@@ -16,9 +16,10 @@ from torch_geometric.data import Data
 from partgnn.data.event import Event
 from partgnn.data.storage import EventFile, GraphFile, ScoresFile, file_sha256
 from partgnn.errors import InputError
-from partgnn.metrics.edge_metrics import SCORE_CUT, edge_metrics, roc_auc
+from partgnn.metrics.edge_counts import SCORE_CUT
+from partgnn.metrics.edge_metrics import edge_metrics, roc_auc
 from partgnn.metrics.tracks import TrackMetrics, build_tracks, track_metrics
-from partgnn.partition.shards import ShardDirectory, cut_edges, node_parts
+from partgnn.partition.shard_reader import ShardDirectory, cut_edges, node_parts
 
 
 def evaluate_scores(

@@ -52,7 +52,7 @@ from partgnn.distributed.halo_exchange import (
 from partgnn.models.interaction_network import Exchange
 
 if TYPE_CHECKING:
-    from partgnn.partition.shards import RankEvent
+    from partgnn.partition.shard_reader import RankEvent
 
 #: Layers known not to be exact after one halo exchange, and why. They are refused rather than
 #: run silently wrong: several hops inside one forward need an exchange per hop, a symmetric

@@ -52,7 +52,18 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    """Interaction Network hyper-parameters (see :class:`~partgnn.models.InteractionNetwork`)."""
+    """The model: the built-in Interaction Network's hyper-parameters, or one's own class.
+
+    Attributes:
+        target: ``package.module:Class`` of one's own ``nn.Module`` (docs/MODEL_CONTRACT.md),
+            built as ``Class(node_features=..., edge_features=..., **kwargs)``; ``None``: the
+            Interaction Network (:class:`~partgnn.models.interaction_network.InteractionNetwork`)
+            of the fields below, which a ``target`` ignores.
+        kwargs: Keyword arguments of ``target`` (``--set model.kwargs.hidden=32``).
+    """
+
+    target: str | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
     hidden: int = 64
     steps: int = 6
@@ -218,6 +229,11 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
         require(bool(config.data.shards), "data.shards", f"is needed in mode {config.mode}")
     require(config.data.val_events >= 0, "data.val_events", "must be >= 0")
     require(config.data.cache_mb >= 0, "data.cache_mb", "must be >= 0")
+    require(
+        config.model.target is None or ":" in config.model.target,
+        "model.target",
+        "must be package.module:Class",
+    )
     for name in ("model.hidden", "model.steps", "model.mlp_layers", "optim.epochs"):
         require(_lookup(config, name) >= 1, name, "must be >= 1")
     require(config.optim.lr > 0, "optim.lr", "must be > 0")
@@ -292,6 +308,12 @@ def _coerce(value: Any, hint: Any, where: str, name: str) -> Any:
         if not math.isfinite(value):
             raise InputError(f"{where}: {name} must be finite (got {value!r})")
         return float(value)
+    if origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+            raise InputError(
+                f"{where}: {name} must be a mapping of names to values (got {value!r})"
+            )
+        return dict(value)
     if hint is str:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise InputError(f"{where}: {name} must be a string (got {value!r})")

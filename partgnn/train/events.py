@@ -27,7 +27,7 @@ import torch
 from partgnn.data.storage import GraphFile
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import CommunicationCounter, ExchangePlan, HaloExchanger
-from partgnn.partition.shards import RankEvent, ShardDirectory, cut_edges
+from partgnn.partition.shard_reader import RankEvent, ShardDirectory, cut_edges
 
 
 @dataclass

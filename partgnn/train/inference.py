@@ -21,11 +21,11 @@ from partgnn.data.storage import GraphFile, file_sha256, write_scores
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
 from partgnn.errors import InputError
-from partgnn.models.interaction_network import InteractionNetwork
-from partgnn.partition.shards import RankEvent, ShardDirectory
+from partgnn.models.build import build_model
+from partgnn.partition.shard_reader import RankEvent, ShardDirectory
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.config import ModelConfig
-from partgnn.train.trainer import DTYPES, build_model
+from partgnn.train.trainer import DTYPES
 
 
 def load_trained_model(
@@ -33,7 +33,7 @@ def load_trained_model(
     node_features: int,
     edge_features: int,
     device: torch.device,
-) -> tuple[InteractionNetwork, torch.dtype]:
+) -> tuple[torch.nn.Module, torch.dtype]:
     """The model of a training checkpoint, in eval mode, and the dtype it was trained in.
 
     Raises:

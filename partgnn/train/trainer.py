@@ -35,17 +35,18 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from partgnn.distributed.context import DistContext
+from partgnn.distributed.gradients import all_reduce_gradients, all_reduce_value
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
-from partgnn.metrics.edge_metrics import (
+from partgnn.metrics.edge_counts import (
     SCORE_BINS,
     EdgeCounts,
     best_score_cut,
     count_edges,
     score_histograms,
 )
-from partgnn.models.interaction_network import InteractionNetwork
-from partgnn.partition.shards import ShardDirectory
+from partgnn.models.build import build_model
+from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.train.checkpoints import LAST, load_checkpoint, save_checkpoint
 from partgnn.train.config import ModelConfig, TrainConfig
 from partgnn.train.events import HaloSource, NaiveSource, TrainItem, WholeGraphSource
@@ -178,7 +179,9 @@ class Trainer:
                 group=self.context.group,
                 reduce=self.mode in ("halo", "naive") and self.context.world_size > 1,
             )
-            self.feature_statistics.apply_to(self.model.input_scaler)
+            scaler = getattr(self.model, "input_scaler", None)
+            if scaler is not None:  # a model of one's own may take raw inputs
+                self.feature_statistics.apply_to(scaler)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
         )
@@ -391,40 +394,13 @@ class Trainer:
         )
 
     def _combine_gradients(self) -> None:
-        parameters = [p for p in self.model.parameters()]
-        if self.context.global_world_size == 1:
-            return
-        flat = torch.cat([p.grad.reshape(-1) for p in parameters])
-        if self.mode == "halo":
-            # Sum over the ranks of one event (exact), average over replicas.
-            if self.context.world_size > 1:
-                dist.all_reduce(flat, group=self.context.group)
-            if self.context.n_graph_groups > 1:
-                dist.all_reduce(flat, group=self.context.data_parallel_group)
-                flat /= self.context.n_graph_groups
-        else:
-            dist.all_reduce(flat)
-            flat /= self.context.global_world_size
-        offset = 0
-        for p in parameters:
-            n = p.grad.numel()
-            p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
-            offset += n
+        all_reduce_gradients(
+            self.model.parameters(), self.context, graph_parallel=self.mode == "halo"
+        )
 
     def _reduce_loss(self, loss: torch.Tensor) -> float:
         """The step's loss: the event loss (halo: sum over ranks), else the mean over ranks."""
-        if self.context.global_world_size == 1:
-            return float(loss)
-        value = loss.to(torch.float64).reshape(1)
-        if self.mode == "halo":
-            dist.all_reduce(value, group=self.context.group)
-            if self.context.n_graph_groups > 1:
-                dist.all_reduce(value, group=self.context.data_parallel_group)
-                value /= self.context.n_graph_groups
-        else:
-            dist.all_reduce(value)
-            value /= self.context.global_world_size
-        return float(value)
+        return all_reduce_value(loss, self.context, graph_parallel=self.mode == "halo")
 
     # ----------------------------------------------------------------------------- evaluation
 
@@ -557,7 +533,8 @@ class Trainer:
     def _resume(self) -> None:
         path = self.run_dir / "checkpoints" / LAST
         checkpoint = load_checkpoint(path, self.device)
-        if checkpoint["config"]["model"] != self.config.to_dict()["model"]:
+        saved = dataclasses.asdict(ModelConfig(**checkpoint["config"]["model"]))
+        if saved != self.config.to_dict()["model"]:
             raise InputError(f"{path}: the checkpoint's model settings differ from the config")
         self.model.load_state_dict(checkpoint["model"])
         self.optimizer.load_state_dict(checkpoint["optimizer"])
@@ -569,23 +546,6 @@ class Trainer:
             totals=_EpochTotals(**checkpoint["totals"]),
         )
         self.score_cut = checkpoint.get("score_cut")
-
-
-def build_model(config: ModelConfig, node_features: int, edge_features: int) -> InteractionNetwork:
-    """The Interaction Network a model config describes, for inputs of the given widths."""
-    return InteractionNetwork(
-        node_features=node_features,
-        edge_features=edge_features,
-        hidden=config.hidden,
-        steps=config.steps,
-        mlp_layers=config.mlp_layers,
-        activation=config.activation,
-        aggregation=config.aggregation,
-        shared_weights=config.shared_weights,
-        residual=config.residual,
-        layer_norm=config.layer_norm,
-        checkpoint=config.checkpoint,
-    )
 
 
 def edge_loss(

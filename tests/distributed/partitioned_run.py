@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from partgnn.partition.shards import PartitionOptions, write_shards
+from partgnn.partition.shard_writer import PartitionOptions, write_shards
 from tests.distributed.launch import assert_all_succeeded, launch
 
 

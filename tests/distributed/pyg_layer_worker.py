@@ -34,7 +34,7 @@ from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.models.interaction_network import Exchange
 from partgnn.models.partitioned_layer import PartitionedLayer, exchanger_for_event
-from partgnn.partition.shards import ShardDirectory
+from partgnn.partition.shard_reader import ShardDirectory
 from tests.distributed.reference import DTYPES, summed_over_ranks
 
 HIDDEN = 8

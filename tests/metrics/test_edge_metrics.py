@@ -4,14 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from partgnn.metrics.edge_metrics import (
-    EdgeCounts,
-    best_score_cut,
-    count_edges,
-    edge_metrics,
-    roc_auc,
-    score_histograms,
-)
+from partgnn.metrics.edge_counts import EdgeCounts, best_score_cut, count_edges, score_histograms
+from partgnn.metrics.edge_metrics import edge_metrics, roc_auc
 
 
 def test_counts_on_a_hand_made_set_of_edges():

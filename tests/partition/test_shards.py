@@ -11,12 +11,8 @@ from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.data.storage import NODE_FIELDS, GraphFile, write_graphs
 from partgnn.errors import InputError
-from partgnn.partition.shards import (
-    PartitionOptions,
-    ShardDirectory,
-    shard_path,
-    write_shards,
-)
+from partgnn.partition.shard_reader import ShardDirectory, shard_path
+from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.data.storage import write_graphs
-from partgnn.partition.shards import PartitionOptions, write_shards
+from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
 
 @pytest.fixture(scope="session")

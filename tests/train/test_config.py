@@ -181,7 +181,15 @@ BAD_FIELDS = [
     (
         GRAPHS + "model: {hiden: 32}\n",
         "unknown field model.hiden (known: activation, aggregation, checkpoint, hidden, "
-        "layer_norm, mlp_layers, residual, shared_weights, steps)",
+        "kwargs, layer_norm, mlp_layers, residual, shared_weights, steps, target)",
+    ),
+    (
+        GRAPHS + "model: {kwargs: [1, 2]}\n",
+        "model.kwargs must be a mapping of names to values (got [1, 2])",
+    ),
+    (
+        GRAPHS + "model: {target: my_model}\n",
+        "model.target must be package.module:Class (got 'my_model')",
     ),
     (GRAPHS + "model: 64\n", "model must be a mapping"),
     (GRAPHS + "model: [hidden, 64]\n", "model must be a mapping"),

@@ -11,7 +11,7 @@ import torch
 from partgnn.cli.main import main
 from partgnn.data.storage import GraphFile, ScoresFile
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.partition.shards import PartitionOptions, write_shards
+from partgnn.partition.shard_writer import PartitionOptions, write_shards
 from partgnn.train.config import load_config
 from partgnn.train.inference import load_trained_model
 from partgnn.train.standardisation import SCALER_FILE

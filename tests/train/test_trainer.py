@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.partition.shards import PartitionOptions, write_shards
+from partgnn.partition.shard_writer import PartitionOptions, write_shards
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.config import load_config
 from partgnn.train.standardisation import SCALER_FILE

@@ -1,0 +1,174 @@
+"""The Python API: partition an event, build its exchange, run a model on a partition, train.
+
+Everything here is also reachable as ``partgnn.NAME`` (imported on first use, so that
+``import partgnn`` stays instant). A graph-parallel script runs on every rank of a launcher
+(``torchrun``, ``mpirun``, ``srun``); each rank takes its own part of the same event::
+
+    import partgnn
+
+    context = partgnn.init_distributed(device="auto")        # one rank per part
+    graph = ...                                               # a torch_geometric Data, whole event
+    plans = partgnn.partition_event(graph, context.world_size, method="metis")
+    part = partgnn.local_graph(graph, plans[context.rank])    # owned + halo rows, local edges
+    exchange = partgnn.make_exchange(plans[context.rank], context)
+    logits = model(part.x, part.edge_index, part.edge_attr, exchange=exchange)  # (E_local,)
+    loss = partgnn.owned_edge_loss(logits, part, n_global_edges=graph.num_edges)
+    loss.backward()                                           # the exchange's backward runs too
+    partgnn.sum_gradients(model, context)                     # = the whole-graph gradient
+
+Training from a config object instead of a YAML file: ``partgnn.fit(partgnn.TrainConfig(...))``.
+The model contract a model must follow on a partition is docs/MODEL_CONTRACT.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_geometric.data import Data
+
+from partgnn.distributed.context import DistContext
+from partgnn.distributed.gradients import all_reduce_gradients
+from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger, Transport
+from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.partition.assign import partition_graph
+from partgnn.partition.halo_plan import HaloPlan, build_halo_plans
+
+if TYPE_CHECKING:
+    from partgnn.train.config import TrainConfig
+
+
+def partition_event(
+    graph: Data, n_parts: int, method: str = "metis", *, seed: int = 0
+) -> list[HaloPlan]:
+    """Splits one event graph into ``n_parts`` parts and returns every rank's halo plan.
+
+    Deterministic: every rank computing it for the same graph gets the same plans, so a script
+    may partition on each rank instead of reading shards.
+
+    Args:
+        graph: The whole event: ``edge_index`` ``(2, E)``; ``pos`` ``(N, 3)`` for the
+            geometric methods.
+        n_parts: Parts ``P`` (ranks of the graph-parallel group).
+        method: ``metis``, ``phi``, ``eta`` or ``phieta``.
+        seed: Partitioner seed.
+
+    Returns:
+        ``P`` plans; plan ``r`` lists rank ``r``'s owned and halo nodes, local edges and what it
+        sends and receives per exchange.
+    """
+    assignment = partition_graph(graph, n_parts, method, seed=seed)
+    return build_halo_plans(graph.edge_index.cpu().numpy(), assignment, n_parts)
+
+
+def local_graph(graph: Data, plan: HaloPlan) -> Data:
+    """One rank's partition of a whole event graph, in local indices.
+
+    Returns:
+        ``Data`` with ``x`` ``(n_owned + n_halo, F_node)`` (owned rows first; halo rows hold the
+        inputs, which the model does not read: it gets halo latents from the exchange),
+        ``edge_index`` ``(2, E_local)``, ``edge_attr`` ``(E_local, F_edge)`` and ``y``
+        ``(E_local,)`` when the graph has them, ``edge_owned`` ``(E_local,)`` (the edges this
+        rank counts: each global edge is counted by exactly one rank), ``edge_ids`` (their
+        global ids) and ``n_owned``.
+    """
+    nodes = torch.from_numpy(plan.local_nodes)
+    edges = torch.from_numpy(plan.edge_ids)
+    part = Data(
+        x=graph.x[nodes] if graph.x is not None else None,
+        edge_index=torch.from_numpy(plan.edge_index),
+        edge_owned=torch.from_numpy(plan.edge_owned),
+        edge_ids=edges,
+        n_owned=plan.n_owned,
+    )
+    if graph.edge_attr is not None:
+        part.edge_attr = graph.edge_attr[edges]
+    if getattr(graph, "y", None) is not None:
+        part.y = graph.y[edges]
+    return part
+
+
+def make_exchange(
+    plan: HaloPlan, context: DistContext, *, transport: Transport = "auto"
+) -> HaloExchanger:
+    """The differentiable halo exchange of ``plan``'s rank: ``h_owned -> [h_owned; h_halo]``.
+
+    Pass it as the model's ``exchange``. Calling it is a collective of the graph-parallel group
+    (and so is its backward).
+    """
+    return HaloExchanger(
+        ExchangePlan.from_halo_plan(plan, context.device), context, transport=transport
+    )
+
+
+def owned_edge_loss(
+    logits: torch.Tensor, part: Data, *, n_global_edges: int, pos_weight: float = 1.0
+) -> torch.Tensor:
+    """Weighted BCE over the edges this rank counts, divided by the event's edge count.
+
+    The losses of all ranks add up to the whole-graph loss ``sum / E``, so their gradients,
+    summed over the ranks (:func:`sum_gradients`), are the whole-graph gradient.
+    """
+    owned = part.edge_owned.to(logits.device)
+    y = part.y.to(logits.device, logits.dtype)[owned]
+    weight = 1.0 + (pos_weight - 1.0) * y
+    total = F.binary_cross_entropy_with_logits(logits[owned], y, weight=weight, reduction="sum")
+    return total / max(n_global_edges, 1)
+
+
+def sum_gradients(model: nn.Module, context: DistContext) -> None:
+    """Sums every parameter's gradient over the graph-parallel group (one all-reduce).
+
+    With several graph-parallel groups (data parallel) the groups' sums are then averaged. A
+    parameter without a gradient on this rank contributes zeros, so every rank runs the same
+    collective even when it owns no edges.
+    """
+    all_reduce_gradients(model.parameters(), context, graph_parallel=True)
+
+
+def fit(
+    config: TrainConfig | str | os.PathLike[str],
+    *,
+    overrides: Sequence[str] = (),
+    resume: bool = False,
+    context: DistContext | None = None,
+) -> dict[str, Any]:
+    """Trains a run config on the launched processes; returns the run's summary.
+
+    Args:
+        config: A :class:`~partgnn.train.config.TrainConfig` (validated here), a YAML path, or
+            the name of a shipped config.
+        overrides: ``section.field=value`` strings, as ``--set`` on the command line (only with
+            a path or a name).
+        resume: Continue from the run directory's last checkpoint.
+        context: The processes' distributed context; default: initialise ``torch.distributed``
+            here (the graph-parallel size from the shards) and tear it down at the end.
+
+    Raises:
+        InputError: A bad config, or shards that do not fit the launched world size.
+    """
+    from partgnn.train.config import TrainConfig, load_config, validate_config
+    from partgnn.train.trainer import Trainer
+    from partgnn.train.world_size import check_world_size
+
+    if isinstance(config, TrainConfig):
+        if overrides:
+            raise ValueError("overrides apply to a config file; change the TrainConfig instead")
+        validate_config(config)
+    else:
+        config = load_config(config, overrides)
+    if context is not None:
+        return Trainer(config, context).fit(resume=resume)
+    context = init_distributed(
+        device=config.run.device,
+        timeout_s=config.run.timeout_s,
+        graph_parallel_size=check_world_size(config),
+    )
+    try:
+        return Trainer(config, context).fit(resume=resume)
+    finally:
+        destroy_distributed(context)

@@ -1,0 +1,297 @@
+"""Reading pre-split datasets: a shard directory's ``meta.json`` and one rank's shard file.
+
+``partgnn partition graphs.h5 --parts P --method M --out DIR`` writes (see
+:mod:`partgnn.partition.shard_writer`)::
+
+    DIR/meta.json          format, version, method, P, seed, margin, source file and its
+                           SHA-256, event ids, partition statistics (per event and mean)
+    DIR/part-00000.h5      rank 0's share of every event: its local subgraph and halo plan
+    DIR/part-00001.h5      ...
+
+so that a rank reads only its own file. Each shard event group holds the node fields of the
+rank's local nodes (owned, then halo; see :mod:`partgnn.partition.halo_plan`), the edge fields
+of its local edges, and the plan arrays; with ``margin > 0`` also a ``sector/`` sub-group with an
+extended naive sector (:func:`~partgnn.partition.naive.extended_sector`). Training and inference
+import only this module (no partitioner, no pymetis).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import h5py
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from partgnn.data.storage import (
+    EDGE_FIELDS,
+    NODE_FIELDS,
+    LazyH5File,
+    decode_attr,
+    event_key,
+    file_sha256,
+)
+from partgnn.errors import InputError, first_line
+from partgnn.partition.halo_plan import HaloPlan
+
+T = TypeVar("T")
+
+SHARDS_FORMAT = "partgnn-shards"
+
+
+SHARD_FORMAT = "partgnn-shard"
+
+
+SHARDS_FORMAT_VERSION = 1
+
+
+META_FILE = "meta.json"
+
+
+PLAN_ARRAYS = ("owned_nodes", "halo_nodes", "halo_counts", "edge_ids", "send_index", "send_counts")
+
+
+SECTOR_ARRAYS = ("nodes", "edge_ids")
+
+
+def shard_path(directory: str | os.PathLike[str], rank: int) -> Path:
+    """Path of rank ``rank``'s shard file in a shard directory."""
+    return Path(directory) / f"part-{rank:05d}.h5"
+
+
+@dataclass(frozen=True)
+class RankEvent:
+    """One event as one rank sees it.
+
+    Attributes:
+        event_id: The event id.
+        plan: The rank's halo plan.
+        graph: The rank's local graph: node fields of its local nodes (owned, then halo), edge
+            fields and local ``edge_index`` of its local edges, ``event_id``.
+        sector: The extended naive sector graph (same fields) if the shards hold one, with
+            ``edge_owned`` and ``n_owned``; else ``None`` (use the plan's interior edges).
+        n_global_nodes: Nodes of the whole event graph.
+        n_global_edges: Edges of the whole event graph (a loss normaliser).
+        n_global_true_edges: True edges of the whole event graph (a loss normaliser).
+    """
+
+    event_id: int
+    plan: HaloPlan
+    graph: Data
+    sector: Data | None
+    n_global_nodes: int
+    n_global_edges: int
+    n_global_true_edges: int
+
+
+class ShardDirectory:
+    """A shard directory: its ``meta.json``, checked, and lazy access to one rank's shard.
+
+    Args:
+        directory: Output of ``partgnn partition``.
+        world_size: If given, must equal the directory's number of parts.
+
+    Raises:
+        InputError: If meta.json is missing or malformed, of another format or version, or
+            ``world_size`` differs from its P.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], world_size: int | None = None) -> None:
+        self.directory = Path(directory)
+        meta_path = self.directory / META_FILE
+        if not self.directory.is_dir():
+            raise InputError(f"{self.directory}: shard directory not found")
+        try:
+            self.meta = json.loads(meta_path.read_text())
+        except FileNotFoundError:
+            raise InputError(f"{meta_path}: missing (not a partgnn shard directory)") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise InputError(f"{meta_path}: not valid JSON ({first_line(err)})") from None
+        if not isinstance(self.meta, dict) or self.meta.get("format") != SHARDS_FORMAT:
+            raise InputError(f"{meta_path}: not a {SHARDS_FORMAT} description")
+        version = self.meta.get("format_version")
+        if version != SHARDS_FORMAT_VERSION:
+            raise InputError(
+                f"{meta_path}: format version {version}, this partgnn reads "
+                f"{SHARDS_FORMAT_VERSION} (re-run partgnn partition)"
+            )
+        for key in ("n_parts", "method", "source", "event_ids", "margin"):
+            if key not in self.meta:
+                raise InputError(f"{meta_path}: lacks field {key!r}")
+        self.n_parts = int(self.meta["n_parts"])
+        if world_size is not None and world_size != self.n_parts:
+            raise InputError(
+                f"{self.directory}: shards are for {self.n_parts} ranks but the world size is "
+                f"{world_size} (re-partition with --parts {world_size} or launch "
+                f"{self.n_parts} processes)"
+            )
+
+    @property
+    def source_sha256(self) -> str:
+        return str(self.meta["source"]["sha256"])
+
+    def check_source(self, graphs_path: str | os.PathLike[str]) -> None:
+        """Raises InputError if the shards were not made from this graphs file."""
+        if file_sha256(graphs_path) != self.source_sha256:
+            raise InputError(
+                f"{self.directory}: shards were made from another file than {graphs_path} "
+                "(checksums differ; re-run partgnn partition)"
+            )
+
+    def open_rank(self, rank: int) -> ShardFile:
+        """The lazy reader of rank ``rank``'s shard file."""
+        if not 0 <= rank < self.n_parts:
+            raise InputError(f"{self.directory}: rank {rank} not in [0, {self.n_parts})")
+        return ShardFile(shard_path(self.directory, rank), self)
+
+
+class ShardFile:
+    """Lazy per-event reader of one rank's shard file (checked against meta.json)."""
+
+    def __init__(self, path: Path, directory: ShardDirectory) -> None:
+        self.path = path
+        self.directory = directory
+        self._h5 = LazyH5File(path, missing="shard file missing")
+        attrs = self._h5.get().attrs
+        expected = {
+            "format": SHARD_FORMAT,
+            "format_version": SHARDS_FORMAT_VERSION,
+            "n_parts": directory.n_parts,
+            "source_sha256": directory.source_sha256,
+        }
+        for key, value in expected.items():
+            found = decode_attr(attrs.get(key))
+            if found != value:
+                raise InputError(
+                    f"{path}: {key} is {found!r} but meta.json says {value!r} "
+                    "(shard from another partition run?)"
+                )
+        self.rank = int(attrs["rank"])
+        self.keys = [event_key(event_id) for event_id in directory.meta["event_ids"]]
+        missing = [key for key in self.keys if key not in self._h5.get()["events"]]
+        if missing:
+            raise InputError(f"{path}: lacks event {missing[0]} listed in meta.json")
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index: int) -> RankEvent:
+        return self._read(index, lambda group: _read_rank_event(group, self.rank))
+
+    def __iter__(self) -> Iterator[RankEvent]:
+        for index in range(len(self)):
+            yield self[index]
+
+    def edge_ids(self, index: int) -> np.ndarray:
+        """Global ids of the rank's local edges of event ``index``, ``(E_local,)``, read alone
+        (no node or edge fields decoded)."""
+        return self._read(index, lambda group: group["plan"]["edge_ids"][()])
+
+    def owned_nodes(self, index: int) -> np.ndarray:
+        """Global ids of the rank's owned nodes of event ``index``, ``(n_owned,)``, read alone."""
+        return self._read(index, lambda group: group["plan"]["owned_nodes"][()])
+
+    def _read(self, index: int, reader: Callable[[h5py.Group], T]) -> T:
+        """``reader`` applied to event ``index``'s group; a damaged group is a one-line error."""
+        key = self.keys[index]
+        try:
+            return reader(self._h5.get()["events"][key])
+        except (KeyError, OSError, ValueError) as err:
+            raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
+
+    def close(self) -> None:
+        self._h5.close()
+
+    def __enter__(self) -> ShardFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _read_rank_event(group: h5py.Group, rank: int) -> RankEvent:
+    plan_group = group["plan"]
+    arrays = {name: plan_group[name][()] for name in PLAN_ARRAYS}
+    edge_index = group["edge_index"][()]
+    edge_owned = group["edge_owned"][()].astype(bool)
+    plan = HaloPlan(
+        rank=rank,
+        n_parts=int(arrays["halo_counts"].shape[0]),
+        n_global_nodes=int(plan_group.attrs["n_global_nodes"]),
+        n_global_edges=int(plan_group.attrs["n_global_edges"]),
+        edge_index=edge_index,
+        edge_owned=edge_owned,
+        **arrays,
+    )
+    event_id = int(group.attrs["event_id"])
+    graph = _read_subgraph(group, edge_index, event_id)
+    sector = None
+    if "sector" in group:
+        sector_group = group["sector"]
+        sector = _read_subgraph(sector_group, sector_group["edge_index"][()], event_id)
+        sector.edge_owned = torch.from_numpy(sector_group["edge_owned"][()].astype(bool))
+        sector.n_owned = int(sector_group.attrs["n_owned"])
+        sector.global_nodes = torch.from_numpy(sector_group["nodes"][()])
+        sector.global_edges = torch.from_numpy(sector_group["edge_ids"][()])
+    return RankEvent(
+        event_id=event_id,
+        plan=plan,
+        graph=graph,
+        sector=sector,
+        n_global_nodes=int(group.attrs["n_global_nodes"]),
+        n_global_edges=int(group.attrs["n_global_edges"]),
+        n_global_true_edges=int(group.attrs["n_global_true_edges"]),
+    )
+
+
+def _read_subgraph(group: h5py.Group, edge_index: np.ndarray, event_id: int) -> Data:
+    fields = {name: torch.from_numpy(group[name][()]) for name in (*NODE_FIELDS, *EDGE_FIELDS)}
+    fields["y"] = fields["y"].to(torch.float32)
+    graph = Data(edge_index=torch.from_numpy(edge_index), event_id=event_id, **fields)
+    graph.num_nodes = fields["x"].shape[0]
+    return graph
+
+
+def cut_edges(shards: ShardDirectory, index: int, n_edges: int) -> np.ndarray:
+    """Mask ``(E,)`` of the global edges of event ``index`` that the shards' partition cuts.
+
+    Reads every rank's edge ids (only those): a cut edge is held by two ranks.
+    """
+    holders = np.zeros(n_edges, dtype=np.int64)
+    for rank in range(shards.n_parts):
+        with shards.open_rank(rank) as shard:
+            holders[shard.edge_ids(index)] += 1
+    return holders > 1
+
+
+def node_parts(shards: ShardDirectory, index: int, n_nodes: int) -> np.ndarray:
+    """Part (owning rank) of every global node of event ``index``, ``(N,)`` int64.
+
+    Reads every rank's owned node ids (only those).
+
+    Raises:
+        InputError: If the owned nodes of the ranks do not cover ``n_nodes`` nodes exactly once
+            (the shards belong to another graph).
+    """
+    parts = np.full(n_nodes, -1, dtype=np.int64)
+    for rank in range(shards.n_parts):
+        with shards.open_rank(rank) as shard:
+            owned = shard.owned_nodes(index)
+            if owned.size and (owned.max() >= n_nodes or (parts[owned] >= 0).any()):
+                raise InputError(
+                    f"{shards.directory}: event index {index}: the ranks' owned nodes do not "
+                    f"partition {n_nodes} nodes"
+                )
+            parts[owned] = rank
+    if (parts < 0).any():
+        raise InputError(
+            f"{shards.directory}: event index {index}: {int((parts < 0).sum())} of {n_nodes} "
+            "nodes are owned by no rank"
+        )
+    return parts

@@ -1,0 +1,317 @@
+"""Writing pre-split datasets: partition every event of a graphs file into one shard per rank.
+
+The layout is described in :mod:`partgnn.partition.shard_reader`. Output is reproducible: the
+same input and options give byte-identical files. The directory appears complete or not at all
+(it is built under a temporary name and renamed).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import h5py
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from tqdm import tqdm
+
+import partgnn
+from partgnn.data.storage import (
+    EDGE_FIELDS,
+    GRAPH_FIELDS,
+    GRAPHS_FORMAT,
+    NODE_FIELDS,
+    GraphFile,
+    current_umask,
+    event_key,
+    file_sha256,
+    write_array,
+    write_root_attrs,
+)
+from partgnn.errors import InputError
+from partgnn.partition.assign import METHODS, partition_graph
+from partgnn.partition.halo_plan import build_halo_plans, validate_plans
+from partgnn.partition.naive import extended_sector
+from partgnn.partition.shard_reader import (
+    META_FILE,
+    PLAN_ARRAYS,
+    SECTOR_ARRAYS,
+    SHARD_FORMAT,
+    SHARDS_FORMAT,
+    SHARDS_FORMAT_VERSION,
+    shard_path,
+)
+from partgnn.partition.statistics import (
+    DEFAULT_HIDDEN,
+    PartitionStatistics,
+    partition_statistics,
+    summarize,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class PartitionOptions:
+    """How ``partgnn partition`` splits every event.
+
+    Attributes:
+        n_parts: Number of parts ``P`` (ranks of one graph-parallel group), >= 1.
+        method: One of :data:`~partgnn.partition.assign.METHODS`.
+        seed: Seed of the partitioner.
+        grid: ``(n_phi, n_eta)`` sectors for ``method="phieta"`` (default: chosen from P).
+        margin: Hops of the extended naive sector stored beside the plan (0: none stored; the
+            naive sector is then the plan's owned nodes and interior edges).
+        hidden: Hidden size used to quote bytes per exchange in the statistics.
+    """
+
+    n_parts: int
+    method: str = "metis"
+    seed: int = 0
+    grid: tuple[int, int] | None = None
+    margin: int = 0
+    hidden: int = DEFAULT_HIDDEN
+
+    def check(self) -> None:
+        if self.n_parts < 1:
+            raise InputError(f"parts must be >= 1 (got {self.n_parts})")
+        if self.method not in METHODS:
+            raise InputError(
+                f"unknown partition method {self.method!r} (choose {', '.join(METHODS)})"
+            )
+        if self.margin < 0:
+            raise InputError(f"margin must be >= 0 hops (got {self.margin})")
+
+
+@dataclass(frozen=True)
+class _SplitEvent:
+    """One event split for all ranks, as plain arrays: what a worker hands the writer.
+
+    ``ranks[r]`` maps a dataset path inside the event group (``"x"``, ``"plan/send_index"``,
+    ``"sector/edge_index"``...) to its array; ``group_attrs`` maps a group path (``""`` for
+    the event group) to its attributes, the same for every rank except the sector's.
+    """
+
+    event_id: int
+    ranks: list[dict[str, np.ndarray]]
+    group_attrs: list[dict[str, dict[str, int]]]
+    statistics: PartitionStatistics
+
+
+def write_shards(
+    graphs_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    options: PartitionOptions,
+    *,
+    workers: int = 1,
+    progress: bool = True,
+) -> dict[str, object]:
+    """Partitions every event of a graphs file and writes one shard per rank plus meta.json.
+
+    Events stream through (at most a few in memory); with ``workers > 1`` they are split in
+    worker processes while the main process writes in event order.
+
+    Args:
+        graphs_path: Graphs file from ``partgnn build-graphs``.
+        out_dir: Output directory. An existing shard directory there is replaced; any other
+            non-empty directory is refused.
+        options: Partitioning options.
+        workers: Processes that split events.
+        progress: Show a progress bar.
+
+    Returns:
+        The content of ``meta.json``.
+
+    Raises:
+        InputError: On bad options or input, or an output directory that is not a shard one.
+    """
+    options.check()
+    graphs_path, out_dir = Path(graphs_path), Path(out_dir)
+    with GraphFile(graphs_path) as graphs:
+        n_events, event_ids = len(graphs), graphs.event_ids
+    _check_replaceable(out_dir)
+    meta: dict[str, object] = {
+        "format": SHARDS_FORMAT,
+        "format_version": SHARDS_FORMAT_VERSION,
+        "partgnn_version": partgnn.__version__,
+        "method": options.method,
+        "n_parts": options.n_parts,
+        "seed": options.seed,
+        "grid": list(options.grid) if options.grid else None,
+        "margin": options.margin,
+        "source": {
+            "path": str(graphs_path.resolve()),
+            "sha256": file_sha256(graphs_path),
+            "format": GRAPHS_FORMAT,
+            "n_events": n_events,
+        },
+        "event_ids": event_ids,
+    }
+    root_attrs = {
+        "n_parts": options.n_parts,
+        "method": options.method,
+        "source_sha256": meta["source"]["sha256"],
+    }
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        files = [h5py.File(shard_path(staging, rank), "w") for rank in range(options.n_parts)]
+        try:
+            for rank, h5 in enumerate(files):
+                write_root_attrs(
+                    h5,
+                    SHARD_FORMAT,
+                    {**root_attrs, "rank": rank},
+                    version=SHARDS_FORMAT_VERSION,
+                    timestamp=False,
+                )
+                h5.create_group("events")
+            statistics: list[PartitionStatistics] = []
+            split_events = _split_all(graphs_path, n_events, options, workers)
+            for split in tqdm(
+                split_events, total=n_events, desc="partition", unit="event", disable=not progress
+            ):
+                for rank, h5 in enumerate(files):
+                    _write_rank_event(h5["events"], split, rank)
+                statistics.append(split.statistics)
+        finally:
+            for h5 in files:
+                h5.close()
+        meta["statistics"] = {
+            "summary": summarize(statistics, options.hidden),
+            "per_event": [
+                {"event_id": event_id, **stats.to_dict(options.hidden)}
+                for event_id, stats in zip(event_ids, statistics, strict=True)
+            ],
+        }
+        (staging / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        staging.chmod(0o777 & ~current_umask())
+        _replace_directory(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return meta
+
+
+def split_event(graph: Data, options: PartitionOptions) -> _SplitEvent:
+    """Partitions one event graph, builds and validates every rank's plan, gathers its data."""
+    edge_index = graph.edge_index.numpy()
+    assignment = partition_graph(
+        graph, options.n_parts, options.method, seed=options.seed, grid=options.grid
+    )
+    plans = build_halo_plans(edge_index, assignment, options.n_parts)
+    validate_plans(plans, edge_index, assignment)
+    fields = {name: _field(graph, name) for name in (*NODE_FIELDS, *EDGE_FIELDS)}
+    y = fields["y"]
+    event_attrs = {
+        "event_id": int(graph.event_id),
+        "n_global_nodes": int(graph.num_nodes),
+        "n_global_edges": int(edge_index.shape[1]),
+        "n_global_true_edges": int((y > 0).sum()),
+    }
+    plan_attrs = {
+        "n_global_nodes": int(graph.num_nodes),
+        "n_global_edges": event_attrs["n_global_edges"],
+    }
+    ranks, group_attrs = [], []
+    for plan in plans:
+        arrays = _subgraph_arrays(fields, plan.local_nodes, plan.edge_ids, "")
+        arrays.update({f"plan/{name}": getattr(plan, name) for name in PLAN_ARRAYS})
+        arrays["edge_index"] = plan.edge_index
+        arrays["edge_owned"] = plan.edge_owned.astype(np.uint8)
+        attrs = {"": event_attrs, "plan": plan_attrs}
+        if options.margin > 0:
+            sector = extended_sector(
+                edge_index, assignment, plan.rank, options.margin, options.n_parts
+            )
+            arrays.update(_subgraph_arrays(fields, sector.nodes, sector.edge_ids, "sector/"))
+            arrays.update({f"sector/{name}": getattr(sector, name) for name in SECTOR_ARRAYS})
+            arrays["sector/edge_index"] = sector.edge_index
+            arrays["sector/edge_owned"] = sector.edge_owned.astype(np.uint8)
+            attrs["sector"] = {"n_owned": sector.n_owned}
+        ranks.append(arrays)
+        group_attrs.append(attrs)
+    return _SplitEvent(
+        event_id=event_attrs["event_id"],
+        ranks=ranks,
+        group_attrs=group_attrs,
+        statistics=partition_statistics(plans, edge_index, y),
+    )
+
+
+def _split_all(
+    graphs_path: Path, n_events: int, options: PartitionOptions, workers: int
+) -> Iterator[_SplitEvent]:
+    tasks = ((graphs_path, index, options) for index in range(n_events))
+    if workers <= 1 or n_events <= 1:
+        yield from (_split_task(task) for task in tasks)
+        return
+    # Spawned workers: no inherited h5py handles or torch thread pools.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(min(workers, n_events), initializer=_init_worker) as pool:
+        yield from pool.imap(_split_task, tasks)
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+
+
+_WORKER_GRAPHS: dict[Path, GraphFile] = {}
+
+
+def _split_task(task: tuple[Path, int, PartitionOptions]) -> _SplitEvent:
+    graphs_path, index, options = task
+    if graphs_path not in _WORKER_GRAPHS:
+        _WORKER_GRAPHS[graphs_path] = GraphFile(graphs_path)
+    return split_event(_WORKER_GRAPHS[graphs_path][index], options)
+
+
+def _write_rank_event(events_group: h5py.Group, split: _SplitEvent, rank: int) -> None:
+    group = events_group.create_group(event_key(split.event_id))
+    for path, attrs in split.group_attrs[rank].items():
+        target = group.require_group(path) if path else group
+        for key, value in attrs.items():
+            target.attrs[key] = value
+    for path, array in split.ranks[rank].items():
+        folder, _, name = path.rpartition("/")
+        write_array(group.require_group(folder) if folder else group, name, array)
+
+
+def _subgraph_arrays(
+    fields: dict[str, np.ndarray], nodes: np.ndarray, edges: np.ndarray, prefix: str
+) -> dict[str, np.ndarray]:
+    arrays = {f"{prefix}{name}": fields[name][nodes] for name in NODE_FIELDS}
+    arrays.update({f"{prefix}{name}": fields[name][edges] for name in EDGE_FIELDS})
+    return arrays
+
+
+def _field(graph: Data, name: str) -> np.ndarray:
+    return graph[name].numpy().astype(GRAPH_FIELDS[name], copy=False)
+
+
+def _check_replaceable(out_dir: Path) -> None:
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise InputError(f"{out_dir}: exists and is not a directory")
+    if any(out_dir.iterdir()) and not (out_dir / META_FILE).exists():
+        raise InputError(f"{out_dir}: a non-empty directory that is not a shard directory")
+
+
+def _replace_directory(staging: Path, out_dir: Path) -> None:
+    if out_dir.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
+        old.rmdir()
+        out_dir.rename(old)
+        staging.rename(out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        staging.rename(out_dir)

@@ -1,0 +1,35 @@
+"""Whether the launched world size fits a run config's shards, checked before any collective."""
+
+from __future__ import annotations
+
+from partgnn.distributed.process_group import detect_launcher
+from partgnn.errors import InputError
+from partgnn.partition.shard_reader import ShardDirectory
+from partgnn.train.config import TrainConfig
+
+
+def check_world_size(config: TrainConfig) -> int | None:
+    """Checks, before any collective, that the shards fit the launched world size.
+
+    Returns:
+        The graph-parallel group size (the shards' P) for halo and naive modes, else ``None``.
+
+    Raises:
+        InputError: If the world size does not match the shard directory's P.
+    """
+    if config.mode not in ("halo", "naive"):
+        return None
+    shards = ShardDirectory(config.data.shards)
+    world_size = detect_launcher().world_size
+    if world_size is None:
+        return shards.n_parts
+    fits = world_size == shards.n_parts or (
+        config.mode == "halo" and world_size % shards.n_parts == 0
+    )
+    if not fits:
+        raise InputError(
+            f"{config.data.shards}: shards are for {shards.n_parts} ranks but the world size is "
+            f"{world_size} (re-partition with --parts {world_size} or launch {shards.n_parts} "
+            "processes)"
+        )
+    return shards.n_parts

@@ -1,0 +1,145 @@
+"""Every script in examples/ runs as a user would run it, on a tiny dataset.
+
+Each runs in a temporary folder with the venv's ``bin`` first on ``PATH`` (``partgnn``,
+``torchrun``, ``mpirun``). The Slurm batch script runs through a fake ``srun`` that starts the
+step's tasks on this machine with the variables Slurm gives them (``SLURM_PROCID``,
+``SLURM_LOCALID``, ``SLURM_STEP_ID``, ...): 2 "nodes" x 2 tasks, so 2 graph-parallel groups of
+2 ranks train data-parallel, as on a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+EXAMPLES = REPOSITORY / "examples"
+BIN = Path(sys.executable).parent
+#: A tiny model and run, appended to every training command of the scripts.
+TINY = "--set model.hidden=8 --set model.steps=2 --set model.mlp_layers=1"
+
+FAKE_SRUN = """#!{python}
+# A fake srun: starts SLURM_NTASKS tasks here with the variables of one job step.
+import os, socket, subprocess, sys
+args = [a for a in sys.argv[1:] if not a.startswith("--kill-on-bad-exit")]
+n_tasks = int(os.environ["SLURM_NTASKS"])
+per_node = int(os.environ["SLURM_NTASKS_PER_NODE"])
+step_file = os.path.join(os.environ["FAKE_SLURM_DIR"], "steps")
+step = sum(1 for _ in open(step_file)) if os.path.exists(step_file) else 0
+open(step_file, "a").write("step\\n")
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+tasks = []
+for rank in range(n_tasks):
+    env = dict(os.environ, SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank % per_node),
+               SLURM_NODEID=str(rank // per_node), SLURM_STEP_ID=str(step),
+               SLURM_STEP_NUM_TASKS=str(n_tasks), SLURM_STEP_NODELIST="localhost",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    tasks.append(subprocess.Popen(args, env=env))
+codes = [task.wait(timeout=600) for task in tasks]
+sys.exit(max(codes, key=abs))
+"""
+
+
+@pytest.fixture
+def shell_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PARTGNN_"))}
+    env.update(
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        OMP_NUM_THREADS="1",
+        DATA=str(tmp_path / "data"),
+        RUNS=str(tmp_path / "runs"),
+        STEPS="2",
+        EVENTS="4",
+        PILEUP="5",
+        EXTRA=TINY,
+    )
+    return env
+
+
+def _run(command: list[str], env: dict[str, str], cwd: Path) -> str:
+    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (
+        f"{' '.join(command)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    return done.stdout
+
+
+def _evaluation(path: Path) -> dict:
+    metrics = json.loads(path.read_text())
+    assert metrics["events"] >= 1 and 0 <= metrics["edge"]["efficiency"] <= 1
+    return metrics
+
+
+@pytest.mark.slow
+def test_single_process(shell_env, tmp_path: Path):
+    _run(["bash", str(EXAMPLES / "single_process.sh")], shell_env, tmp_path)
+    _evaluation(tmp_path / "runs" / "full" / "evaluation.json")
+
+
+@pytest.mark.slow
+def test_torchrun_halo(shell_env, tmp_path: Path):
+    _run(["bash", str(EXAMPLES / "torchrun_halo.sh")], shell_env, tmp_path)
+    metrics = _evaluation(tmp_path / "runs" / "halo" / "evaluation.json")
+    assert "boundary_true_edges" in metrics["edge"]  # scored against the shards' cut
+
+
+@pytest.mark.slow
+def test_mpirun_halo(shell_env, tmp_path: Path):
+    out = _run(["bash", str(EXAMPLES / "mpirun_halo.sh")], shell_env, tmp_path)
+    assert "-> OK" in out
+    summary = json.loads((tmp_path / "runs" / "halo-mpi" / "summary.json").read_text())
+    assert summary["steps"] == 2
+
+
+@pytest.mark.slow
+def test_slurm_batch_script_through_a_fake_srun(shell_env, tmp_path: Path):
+    _run(["bash", str(EXAMPLES / "make_data.sh")], {**shell_env, "PARTS": "2"}, tmp_path)
+    fake = tmp_path / "fake-slurm"
+    fake.mkdir()
+    (fake / "srun").write_text(FAKE_SRUN.format(python=sys.executable))
+    (fake / "srun").chmod(0o755)
+    env = {
+        **shell_env,
+        "PATH": f"{fake}{os.pathsep}{shell_env['PATH']}",
+        "FAKE_SLURM_DIR": str(fake),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_NTASKS": "4",
+        "SLURM_NTASKS_PER_NODE": "2",
+        "SLURM_JOB_NODELIST": "localhost",
+        "DEVICE": "cpu",
+    }
+    out = _run(["bash", str(EXAMPLES / "slurm_multinode.sbatch")], env, tmp_path)
+    assert "selfcheck: 4 ranks (slurm" in out and "-> OK" in out
+    summary = json.loads((tmp_path / "runs" / "halo-slurm" / "summary.json").read_text())
+    assert summary["steps"] == 2
+    assert summary["world_size"] == 4 and summary["graph_parallel_size"] == 2
+
+
+@pytest.mark.slow
+def test_own_model(shell_env, tmp_path: Path):
+    _run(["bash", str(EXAMPLES / "make_data.sh")], {**shell_env, "PARTS": "2"}, tmp_path)
+    env = {**shell_env, "PYTHONPATH": str(EXAMPLES)}
+    command = [sys.executable, str(EXAMPLES / "own_model.py"), "--data", shell_env["DATA"]]
+    out = _run([*command, "--runs", shell_env["RUNS"], "--steps", "2"], env, tmp_path)
+    error = float(out.strip().splitlines()[-1].rsplit(" ", 1)[-1])
+    assert error < 1e-9, out
+
+
+@pytest.mark.slow
+def test_python_api_under_torchrun(shell_env, tmp_path: Path):
+    out = _run(
+        [str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "3",
+         str(EXAMPLES / "python_api.py")],
+        shell_env,
+        tmp_path,
+    )  # fmt: skip
+    lines = [line for line in out.splitlines() if line.startswith("rank ")]
+    assert len(lines) == 3, out
