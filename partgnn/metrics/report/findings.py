@@ -1,0 +1,193 @@
+"""What the comparison finds, in sentences computed from the runs' numbers.
+
+Every metric on which a sector strategy (naive or overlapping) is better than halo exchange or
+the full graph, or cheaper, is named: a comparison that favours naive on some metric says so.
+"""
+
+from __future__ import annotations
+
+import math
+
+# The object-oriented API (no pyplot) draws with Agg and never needs a display.
+from partgnn.metrics.report.runs import NAN, RunRecord
+from partgnn.metrics.report.text import close, fmt, percent
+
+
+def findings(runs: list[RunRecord]) -> list[str]:
+    """Sentences that answer the report's question from the numbers.
+
+    For every sector run (naive, or overlapping sectors), the reference is a halo run of the
+    same P (else any halo run, else a full run): what the sectors lose on boundary edges, over
+    all edges and on tracks that span sectors, what they win (every metric on which the sector
+    run is better is named), and what each costs in step time, memory, bytes and replicated
+    work. Every halo run is also checked against a full run (they should agree: the exchange is
+    exact).
+    """
+    sectors = [r for r in runs if r.strategy in ("naive", "overlap")]
+    halo = [r for r in runs if r.mode == "halo"]
+    full = [r for r in runs if r.mode == "full"]
+    sentences = []
+    for run in sectors:
+        reference = _reference(run, halo, full)
+        if reference is None:
+            continue
+        sentences += _sectors_vs_reference(run, reference)
+    if full:
+        sentences += [_halo_vs_full(run, full[0]) for run in halo]
+    if not sentences:
+        sentences.append(
+            "No sectors-vs-halo comparison: it needs a naive or overlap run and a halo or full "
+            f"run (modes here: {', '.join(sorted({r.mode for r in runs}))})."
+        )
+    return sentences
+
+
+def _reference(run: RunRecord, halo: list[RunRecord], full: list[RunRecord]) -> RunRecord | None:
+    same_p = [h for h in halo if h.graph_parallel_size == run.graph_parallel_size]
+    for candidates in (same_p, halo, full):
+        if candidates:
+            return candidates[0]
+    return None
+
+
+def _who(run: RunRecord) -> str:
+    if run.strategy == "overlap":
+        what = f"Overlapping sectors of {run.sector_margin} hops"
+    else:
+        what = "Naive sectorisation"
+    return f"{what} (`{run.name}`, P={run.graph_parallel_size})"
+
+
+def _sectors_vs_reference(sector: RunRecord, ref: RunRecord) -> list[str]:
+    x = sector.final("val_boundary_efficiency")
+    y = ref.final("val_boundary_efficiency")
+    who = _who(sector)
+    vs = f"{_MODE_PHRASE.get(ref.mode, ref.mode)} (`{ref.name}`)"
+    edges = ""
+    if not math.isnan(sector.boundary_true_edges) and sector.boundary_true_edges > 0:
+        edges = f", of {sector.boundary_true_edges:.0f} boundary true edges in the validation set"
+    if math.isnan(x) or math.isnan(y) or y <= 0:
+        sentences = [
+            f"{who}: boundary-edge efficiency {fmt(x, '.3f')} vs {fmt(y, '.3f')} for {vs} "
+            "(no loss fraction: a boundary efficiency is not defined)."
+        ]
+    elif x < y - SAME_WITHIN:
+        # Relative to what the reference finds: the boundary true edges halo exchange recovers.
+        sentences = [
+            f"{who} loses {100.0 * (y - x) / y:.1f}% of the boundary true edges that {vs} "
+            f"finds (boundary-edge efficiency {x:.3f} vs {y:.3f}{edges})."
+        ]
+    elif x > y + SAME_WITHIN:
+        sentences = [
+            f"{who} finds more boundary true edges than {vs}: boundary-edge efficiency "
+            f"{x:.4f} vs {y:.4f}{edges}; {sector.name} wins on boundary edges."
+        ]
+    else:
+        sentences = [
+            f"{who} finds as many boundary true edges as {vs} (boundary-edge efficiency "
+            f"{x:.4f} vs {y:.4f}{edges}, within {SAME_WITHIN:g})."
+        ]
+    overall = (
+        f"Overall edge efficiency {fmt(sector.final('val_efficiency'), '.4f')} vs "
+        f"{fmt(ref.final('val_efficiency'), '.4f')} and interior-edge efficiency "
+        f"{fmt(sector.final('val_interior_efficiency'), '.4f')} vs "
+        f"{fmt(ref.final('val_interior_efficiency'), '.4f')} ({sector.name} vs {ref.name})"
+    )
+    if close(
+        sector.final("val_interior_efficiency"), ref.final("val_interior_efficiency")
+    ) and sector.final("val_efficiency") < ref.final("val_efficiency"):
+        overall += ": the loss is confined to the edges the sectors cut"
+    sentences.append(overall + ".")
+    quality = [
+        ("overall edge efficiency", sector.final("val_efficiency"), ref.final("val_efficiency")),
+        ("edge purity", sector.final("val_purity"), ref.final("val_purity")),
+        (
+            "interior-edge efficiency",
+            sector.final("val_interior_efficiency"),
+            ref.final("val_interior_efficiency"),
+        ),
+    ]
+    track = ("efficiency", "spanning_efficiency", "contained_efficiency")
+    t_sector = [sector.evaluated("track", key) for key in track]
+    t_ref = [ref.evaluated("track", key) for key in track]
+    if not (math.isnan(t_sector[0]) or math.isnan(t_ref[0])):
+        text = f"Track efficiency {t_sector[0]:.4f} ({sector.name}) vs {t_ref[0]:.4f} ({ref.name})"
+        if not (math.isnan(t_sector[1]) or math.isnan(t_ref[1])):
+            n_spanning = sector.evaluated("track", "n_spanning_targets")
+            text += (
+                f"; for the {fmt(n_spanning, '.0f')} particles whose hits span several sectors "
+                f"{t_sector[1]:.4f} vs "
+                f"{t_ref[1]:.4f}, for particles inside one sector "
+                f"{fmt(t_sector[2], '.4f')} vs {fmt(t_ref[2], '.4f')}"
+            )
+        sentences.append(text + ".")
+        quality += [
+            ("track efficiency", t_sector[0], t_ref[0]),
+            ("spanning-track efficiency", t_sector[1], t_ref[1]),
+            ("contained-track efficiency", t_sector[2], t_ref[2]),
+        ]
+        fake = (sector.evaluated("track", "fake_rate"), ref.evaluated("track", "fake_rate"))
+        quality.append(("fake rate", -fake[0], -fake[1]))
+    known = [(name, a, b) for name, a, b in quality if not (math.isnan(a) or math.isnan(b))]
+    wins = [name for name, a, b in known if a > b + SAME_WITHIN]
+    if wins:
+        sentences.append(
+            f"{sector.name} is better than {ref.name} (by more than {SAME_WITHIN:g}) on: "
+            f"{', '.join(wins)}."
+        )
+    cost = (
+        f"Cost of {ref.name} over {sector.name}: step time {fmt(ref.step_time_ms, '.1f')} vs "
+        f"{fmt(sector.step_time_ms, '.1f')} ms"
+    )
+    ratio = ref.step_time_ms / sector.step_time_ms if sector.step_time_ms > 0 else NAN
+    if not math.isnan(ratio):
+        cost += f" ({ratio:.2f}x)"
+    cost += (
+        f", peak memory per rank {fmt(ref.peak_memory_mb, '.0f')} vs "
+        f"{fmt(sector.peak_memory_mb, '.0f')} MB, {fmt(ref.mb_exchanged, '.2f')} MB exchanged"
+    )
+    if ref.steps > 0 and not math.isnan(ref.mb_exchanged):
+        cost += f" ({ref.mb_exchanged / ref.steps:.3f} MB per step)"
+    cost += f" vs {fmt(sector.mb_exchanged, '.2f')} MB"
+    if not (math.isnan(sector.replicated_edges) or math.isnan(ref.replicated_edges)):
+        cost += (
+            f"; replicated nodes {percent(ref.replicated_nodes)} vs "
+            f"{percent(sector.replicated_nodes)} and edges {percent(ref.replicated_edges)} vs "
+            f"{percent(sector.replicated_edges)} of the owned ones"
+        )
+    sentences.append(cost + ".")
+    cheaper = [
+        name
+        for name, a, b in (
+            ("step time", sector.step_time_ms, ref.step_time_ms),
+            ("peak memory per rank", sector.peak_memory_mb, ref.peak_memory_mb),
+            ("bytes exchanged", sector.mb_exchanged, ref.mb_exchanged),
+            ("replicated edges", sector.replicated_edges, ref.replicated_edges),
+        )
+        if not (math.isnan(a) or math.isnan(b)) and a < b
+    ]
+    if cheaper:
+        sentences.append(f"{sector.name} is cheaper than {ref.name} in: {', '.join(cheaper)}.")
+    return sentences
+
+
+#: Rates closer than this count as equal in the findings (differences below it are noise of one
+#: run, e.g. one particle in a few hundred).
+SAME_WITHIN = 0.001
+
+
+_MODE_PHRASE = {"halo": "halo exchange", "full": "the full graph"}
+
+
+def _halo_vs_full(halo: RunRecord, full: RunRecord) -> str:
+    loss_h, loss_f = halo.final("val_loss"), full.final("val_loss")
+    agree = "agree" if close(loss_h, loss_f, tolerance=1e-3) else "differ"
+    return (
+        f"Halo exchange (`{halo.name}`, P={halo.graph_parallel_size}) and the full graph "
+        f"(`{full.name}`) {agree}: "
+        f"final val loss {fmt(loss_h, '.4f')} vs {fmt(loss_f, '.4f')}, edge efficiency "
+        f"{fmt(halo.final('val_efficiency'), '.4f')} vs "
+        f"{fmt(full.final('val_efficiency'), '.4f')}; peak memory per rank "
+        f"{fmt(halo.peak_memory_mb, '.0f')} vs "
+        f"{fmt(full.peak_memory_mb, '.0f')} MB."
+    )
