@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
 
@@ -37,6 +36,7 @@ from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger, Trans
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.assign import partition_graph
 from partgnn.partition.halo_plan import HaloPlan, build_halo_plans
+from partgnn.train.trainer import edge_loss
 
 if TYPE_CHECKING:
     from partgnn.train.config import TrainConfig
@@ -115,9 +115,7 @@ def owned_edge_loss(
     """
     owned = part.edge_owned.to(logits.device)
     y = part.y.to(logits.device, logits.dtype)[owned]
-    weight = 1.0 + (pos_weight - 1.0) * y
-    total = F.binary_cross_entropy_with_logits(logits[owned], y, weight=weight, reduction="sum")
-    return total / max(n_global_edges, 1)
+    return edge_loss(logits[owned], y, pos_weight, max(n_global_edges, 1))
 
 
 def sum_gradients(model: nn.Module, context: DistContext) -> None:

@@ -21,14 +21,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch_geometric.data import Data
 
+from partgnn.api import local_graph, make_exchange, partition_event
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.models.interaction_network import InteractionNetwork
-from partgnn.partition.assign import partition_graph
-from partgnn.partition.halo_plan import build_halo_plans
 
 #: Largest relative error accepted in float64.
 TOLERANCE = 1e-10
@@ -40,21 +39,11 @@ def selfcheck(context: DistContext, *, transport: str = "auto", method: str = "m
     event = simulate_event(geometry, SimulationConfig(pileup=3), event_id=0, seed=11)
     graph, _ = build_event_graph(event, geometry, GraphBuildConfig(pt_min=0.0))
     device = context.device
-    edge_index = graph.edge_index.numpy()
-    assignment = partition_graph(graph, context.world_size, method, seed=0)
-    plan = build_halo_plans(edge_index, assignment, context.world_size)[context.rank]
-    nodes = torch.from_numpy(plan.local_nodes)
-    edges = torch.from_numpy(plan.edge_ids)
-    owned = torch.from_numpy(plan.edge_owned).to(device)
-    exchanger = HaloExchanger(
-        ExchangePlan.from_halo_plan(plan, device), context, transport=transport
-    )
-    local = Data(
-        x=graph.x[nodes],
-        edge_index=torch.from_numpy(plan.edge_index),
-        edge_attr=graph.edge_attr[edges],
-        y=graph.y[edges],
-    )
+    plan = partition_event(graph, context.world_size, method, seed=0)[context.rank]
+    local = local_graph(graph, plan)
+    edges = local.edge_ids
+    owned = local.edge_owned.to(device)
+    exchanger = make_exchange(plan, context, transport=transport)
     logits, gradients = _forward_backward(
         local, exchanger, owned, graph.edge_index.shape[1], device
     )
