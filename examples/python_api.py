@@ -28,7 +28,7 @@ def main() -> int:
         graph, _ = build_event_graph(event, geometry, GraphBuildConfig(pt_min=1.0))
         graph.x, graph.edge_attr = graph.x.double(), graph.edge_attr.double()
 
-        plans = partgnn.partition_event(graph, context.world_size, method="metis")
+        plans = partgnn.partition_event(graph, context.world_size, method="phi")
         part = partgnn.local_graph(graph, plans[context.rank]).to(context.device)
         exchange = partgnn.make_exchange(plans[context.rank], context)
 
@@ -56,11 +56,13 @@ def main() -> int:
             ((p.grad - r.grad).norm() / r.grad.norm()).item()
             for p, r in zip(model.parameters(), reference.parameters(), strict=True)
         )
-        print(
+        # One write per line, so that the lines of the ranks sharing a terminal do not interleave.
+        sys.stdout.write(
             f"rank {context.rank}/{context.world_size}: {plans[context.rank].n_owned} owned + "
             f"{plans[context.rank].n_halo} halo nodes, {int(owned.sum())} counted edges; "
-            f"max logit error {logit_error:.1e}, gradient error {grad_error:.1e}"
+            f"max logit error {logit_error:.1e}, gradient error {grad_error:.1e}\n"
         )
+        sys.stdout.flush()
         return 0 if logit_error < 1e-10 and grad_error < 1e-10 else 1
     finally:
         partgnn.destroy_distributed(context)
