@@ -1,13 +1,14 @@
-"""Run any PyTorch Geometric message-passing layer on one rank's partition of an event graph.
+"""Run a PyTorch Geometric message-passing layer on one rank's partition of an event graph.
 
 :class:`PartitionedLayer` wraps a ``torch_geometric.nn.MessagePassing`` layer: it fills the halo
 rows with the owners' current features (the rank's halo exchange), runs the layer on the local
 graph and keeps the owned rows. Every incoming edge of an owned node is local (the partition
 contract of DESIGN.md), so this is exact for every layer whose output at node ``i`` depends only
-on ``x_i``, the incoming edges of ``i`` and their source nodes' ``x``: GraphConv, SAGEConv,
-GATConv, GATv2Conv, EdgeConv, GINConv, GINEConv, TransformerConv, ... GCNConv also needs the
-degrees of its source nodes, which a rank only knows for the nodes it owns: the wrapper exchanges
-them too (:func:`gcn_partition_norm`).
+on ``x_i``, the incoming edges of ``i`` and their source nodes' ``x``. Which PyG layers that holds
+for is an allow-list proven in real processes (:mod:`partgnn.models.pyg_support`); the others
+are refused with the reason. GCNConv also needs the degrees of its source nodes, which a rank
+only knows for the nodes it owns: the wrapper exchanges them too (:func:`gcn_partition_norm`).
+Per-node inputs other than ``x`` (``pos``, ``normal``) are exchanged like ``x``.
 
 Glossary: ``n_owned``/``n_halo`` owned and halo nodes of the rank, ``n_local = n_owned +
 n_halo``; ``E_local`` local edges (every edge that touches an owned node); local node order
@@ -20,29 +21,11 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from torch_geometric.nn import (
-    APPNP,
-    ARMAConv,
-    ChebConv,
-    DNAConv,
-    DynamicEdgeConv,
-    EGConv,
-    FAConv,
-    GCN2Conv,
-    GCNConv,
-    GravNetConv,
-    HypergraphConv,
-    LGConv,
-    MessagePassing,
-    MixHopConv,
-    PDNConv,
-    SGConv,
-    SSGConv,
-    TAGConv,
-)
+from torch_geometric.nn import GCNConv, MessagePassing
 from torch_geometric.utils import add_remaining_self_loops, scatter
 
 from partgnn.distributed.context import DistContext
+from partgnn.distributed.failures import agree_on_failure
 from partgnn.distributed.halo_exchange import (
     CommunicationCounter,
     ExchangePlan,
@@ -50,86 +33,89 @@ from partgnn.distributed.halo_exchange import (
     Transport,
 )
 from partgnn.models.interaction_network import Exchange
+from partgnn.models.pyg_support import (
+    EDGE_KWARGS,
+    NODE_KWARGS,
+    REFUSED_LAYERS,
+    pyg_layer_name,
+    refusal,
+    training_problem,
+)
 
 if TYPE_CHECKING:
     from partgnn.partition.shard_reader import RankEvent
-
-#: Layers known not to be exact after one halo exchange, and why. They are refused rather than
-#: run silently wrong: several hops inside one forward need an exchange per hop, a symmetric
-#: (source-degree) normalisation needs degrees a rank does not have, a k-NN graph built inside
-#: the layer is not the partition's graph.
-INEXACT_LAYERS: dict[type[MessagePassing], str] = {
-    APPNP: "propagates K hops in one forward",
-    ARMAConv: "propagates several hops in one forward, with source-degree normalisation",
-    ChebConv: "propagates K hops in one forward, with source-degree normalisation",
-    DNAConv: "normalises by source degrees",
-    EGConv: "normalises by source degrees",
-    FAConv: "normalises by source degrees",
-    GCN2Conv: "normalises by source degrees",
-    LGConv: "normalises by source degrees",
-    MixHopConv: "propagates several hops in one forward",
-    PDNConv: "normalises by source degrees",
-    SGConv: "propagates K hops in one forward",
-    SSGConv: "propagates K hops in one forward",
-    TAGConv: "propagates K hops in one forward",
-    DynamicEdgeConv: "builds its own k-NN graph",
-    GravNetConv: "builds its own k-NN graph",
-    HypergraphConv: "takes a hyperedge incidence, not a graph",
-}
-
-#: Keyword arguments that hold one row per local edge (their first dimension is checked).
-EDGE_KWARGS: tuple[str, ...] = ("edge_attr", "edge_weight")
 
 
 class PartitionedLayer(nn.Module):
     """A PyG message-passing layer that runs on a rank's partition and returns owned rows.
 
-    ``forward`` exchanges the owned rows' features so that the halo rows hold their owners'
-    values, runs the wrapped layer on the local graph and returns the owned rows. Stack several
-    wrappers (with activations between them on the owned rows) to build a multi-layer model; each
-    wrapper does its own exchange.
+    ``forward`` exchanges the owned rows' features (and ``pos``/``normal``) so that the halo
+    rows hold their owners' values, runs the wrapped layer on the local graph and returns the
+    owned rows. Stack several wrappers (with activations between them on the owned rows) to
+    build a multi-layer model; each wrapper does its own exchange.
 
     Exact (equal to the layer on the whole graph, up to float rounding; parameter gradients
-    summed over the ranks equal the whole-graph gradients) for every layer whose output at node
-    ``i`` depends only on ``x_i``, the incoming edges of ``i`` and their source nodes' ``x``.
-    :class:`~torch_geometric.nn.GCNConv` with ``normalize=True`` is made exact with a second,
-    one-column exchange of the node degrees (:func:`gcn_partition_norm`). Layers known to be
-    inexact (:data:`INEXACT_LAYERS`) are refused.
+    summed over the ranks equal the whole-graph gradients) for the layers of
+    :data:`~partgnn.models.pyg_support.EXACT_LAYERS`, each proven in real processes. Every
+    other PyG layer is refused with the reason (:data:`~partgnn.models.pyg_support.REFUSED_LAYERS`),
+    and so are settings that break exactness: several hops in one forward, order-dependent
+    aggregations, graph-level norms, and - in training mode only, checked at every forward -
+    batch normalisation with batch statistics and dropout. One's own layer (not a PyG class)
+    is refused unless ``assume_exact=True``: the caller vouches that its output at node ``i``
+    depends only on node ``i``'s inputs, its incoming edges and their source nodes' inputs.
+
+    An exception on one rank (a check, or the layer itself) becomes an error on every rank of
+    the group at once, not a wait for the process group's timeout: with ``check_errors`` the
+    ranks agree after the checks and after the layer (two one-integer all-reduces per forward);
+    the failing rank raises its exception, the others
+    :class:`~partgnn.distributed.failures.PeerFailure`.
 
     With ``exchange=None`` (a whole graph, on one process) ``forward`` is the bare layer.
 
     Args:
         layer: The layer to wrap; flow ``source_to_target``, nodes along dimension 0.
+        assume_exact: Accept a layer outside the allow-list (one's own ``MessagePassing``).
+        check_errors: Agree on failures across the group at every forward (see above).
 
     Raises:
         TypeError: ``layer`` is not a ``MessagePassing`` layer.
-        ValueError: ``layer`` has flow ``target_to_source`` or is in :data:`INEXACT_LAYERS`.
+        ValueError: ``layer`` is refused (the message says why).
 
     Shapes:
         - x_owned: ``(n_owned, F_in)``, the owned nodes' features (all nodes on a whole graph).
         - edge_index: ``(2, E_local)``, local node indices in ``[0, n_local)``.
-        - edge_attr / edge_weight (optional): ``(E_local, ...)``, one row per local edge.
+        - pos / normal (optional): ``(n_owned, D)``, owned rows like ``x_owned``.
+        - edge_attr / edge_weight / edge_type (optional): ``(E_local, ...)``, one row per edge.
         - output: ``(n_owned, F_out)``.
 
     .. warning::
-        ``forward`` runs collectives (one halo exchange, two for a normalising GCNConv) and so
-        does its backward: every rank of the graph-parallel group must call the same wrappers
-        the same number of times in the same order, even a rank with no owned nodes or no
-        edges. The output is only the owned rows; the next layer's exchange supplies the halo
-        rows it needs.
+        ``forward`` runs collectives (the halo exchange, the degree exchange of a normalising
+        GCNConv, the failure agreement) and so does its backward: every rank of the
+        graph-parallel group must call the same wrappers the same number of times in the same
+        order, even a rank with no owned nodes or no edges. The output is only the owned rows;
+        the next layer's exchange supplies the halo rows it needs. An exception raised in the
+        layer's backward on one rank is not agreed on.
     """
 
-    def __init__(self, layer: MessagePassing) -> None:
+    def __init__(
+        self, layer: MessagePassing, *, assume_exact: bool = False, check_errors: bool = True
+    ) -> None:
         super().__init__()
-        check_partitionable(layer)
+        check_partitionable(layer, assume_exact=assume_exact)
         self.layer = layer
+        self.check_errors = check_errors
+
+    @property
+    def name(self) -> str:
+        """``PartitionedLayer(<layer class>)``, for messages."""
+        return f"PartitionedLayer({type(self.layer).__name__})"
 
     def forward(
         self,
         x_owned: torch.Tensor,
         edge_index: torch.Tensor,
         exchange: Exchange | None = None,
-        **edge_kwargs: torch.Tensor,
+        **kwargs: torch.Tensor,
     ) -> torch.Tensor:
         """Runs the wrapped layer on the rank's local graph.
 
@@ -139,37 +125,49 @@ class PartitionedLayer(nn.Module):
             exchange: The rank's halo exchange, ``x_owned -> [x_owned; x_halo]`` (e.g. a
                 :class:`~partgnn.distributed.halo_exchange.HaloExchanger`); ``None`` on a whole
                 graph.
-            **edge_kwargs: Further arguments of the layer's ``forward`` (e.g. ``edge_attr``,
-                ``edge_weight``), one row per local edge.
+            **kwargs: Further arguments of the layer's ``forward``: per-node ``pos``/``normal``
+                (owned rows, exchanged), per-edge ``edge_attr``/``edge_weight``/``edge_type``
+                (one row per local edge), others passed as they are.
 
         Returns:
             The layer's output at the owned nodes, ``(n_owned, F_out)``.
 
         Raises:
-            ValueError: Shapes that do not fit the exchange or the edges; GCNConv with
-                ``cached=True`` on a partition.
+            ValueError: The layer is refused in the current mode; shapes that do not fit the
+                exchange or the edges; GCNConv with ``cached=True`` on a partition.
             TypeError: The layer returned something other than a tensor.
+            PeerFailure: Another rank of the group failed in this forward.
         """
-        n_owned = getattr(exchange, "n_owned", None)
-        self._check_inputs(x_owned, edge_index, n_owned, edge_kwargs)
+        problem = training_problem(self.layer)
+        if problem is not None:
+            # A property of the model, the same on every rank: raised before any collective.
+            raise ValueError(f"{self.name}: {problem}")
         if exchange is None:
-            return self._check_output(self.layer(x_owned, edge_index, **edge_kwargs))
+            self._check_inputs(x_owned, edge_index, None, kwargs)
+            return self._check_output(self.layer(x_owned, edge_index=edge_index, **kwargs))
         layer = self.layer
         normalising_gcn = isinstance(layer, GCNConv) and layer.normalize
-        if normalising_gcn and layer.cached:
-            # Its cache would hold this partition's normalisation for every later graph; the
-            # saving is one scalar exchange per forward, not worth a silent staleness risk.
-            # Checked before any exchange, so no rank is left waiting in a collective.
-            raise ValueError(
-                "PartitionedLayer: GCNConv(cached=True) is not supported on a partition "
-                "(every event is another graph); use cached=False"
-            )
+        failure = None
+        try:
+            self._check_inputs(x_owned, edge_index, getattr(exchange, "n_owned", None), kwargs)
+            if normalising_gcn and layer.cached:
+                # Its cache would hold this partition's normalisation for every later graph.
+                raise ValueError(
+                    f"{self.name}: GCNConv(cached=True) is not supported on a partition "
+                    "(every event is another graph); use cached=False"
+                )
+        except (ValueError, TypeError) as err:
+            failure = err
+        self._agree(failure, exchange)
         x_local = exchange(x_owned)
+        for key in NODE_KWARGS:
+            if isinstance(kwargs.get(key), torch.Tensor):
+                kwargs[key] = exchange(kwargs[key])
         n_owned = x_owned.shape[0]
         if normalising_gcn:
-            edge_index, edge_weight = gcn_partition_norm(
+            edge_index, kwargs["edge_weight"] = gcn_partition_norm(
                 edge_index,
-                edge_kwargs.pop("edge_weight", None),
+                kwargs.pop("edge_weight", None),
                 n_owned=n_owned,
                 n_local=x_local.shape[0],
                 exchange=exchange,
@@ -177,25 +175,40 @@ class PartitionedLayer(nn.Module):
                 add_self_loops=layer.add_self_loops,
                 dtype=x_local.dtype,
             )
-            # The layer's own forward with normalisation off is lin -> propagate -> bias, so it
-            # runs on the edge weights normalised above; the flag is restored whatever happens.
-            layer.normalize = False
-            try:
-                out = layer(x_local, edge_index, edge_weight, **edge_kwargs)
-            finally:
-                layer.normalize = True
-        else:
-            out = layer(x_local, edge_index, **edge_kwargs)
-        return self._check_output(out)[:n_owned]
+        out = None
+        try:
+            if normalising_gcn:
+                # The layer's own forward with normalisation off is lin -> propagate -> bias, so
+                # it runs on the edge weights normalised above; the flag is restored whatever
+                # happens.
+                layer.normalize = False
+                try:
+                    out = layer(x_local, edge_index=edge_index, **kwargs)
+                finally:
+                    layer.normalize = True
+            else:
+                out = layer(x_local, edge_index=edge_index, **kwargs)
+            out = self._check_output(out)[:n_owned]
+        except Exception as err:  # re-raised on this rank by _agree
+            failure = err
+        self._agree(failure, exchange)
+        return out
+
+    def _agree(self, failure: BaseException | None, exchange: Exchange) -> None:
+        context = getattr(exchange, "context", None)
+        if self.check_errors and isinstance(context, DistContext):
+            agree_on_failure(failure, context, self.name)
+        elif failure is not None:
+            raise failure
 
     def _check_inputs(
         self,
         x_owned: torch.Tensor,
         edge_index: torch.Tensor,
         n_owned: int | None,
-        edge_kwargs: dict[str, torch.Tensor],
+        kwargs: dict[str, torch.Tensor],
     ) -> None:
-        name = f"PartitionedLayer({type(self.layer).__name__})"
+        name = self.name
         if not isinstance(x_owned, torch.Tensor) or x_owned.dim() < 1:
             raise ValueError(f"{name}: x_owned must be a tensor with one row per owned node")
         if self.layer.node_dim % x_owned.dim() != 0:
@@ -215,46 +228,47 @@ class PartitionedLayer(nn.Module):
             )
         n_edges = edge_index.shape[1]
         for key in EDGE_KWARGS:
-            value = edge_kwargs.get(key)
+            value = kwargs.get(key)
             if isinstance(value, torch.Tensor) and value.shape[0] != n_edges:
                 raise ValueError(
                     f"{name}: {key} has {value.shape[0]} rows, edge_index has {n_edges} edges"
+                )
+        for key in NODE_KWARGS:
+            value = kwargs.get(key)
+            if isinstance(value, torch.Tensor) and value.shape[0] != x_owned.shape[0]:
+                raise ValueError(
+                    f"{name}: {key} has {value.shape[0]} rows, x_owned has {x_owned.shape[0]}; "
+                    "per-node inputs are owned rows, exchanged like x"
                 )
 
     def _check_output(self, out: object) -> torch.Tensor:
         if not isinstance(out, torch.Tensor):
             raise TypeError(
-                f"PartitionedLayer({type(self.layer).__name__}): the layer returned "
-                f"{type(out).__name__}, expected a tensor (return_attention_weights is not "
-                "supported)"
+                f"{self.name}: the layer returned {type(out).__name__}, expected a tensor "
+                "(return_attention_weights is not supported)"
             )
         return out
 
 
-def check_partitionable(layer: nn.Module) -> None:
+def check_partitionable(layer: nn.Module, *, assume_exact: bool = False) -> None:
     """Refuses layers that :class:`PartitionedLayer` cannot run exactly.
+
+    Args:
+        layer: The module to check.
+        assume_exact: Accept a layer outside the allow-list (see :class:`PartitionedLayer`).
 
     Raises:
         TypeError: ``layer`` is not a ``torch_geometric.nn.MessagePassing``.
-        ValueError: Its flow is ``target_to_source`` (outputs would depend on outgoing edges,
-            which a rank does not all hold), or it is in :data:`INEXACT_LAYERS`.
+        ValueError: The layer or one of its settings is refused (the message says why).
     """
-    if not isinstance(layer, MessagePassing):
+    if pyg_layer_name(layer) not in REFUSED_LAYERS and not isinstance(layer, MessagePassing):
         raise TypeError(
             f"PartitionedLayer wraps a torch_geometric MessagePassing layer "
             f"(got {type(layer).__name__})"
         )
-    if layer.flow != "source_to_target":
-        raise ValueError(
-            f"PartitionedLayer: {type(layer).__name__} has flow {layer.flow!r}; only "
-            "'source_to_target' is exact on a partition"
-        )
-    for inexact, reason in INEXACT_LAYERS.items():
-        if isinstance(layer, inexact):
-            raise ValueError(
-                f"PartitionedLayer: {type(layer).__name__} is not exact on a partition "
-                f"(it {reason})"
-            )
+    problem = refusal(layer, assume_exact=assume_exact)
+    if problem is not None:
+        raise ValueError(f"PartitionedLayer: {problem}")
 
 
 def gcn_partition_norm(

@@ -1,11 +1,19 @@
-"""Partition a graphs file for P ranks with several methods, run a worker on it, load results."""
+"""Partition a graphs file for P ranks with several methods, run a worker on it, load results.
+
+:func:`run_on_shards` is the test side; :func:`worker_main` the worker side (one rank).
+"""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from partgnn.distributed.context import DistContext
+from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.partition.shard_reader import RankEvent, ShardDirectory
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
 from tests.distributed.launch import assert_all_succeeded, launch
 
@@ -33,3 +41,29 @@ def run_on_shards(
     return [
         torch.load(out.with_name(f"results.rank{r}"), weights_only=False) for r in range(world_size)
     ]
+
+
+def worker_main(compute: Callable[[RankEvent, DistContext], dict]) -> None:
+    """One rank of a :func:`run_on_shards` run: ``compute`` on event 0 of every method's shards.
+
+    Parses ``--root/--out/--methods``, reads this rank's event 0 of ``ROOT/<method>`` and saves
+    ``{(method, key): value}`` for every ``key, value`` that ``compute(event, context)``
+    returns to ``OUT.rank<r>``.
+    """
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--methods", nargs="+", required=True)
+    args = parser.parse_args()
+    context = init_distributed(device="cpu", timeout_s=60)
+    try:
+        results = {}
+        for method in args.methods:
+            shards = ShardDirectory(args.root / method, world_size=context.world_size)
+            with shards.open_rank(context.rank) as shard:
+                event = shard[0]
+            for key, value in compute(event, context).items():
+                results[(method, *key) if isinstance(key, tuple) else (method, key)] = value
+        torch.save(results, args.out.with_name(f"{args.out.name}.rank{context.rank}"))
+    finally:
+        destroy_distributed(context)

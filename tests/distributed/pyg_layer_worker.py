@@ -13,9 +13,6 @@ model. Run by ``tests/distributed/launch.py`` (RANK, WORLD_SIZE, MASTER_ADDR/POR
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import torch
 from torch import nn
 from torch_geometric.nn import (
@@ -30,11 +27,12 @@ from torch_geometric.nn import (
 )
 
 from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
+from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import CommunicationCounter
-from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.models.interaction_network import Exchange
 from partgnn.models.partitioned_layer import PartitionedLayer, exchanger_for_event
-from partgnn.partition.shard_reader import ShardDirectory
+from partgnn.partition.shard_reader import RankEvent
+from tests.distributed.partitioned_run import worker_main
 from tests.distributed.reference import DTYPES, summed_over_ranks
 
 HIDDEN = 8
@@ -138,45 +136,30 @@ def expected_exchanges(kind: str) -> tuple[int, int]:
     return (4 if is_gcn else 2), (3 if kind == "gcn_weighted" else 1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--root", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--methods", nargs="+", required=True)
-    args = parser.parse_args()
-    context = init_distributed(device="cpu", timeout_s=60)
-    try:
-        results = {}
-        for method in args.methods:
-            shards = ShardDirectory(args.root / method, world_size=context.world_size)
-            with shards.open_rank(context.rank) as shard:
-                event = shard[0]
-            graph, n_owned = event.graph, event.plan.n_owned
-            for kind in KINDS:
-                for dtype_name, dtype in DTYPES.items():
-                    stack = build_stack(kind, dtype)
-                    counter = CommunicationCounter()
-                    exchange = exchanger_for_event(event, context, counter=counter)
-                    out = stack(
-                        graph.x[:n_owned].to(dtype),
-                        graph.edge_index,
-                        graph.edge_attr.to(dtype),
-                        exchange,
-                    )
-                    loss = node_loss(out)
-                    loss.backward()
-                    grads, total_loss = summed_over_ranks(stack, loss, context.group)
-                    results[(method, kind, dtype_name)] = {
-                        "nodes": torch.from_numpy(event.plan.owned_nodes),
-                        "out": out.detach(),
-                        "grads": grads,
-                        "loss": total_loss,
-                        "exchanges": (counter.forward_exchanges, counter.backward_exchanges),
-                    }
-        torch.save(results, args.out.with_name(f"{args.out.name}.rank{context.rank}"))
-    finally:
-        destroy_distributed(context)
+def run_stacks(event: RankEvent, context: DistContext) -> dict[tuple[str, str], dict]:
+    """Every stack in every dtype on this rank's event: owned outputs, gradients, exchanges."""
+    graph, n_owned = event.graph, event.plan.n_owned
+    results = {}
+    for kind in KINDS:
+        for dtype_name, dtype in DTYPES.items():
+            stack = build_stack(kind, dtype)
+            counter = CommunicationCounter()
+            exchange = exchanger_for_event(event, context, counter=counter)
+            out = stack(
+                graph.x[:n_owned].to(dtype), graph.edge_index, graph.edge_attr.to(dtype), exchange
+            )
+            loss = node_loss(out)
+            loss.backward()
+            grads, total_loss = summed_over_ranks(stack, loss, context.group)
+            results[(kind, dtype_name)] = {
+                "nodes": torch.from_numpy(event.plan.owned_nodes),
+                "out": out.detach(),
+                "grads": grads,
+                "loss": total_loss,
+                "exchanges": (counter.forward_exchanges, counter.backward_exchanges),
+            }
+    return results
 
 
 if __name__ == "__main__":
-    main()
+    worker_main(run_stacks)

@@ -46,10 +46,13 @@ def edge_loss(logits: torch.Tensor, y: torch.Tensor, n_global_edges: int) -> tor
 def summed_over_ranks(
     module: torch.nn.Module, loss: torch.Tensor, group: dist.ProcessGroup | None
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Every parameter gradient and the loss, each summed over the ranks of ``group``."""
+    """Every parameter gradient and the loss, each summed over the ranks of ``group``.
+
+    A parameter without a gradient on a rank (unused there) counts as zeros.
+    """
     grads = {}
     for name, parameter in module.named_parameters():
-        grad = parameter.grad.clone()
+        grad = torch.zeros_like(parameter) if parameter.grad is None else parameter.grad.clone()
         dist.all_reduce(grad, group=group)
         grads[name] = grad
     total_loss = loss.detach().clone()

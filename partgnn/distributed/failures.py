@@ -1,0 +1,53 @@
+"""Turn an exception on one rank into an error on every rank of the group, at once.
+
+When one rank raises between two collectives, the other ranks would wait in the next collective
+until the process group's timeout (30 minutes by default). :func:`agree_on_failure` is a small
+collective that every rank calls at the same point, with the exception it caught there (or
+``None``): if any rank failed, every rank raises - the failing ranks their own exception, the
+others a :class:`PeerFailure` naming the failing ranks and their messages - and the group stays
+usable.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from partgnn.distributed.context import DistContext
+from partgnn.errors import first_line
+
+
+class PeerFailure(RuntimeError):
+    """Another rank of the graph-parallel group failed; raised on the ranks that did not."""
+
+
+def agree_on_failure(failure: BaseException | None, context: DistContext, where: str) -> None:
+    """Raises on every rank of the group if ``failure`` is set on any of them.
+
+    One all-reduce of one integer when no rank failed; an all-gather of the messages when one
+    did. Every rank of ``context.group`` must call it at the same point.
+
+    Args:
+        failure: The exception this rank caught since the last collective, or ``None``.
+        context: The rank's distributed context (its group and device).
+        where: What failed, for the message (e.g. ``"PartitionedLayer(GATConv)"``).
+
+    Raises:
+        BaseException: ``failure`` itself on a rank that failed.
+        PeerFailure: On the other ranks when at least one rank failed.
+    """
+    if context.world_size == 1:
+        if failure is not None:
+            raise failure
+        return
+    flag = torch.tensor([0 if failure is None else 1], dtype=torch.int32, device=context.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=context.group)
+    if int(flag.item()) == 0:
+        return
+    message = None if failure is None else f"{type(failure).__name__}: {first_line(failure)}"
+    messages: list[str | None] = [None] * context.world_size
+    dist.all_gather_object(messages, message, group=context.group)
+    if failure is not None:
+        raise failure
+    failed = "; ".join(f"rank {rank}: {text}" for rank, text in enumerate(messages) if text)
+    raise PeerFailure(f"{where} failed on another rank of the group ({failed})")
