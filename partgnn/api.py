@@ -32,7 +32,7 @@ from torch_geometric.data import Data
 
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.gradients import all_reduce_gradients
-from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger, Transport
+from partgnn.distributed.halo_exchange import HaloExchanger, Transport
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.assign import partition_graph
 from partgnn.partition.halo_plan import HaloPlan, build_halo_plans
@@ -100,9 +100,7 @@ def make_exchange(
     Pass it as the model's ``exchange``. Calling it is a collective of the graph-parallel group
     (and so is its backward).
     """
-    return HaloExchanger(
-        ExchangePlan.from_halo_plan(plan, context.device), context, transport=transport
-    )
+    return HaloExchanger.for_plan(plan, context, transport=transport)
 
 
 def owned_edge_loss(

@@ -227,6 +227,24 @@ class HaloExchanger:
         self.transport = transport
         self.counter = counter
 
+    @classmethod
+    def for_plan(
+        cls,
+        plan: HaloPlan,
+        context: DistContext,
+        *,
+        transport: Transport = "auto",
+        counter: CommunicationCounter | None = None,
+    ) -> HaloExchanger:
+        """The exchange of a rank's :class:`~partgnn.partition.halo_plan.HaloPlan`, on the
+        rank's device (the one way the package builds an exchanger for an event)."""
+        return cls(
+            ExchangePlan.from_halo_plan(plan, context.device),
+            context,
+            transport=transport,
+            counter=counter,
+        )
+
     @property
     def n_owned(self) -> int:
         return self.plan.n_owned

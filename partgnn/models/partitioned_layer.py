@@ -28,7 +28,6 @@ from partgnn.distributed.context import DistContext
 from partgnn.distributed.failures import agree_on_failure
 from partgnn.distributed.halo_exchange import (
     CommunicationCounter,
-    ExchangePlan,
     HaloExchanger,
     Transport,
 )
@@ -339,5 +338,4 @@ def exchanger_for_event(
 
     Build it once per event and pass it to every :class:`PartitionedLayer` of the model.
     """
-    plan = ExchangePlan.from_halo_plan(event.plan, context.device)
-    return HaloExchanger(plan, context, transport=transport, counter=counter)
+    return HaloExchanger.for_plan(event.plan, context, transport=transport, counter=counter)

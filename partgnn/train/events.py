@@ -26,7 +26,7 @@ import torch
 
 from partgnn.data.storage import GraphFile
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import CommunicationCounter, ExchangePlan, HaloExchanger
+from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchanger
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory, cut_edges
 
 
@@ -154,11 +154,8 @@ class HaloSource:
     def item(self, index: int) -> TrainItem:
         event = self.shard[index]
         plan, graph, device = event.plan, event.graph, self.context.device
-        exchange = HaloExchanger(
-            ExchangePlan.from_halo_plan(plan, device),
-            self.context,
-            transport=self.transport,
-            counter=self.counter,
+        exchange = HaloExchanger.for_plan(
+            plan, self.context, transport=self.transport, counter=self.counter
         )
         return TrainItem(
             event_id=event.event_id,

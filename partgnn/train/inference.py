@@ -19,7 +19,7 @@ from torch_geometric.data import Data
 
 from partgnn.data.storage import GraphFile, file_sha256, write_scores
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.errors import InputError
 from partgnn.models.build import build_model
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory
@@ -130,9 +130,7 @@ def _score_plan(
     if naive:
         edges = torch.from_numpy(plan.interior_edges)
     else:
-        exchange = HaloExchanger(
-            ExchangePlan.from_halo_plan(plan, context.device), context, transport=transport
-        )
+        exchange = HaloExchanger.for_plan(plan, context, transport=transport)
     logits = torch.zeros(plan.n_local_edges, dtype=dtype, device=context.device)
     logits[edges.to(context.device)] = model(
         graph.x[: plan.n_owned if naive else None].to(context.device, dtype),
