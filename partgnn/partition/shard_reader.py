@@ -3,8 +3,8 @@
 ``partgnn partition graphs.h5 --parts P --method M --out DIR`` writes (see
 :mod:`partgnn.partition.shard_writer`)::
 
-    DIR/meta.json          format, version, method, P, seed, margin, source file and its
-                           SHA-256, event ids, partition statistics (per event and mean)
+    DIR/meta.json          format, version, method, P, seed, margin, run id, source file and
+                           its SHA-256, event ids, partition statistics (per event and mean)
     DIR/part-00000.h5      rank 0's share of every event: its local subgraph and halo plan
     DIR/part-00001.h5      ...
 
@@ -48,7 +48,8 @@ SHARDS_FORMAT = "partgnn-shards"
 SHARD_FORMAT = "partgnn-shard"
 
 
-SHARDS_FORMAT_VERSION = 1
+#: 2: part files name their partition run (method, seed, run id) besides P and the source.
+SHARDS_FORMAT_VERSION = 2
 
 
 META_FILE = "meta.json"
@@ -121,7 +122,7 @@ class ShardDirectory:
                 f"{meta_path}: format version {version}, this partgnn reads "
                 f"{SHARDS_FORMAT_VERSION} (re-run partgnn partition)"
             )
-        for key in ("n_parts", "method", "source", "event_ids", "margin"):
+        for key in ("n_parts", "method", "seed", "run_id", "source", "event_ids", "margin"):
             if key not in self.meta:
                 raise InputError(f"{meta_path}: lacks field {key!r}")
         self.n_parts = int(self.meta["n_parts"])
@@ -136,6 +137,17 @@ class ShardDirectory:
     def source_sha256(self) -> str:
         return str(self.meta["source"]["sha256"])
 
+    @property
+    def provenance(self) -> dict[str, object]:
+        """What names the partition run: every part file carries the same values (and its rank)."""
+        return {
+            "n_parts": self.n_parts,
+            "method": self.meta["method"],
+            "seed": self.meta["seed"],
+            "run_id": self.meta["run_id"],
+            "source_sha256": self.source_sha256,
+        }
+
     def check_source(self, graphs_path: str | os.PathLike[str]) -> None:
         """Raises InputError if the shards were not made from this graphs file."""
         if file_sha256(graphs_path) != self.source_sha256:
@@ -148,7 +160,14 @@ class ShardDirectory:
         """The lazy reader of rank ``rank``'s shard file."""
         if not 0 <= rank < self.n_parts:
             raise InputError(f"{self.directory}: rank {rank} not in [0, {self.n_parts})")
-        return ShardFile(shard_path(self.directory, rank), self)
+        shard = ShardFile(shard_path(self.directory, rank), self)
+        if shard.rank != rank:
+            shard.close()
+            raise InputError(
+                f"{shard.path}: is the part file of rank {shard.rank}, not of rank {rank} "
+                "(renamed or copied part files?)"
+            )
+        return shard
 
 
 class ShardFile:
@@ -162,8 +181,7 @@ class ShardFile:
         expected = {
             "format": SHARD_FORMAT,
             "format_version": SHARDS_FORMAT_VERSION,
-            "n_parts": directory.n_parts,
-            "source_sha256": directory.source_sha256,
+            **directory.provenance,
         }
         for key, value in expected.items():
             found = decode_attr(attrs.get(key))
@@ -173,6 +191,11 @@ class ShardFile:
                     "(shard from another partition run?)"
                 )
         self.rank = int(attrs["rank"])
+        #: The file's partition run (the keys of ShardDirectory.provenance) and its rank.
+        self.provenance: dict[str, object] = {
+            **{key: decode_attr(attrs.get(key)) for key in directory.provenance},
+            "rank": self.rank,
+        }
         self.keys = [event_key(event_id) for event_id in directory.meta["event_ids"]]
         missing = [key for key in self.keys if key not in self._h5.get()["events"]]
         if missing:
@@ -192,6 +215,10 @@ class ShardFile:
         """Global ids of the rank's local edges of event ``index``, ``(E_local,)``, read alone
         (no node or edge fields decoded)."""
         return self._read(index, lambda group: group["plan"]["edge_ids"][()])
+
+    def read_plan_arrays(self, index: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """Some of the plan arrays of event ``index`` (:data:`PLAN_ARRAYS`), read alone."""
+        return self._read(index, lambda group: {name: group["plan"][name][()] for name in names})
 
     def owned_nodes(self, index: int) -> np.ndarray:
         """Global ids of the rank's owned nodes of event ``index``, ``(n_owned,)``, read alone."""

@@ -7,6 +7,7 @@ same input and options give byte-identical files. The directory appears complete
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -155,9 +156,13 @@ def write_shards(
         },
         "event_ids": event_ids,
     }
+    meta["run_id"] = partition_run_id(meta)
+    # Every part file names its partition run, so files mixed from two runs are recognised.
     root_attrs = {
         "n_parts": options.n_parts,
         "method": options.method,
+        "seed": options.seed,
+        "run_id": meta["run_id"],
         "source_sha256": meta["source"]["sha256"],
     }
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -199,6 +204,20 @@ def write_shards(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return meta
+
+
+def partition_run_id(meta: dict) -> str:
+    """The identifier of a partition run: a digest of what decides its output.
+
+    Format version, method, P, seed, grid, margin, event ids and the source file's checksum:
+    two runs with the same id write the same shards (partitioning is deterministic), and part
+    files of runs that differ in any of these carry different ids.
+    """
+    keys = ("format_version", "method", "n_parts", "seed", "grid", "margin", "event_ids")
+    decided_by = {key: meta[key] for key in keys}
+    decided_by["source_sha256"] = meta["source"]["sha256"]
+    text = json.dumps(decided_by, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def split_event(graph: Data, options: PartitionOptions) -> _SplitEvent:

@@ -28,6 +28,7 @@ from partgnn.data.storage import GraphFile
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchanger
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory, cut_edges
+from partgnn.train.group_shards import open_group_shard
 
 
 @dataclass
@@ -138,7 +139,7 @@ class HaloSource:
         transport: str = "auto",
         counter: CommunicationCounter | None = None,
     ) -> None:
-        self.shard = shards.open_rank(context.rank)
+        self.shard = open_group_shard(shards, context)
         self.event_ids = list(shards.meta["event_ids"])
         self.context = context
         self.pos_weight = pos_weight
@@ -176,7 +177,7 @@ class NaiveSource:
     """A rank's independent sector, without exchange (mode ``naive``)."""
 
     def __init__(self, shards: ShardDirectory, context: DistContext, pos_weight: float) -> None:
-        self.shard = shards.open_rank(context.rank)
+        self.shard = open_group_shard(shards, context)
         self.event_ids = list(shards.meta["event_ids"])
         self.device = context.device
         self.pos_weight = pos_weight

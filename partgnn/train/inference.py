@@ -25,6 +25,7 @@ from partgnn.models.build import build_model
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.config import ModelConfig
+from partgnn.train.group_shards import open_group_shard
 from partgnn.train.trainer import DTYPES
 
 
@@ -91,7 +92,7 @@ def score_shards(
 
     A collective per event: every rank of the group must iterate to the end.
     """
-    with shards.open_rank(context.rank) as shard:
+    with open_group_shard(shards, context) as shard:
         model = None
         for index in range(len(shard)):
             event = shard[index]
