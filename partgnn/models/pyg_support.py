@@ -223,9 +223,10 @@ def training_problem(layer: nn.Module) -> str | None:
                 "which would be the rank's part's, not the graph's; use eval() for it, or a "
                 "per-node norm such as LayerNorm"
             )
-        if module.training and _dropout_rate(module) > 0.0:
+        rate = _dropout_rate(module)
+        if module.training and rate > 0.0:
             return (
-                f"{name} contains dropout ({type(module).__name__}, p={_dropout_rate(module)}) "
+                f"{name} contains dropout ({type(module).__name__}, p={rate}) "
                 "in training mode, whose random mask is not the whole graph's; set it to 0 or "
                 "apply dropout outside the wrapped layer"
             )

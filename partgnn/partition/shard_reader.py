@@ -191,11 +191,6 @@ class ShardFile:
                     "(shard from another partition run?)"
                 )
         self.rank = int(attrs["rank"])
-        #: The file's partition run (the keys of ShardDirectory.provenance) and its rank.
-        self.provenance: dict[str, object] = {
-            **{key: decode_attr(attrs.get(key)) for key in directory.provenance},
-            "rank": self.rank,
-        }
         self.keys = [event_key(event_id) for event_id in directory.meta["event_ids"]]
         missing = [key for key in self.keys if key not in self._h5.get()["events"]]
         if missing:
@@ -211,18 +206,18 @@ class ShardFile:
         for index in range(len(self)):
             yield self[index]
 
-    def edge_ids(self, index: int) -> np.ndarray:
-        """Global ids of the rank's local edges of event ``index``, ``(E_local,)``, read alone
-        (no node or edge fields decoded)."""
-        return self._read(index, lambda group: group["plan"]["edge_ids"][()])
+    def plan_array(self, index: int, name: str) -> np.ndarray:
+        """One plan array of event ``index`` (one of :data:`PLAN_ARRAYS`), read alone (no node
+        or edge fields decoded)."""
+        return self._read(index, lambda group: group["plan"][name][()])
 
-    def read_plan_arrays(self, index: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-        """Some of the plan arrays of event ``index`` (:data:`PLAN_ARRAYS`), read alone."""
-        return self._read(index, lambda group: {name: group["plan"][name][()] for name in names})
+    def edge_ids(self, index: int) -> np.ndarray:
+        """Global ids of the rank's local edges of event ``index``, ``(E_local,)``."""
+        return self.plan_array(index, "edge_ids")
 
     def owned_nodes(self, index: int) -> np.ndarray:
-        """Global ids of the rank's owned nodes of event ``index``, ``(n_owned,)``, read alone."""
-        return self._read(index, lambda group: group["plan"]["owned_nodes"][()])
+        """Global ids of the rank's owned nodes of event ``index``, ``(n_owned,)``."""
+        return self.plan_array(index, "owned_nodes")
 
     def _read(self, index: int, reader: Callable[[h5py.Group], T]) -> T:
         """``reader`` applied to event ``index``'s group; a damaged group is a one-line error."""

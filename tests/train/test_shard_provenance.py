@@ -25,7 +25,7 @@ from tests.train.conftest import write_config
 def _report(rank: int, **changes) -> dict:
     report = {
         "file": f"d/part-{rank:05d}.h5",
-        "provenance": {"n_parts": 2, "method": "metis", "seed": 0, "run_id": "abc", "rank": rank},
+        "provenance": {"n_parts": 2, "method": "metis", "seed": 0, "run_id": "abc"},
         "event_ids": [0, 1],
         "send_counts": [[0, 3], [0, 2]] if rank == 0 else [[4, 0], [5, 0]],
         "halo_counts": [[0, 4], [0, 5]] if rank == 0 else [[3, 0], [2, 0]],
