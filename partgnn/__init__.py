@@ -8,11 +8,11 @@ The main entry points are attributes of this package, imported on first use (so 
 ``import partgnn`` and the command line start at once)::
 
     import partgnn
-    context = partgnn.init_distributed()                      # under torchrun / mpirun / srun
-    plans = partgnn.partition_event(graph, context.world_size)
-    part = partgnn.local_graph(graph, plans[context.rank])
-    exchange = partgnn.make_exchange(plans[context.rank], context)
-    logits = model(part.x, part.edge_index, part.edge_attr, exchange=exchange)
+    with partgnn.distributed_session() as context:            # under torchrun / mpirun / srun
+        plans = partgnn.partition_event(graph, context.world_size)
+        part = partgnn.local_graph(graph, plans[context.rank])
+        exchange = partgnn.make_exchange(plans[context.rank], context)
+        logits = model(part.x, part.edge_index, part.edge_attr, exchange=exchange)
 
     partgnn.fit("halo", overrides=["data.shards=data/shards-metis2"])   # a whole run
 
@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     # distributed set-up and the exchange
     "init_distributed": "partgnn.distributed.process_group",
     "destroy_distributed": "partgnn.distributed.process_group",
+    "distributed_session": "partgnn.distributed.session",
     "DistContext": "partgnn.distributed.context",
     "HaloExchanger": "partgnn.distributed.halo_exchange",
     # partitioning
@@ -55,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "Trainer": "partgnn.train.trainer",
     # errors
     "InputError": "partgnn.errors",
+    "PeerFailure": "partgnn.errors",
 }
 
 __all__ = [
@@ -65,12 +67,14 @@ __all__ = [
     "InteractionNetwork",
     "PartitionOptions",
     "PartitionedLayer",
+    "PeerFailure",
     "ShardDirectory",
     "TrainConfig",
     "Trainer",
     "__version__",
     "build_model",
     "destroy_distributed",
+    "distributed_session",
     "fit",
     "init_distributed",
     "load_config",
@@ -94,7 +98,8 @@ if TYPE_CHECKING:
     from partgnn.distributed.context import DistContext
     from partgnn.distributed.halo_exchange import HaloExchanger
     from partgnn.distributed.process_group import destroy_distributed, init_distributed
-    from partgnn.errors import InputError
+    from partgnn.distributed.session import distributed_session
+    from partgnn.errors import InputError, PeerFailure
     from partgnn.models.build import build_model
     from partgnn.models.interaction_network import InteractionNetwork
     from partgnn.models.partitioned_layer import PartitionedLayer

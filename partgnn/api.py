@@ -33,7 +33,7 @@ from torch_geometric.data import Data
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.gradients import all_reduce_gradients
 from partgnn.distributed.halo_exchange import HaloExchanger, Transport
-from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.distributed.session import distributed_session
 from partgnn.partition.assign import partition_graph
 from partgnn.partition.halo_plan import HaloPlan, build_halo_plans
 from partgnn.train.trainer import edge_loss
@@ -159,12 +159,9 @@ def fit(
         config = load_config(config, overrides)
     if context is not None:
         return Trainer(config, context).fit(resume=resume)
-    context = init_distributed(
+    with distributed_session(
         device=config.run.device,
         timeout_s=config.run.timeout_s,
         graph_parallel_size=check_world_size(config),
-    )
-    try:
+    ) as context:
         return Trainer(config, context).fit(resume=resume)
-    finally:
-        destroy_distributed(context)

@@ -1,4 +1,12 @@
-"""Exceptions that the command line turns into one clear line and a non-zero exit."""
+"""Exceptions that the command line turns into one clear line and a non-zero exit.
+
+Exit statuses: 2 bad input (:class:`InputError`), 1 any other failure (an output that cannot
+be written, a bug; a peer's failure takes that rank's status), 130 interrupted.
+"""
+
+EXIT_FAILURE = 1
+EXIT_INPUT_ERROR = 2
+EXIT_INTERRUPTED = 130
 
 
 class InputError(Exception):
@@ -9,7 +17,49 @@ class InputError(Exception):
     """
 
 
+class OutputError(Exception):
+    """An output could not be written for a reason outside partgnn (the disk is full, the file
+    system turned read-only). One line naming the file; exit status 1."""
+
+
+class PeerFailure(RuntimeError):
+    """Another rank of the job failed; raised on the ranks that did not.
+
+    The message names the failing ranks and their reasons (``rank 1 failed: <reason>``).
+
+    Args:
+        message: The one-line explanation.
+        exit_code: The status to exit with: the failing rank's, so that a bad input on one rank
+            makes every rank exit 2.
+    """
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def first_line(err: BaseException) -> str:
     """The first line of an exception's message (library errors can span many lines)."""
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+def exit_status(err: BaseException) -> int:
+    """The exit status of a process that ends with ``err``."""
+    if isinstance(err, InputError):
+        return EXIT_INPUT_ERROR
+    if isinstance(err, PeerFailure):
+        return err.exit_code
+    if isinstance(err, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    return EXIT_FAILURE
+
+
+def describe(err: BaseException) -> str:
+    """One line saying what went wrong: partgnn's own messages as they are, other exceptions
+    with their type (``ValueError: ...``)."""
+    if isinstance(err, (InputError, OutputError, PeerFailure)):
+        return first_line(err)
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted"
+    return f"{type(err).__name__}: {first_line(err)}"

@@ -55,11 +55,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_infer(args: argparse.Namespace) -> int:
-    from partgnn.distributed.process_group import destroy_distributed, init_distributed
+    from partgnn.distributed.session import distributed_session
     from partgnn.train.inference import run_inference
 
-    context = init_distributed(device=args.device, timeout_s=args.timeout)
-    try:
+    with distributed_session(device=args.device, timeout_s=args.timeout) as context:
         n_events = run_inference(
             args.checkpoint,
             args.out,
@@ -69,17 +68,17 @@ def run_infer(args: argparse.Namespace) -> int:
             transport=args.transport,
             naive=args.naive,
         )
-    finally:
-        destroy_distributed(context)
     if context.is_main:
         print(f"scored {n_events} events on {context.world_size} ranks -> {args.out}")
     return 0
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from partgnn.data.storage import atomic_output
+    from partgnn.data.output_files import atomic_output, check_output_path
     from partgnn.metrics.evaluation import evaluate_scores
 
+    if args.out is not None:
+        check_output_path(args.out)
     metrics = evaluate_scores(
         args.scores,
         args.graphs,

@@ -3,13 +3,19 @@
 Every sub-command registers itself through a ``register(subparsers)`` function of its module.
 Those modules import only the standard library, numpy and partgnn's light modules at the top;
 torch, PyG, pandas and matplotlib load inside the command that runs, so ``partgnn --help`` and
-every ``--help`` answer at once. Bad input (:class:`~partgnn.errors.InputError`) ends the
-program with one line on stderr and exit status 2, never a traceback.
+every ``--help`` answer at once.
+
+Every failure ends the program with one line on stderr, never a traceback: bad input
+(:class:`~partgnn.errors.InputError`) with exit status 2, another rank's failure
+(:class:`~partgnn.errors.PeerFailure`) with that rank's status, anything else with 1 (the line
+names the exception). ``--debug`` or ``PARTGNN_DEBUG=1`` lets exceptions through with their full
+tracebacks, for developers.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -24,10 +30,10 @@ from partgnn.cli import (
     selfcheck_commands,
     train_commands,
 )
-from partgnn.errors import InputError
+from partgnn.errors import InputError, OutputError, PeerFailure, describe, exit_status
 
-EXIT_INPUT_ERROR = 2
-EXIT_INTERRUPTED = 130
+#: Set to 1 to see full tracebacks (same as ``--debug``).
+DEBUG_ENV = "PARTGNN_DEBUG"
 
 #: Third-party warnings a partgnn user can do nothing about, silenced on the command line:
 #: (message regex, category). torch >= 2.10 deprecates ``torch.jit.script``, which
@@ -45,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Graph-parallel GNN training on particle-physics event graphs.",
     )
     parser.add_argument("--version", action="version", version=f"partgnn {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show full tracebacks instead of one-line errors (same as {DEBUG_ENV}=1)",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     data_commands.register(subparsers)
     partition_commands.register(subparsers)
@@ -62,14 +73,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.filterwarnings("ignore", message=message, category=category)
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         return int(args.run(args) or 0)
-    except InputError as err:
-        print(f"partgnn: error: {err}", file=sys.stderr)
-        return EXIT_INPUT_ERROR
-    except KeyboardInterrupt:
-        print("partgnn: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except (Exception, KeyboardInterrupt) as err:
+        if debug:
+            raise
+        hint = (
+            ""
+            if isinstance(err, (InputError, OutputError, PeerFailure, KeyboardInterrupt))
+            else (f" ({DEBUG_ENV}=1 shows the traceback)")
+        )
+        _close_progress_bars()
+        print(f"partgnn: error: {describe(err)}{hint}", file=sys.stderr, flush=True)
+        return exit_status(err)
+
+
+def _close_progress_bars() -> None:
+    """Ends the progress bars a failure left open, so the error starts on a line of its own."""
+    tqdm_module = sys.modules.get("tqdm")
+    if tqdm_module is None:
+        return
+    for bar in list(getattr(tqdm_module.tqdm, "_instances", ())):
+        bar.close()
 
 
 if __name__ == "__main__":

@@ -22,13 +22,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_selfcheck(args: argparse.Namespace) -> int:
     from partgnn.cli.selfcheck import TOLERANCE, selfcheck
-    from partgnn.distributed.process_group import destroy_distributed, init_distributed
+    from partgnn.distributed.session import distributed_session
 
-    context = init_distributed(device=args.device, timeout_s=args.timeout)
-    try:
+    with distributed_session(device=args.device, timeout_s=args.timeout) as context:
         errors = selfcheck(context, transport=args.transport, method=args.method)
-    finally:
-        destroy_distributed(context)
     ok = max(errors.values()) <= TOLERANCE
     if context.is_main:
         print(

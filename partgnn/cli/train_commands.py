@@ -32,22 +32,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from partgnn.distributed.process_group import destroy_distributed, init_distributed
+    from partgnn.distributed.session import distributed_session
     from partgnn.train.config import load_config
     from partgnn.train.trainer import Trainer
     from partgnn.train.world_size import check_world_size
 
     config = load_config(args.config, args.set)
     graph_parallel_size = check_world_size(config)
-    context = init_distributed(
+    with distributed_session(
         device=config.run.device,
         timeout_s=config.run.timeout_s,
         graph_parallel_size=graph_parallel_size,
-    )
-    try:
+    ) as context:
         summary = Trainer(config, context).fit(resume=args.resume)
-    finally:
-        destroy_distributed(context)
     if context.is_main:
         final = summary.get("final") or {}
         shown = {k: v for k, v in final.items() if isinstance(v, float)}

@@ -21,10 +21,9 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import h5py
 import numpy as np
@@ -34,6 +33,7 @@ from torch_geometric.data import Data
 
 import partgnn
 from partgnn.data.event import TABLES, Event
+from partgnn.data.output_files import SpaceGuard, atomic_output
 from partgnn.errors import InputError, first_line
 
 FORMAT_VERSION = 1
@@ -78,28 +78,6 @@ def file_sha256(path: str | os.PathLike[str], chunk_bytes: int = 1 << 20) -> str
     return digest.hexdigest()
 
 
-@contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yields a temporary path beside ``path``; renames it to ``path`` only on success.
-
-    On an exception (or Ctrl-C) the temporary file is removed and ``path`` is left untouched.
-    """
-    path = Path(path)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    # mkstemp creates the file private (0600); give the result the permissions of a normal file.
-    tmp.chmod(0o666 & ~current_umask())
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_events(
     path: str | os.PathLike[str],
     events: Iterable[Event],
@@ -121,13 +99,13 @@ def write_events(
         InputError: If an event is invalid or two events share an id (nothing is written).
     """
 
-    def normalized_events() -> Iterator[
-        tuple[int, dict[str, object], Callable[[h5py.Group], None]]
-    ]:
+    def normalized_events() -> Iterator[_EventRecord]:
         for event in events:
             event = event.normalized()
             event.validate()
-            yield event.event_id, event.attrs, functools.partial(_write_tables, event=event)
+            nbytes = sum(int(getattr(event, t).memory_usage(index=False).sum()) for t in TABLES)
+            fill = functools.partial(_write_tables, event=event)
+            yield _EventRecord(event.event_id, event.attrs, fill, nbytes)
 
     return _write_event_groups(path, EVENTS_FORMAT, provenance, normalized_events())
 
@@ -150,7 +128,12 @@ def write_graphs(
         The number of graphs written.
     """
     items = (
-        (int(graph.event_id), quality, functools.partial(_write_graph_fields, graph=graph))
+        _EventRecord(
+            int(graph.event_id),
+            quality,
+            functools.partial(_write_graph_fields, graph=graph),
+            sum(v.numel() * v.element_size() for v in graph.values() if torch.is_tensor(v)),
+        )
         for graph, quality in graphs
     )
     return _write_event_groups(path, GRAPHS_FORMAT, provenance, items)
@@ -173,21 +156,32 @@ def _write_graph_fields(group: h5py.Group, *, graph: Data) -> None:
         write_array(group, name, array.astype(dtype, copy=False))
 
 
+class _EventRecord(NamedTuple):
+    """One event to write: ``fill(group)`` writes its datasets, about ``nbytes`` of data."""
+
+    event_id: int
+    attrs: dict[str, object]
+    fill: Callable[[h5py.Group], None]
+    nbytes: int
+
+
 def _write_event_groups(
     path: str | os.PathLike[str],
     fmt: str,
     provenance: dict[str, object] | None,
-    events: Iterable[tuple[int, dict[str, object], Callable[[h5py.Group], None]]],
+    events: Iterable[_EventRecord],
 ) -> int:
     """Writes a partgnn file atomically: root attributes, then one group per event.
 
-    ``events`` yields ``(event_id, attributes, fill)``; ``fill(group)`` writes the datasets.
+    Before each event the disk must have room for it (:class:`SpaceGuard`).
     """
     with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
         write_root_attrs(h5, fmt, provenance)
         group = h5.create_group("events")
+        guard = SpaceGuard(path, [tmp])
         n_events = 0
-        for event_id, attrs, fill in events:
+        for event_id, attrs, fill, nbytes in events:
+            guard.check(nbytes)
             key = event_key(event_id)
             if key in group:
                 raise InputError(f"{path}: two events with event_id {event_id}")
@@ -195,6 +189,8 @@ def _write_event_groups(
             event_group.attrs["event_id"] = int(event_id)
             write_attrs(event_group, attrs)
             fill(event_group)
+            h5.flush()
+            guard.written()
             n_events += 1
         h5.attrs["n_events"] = n_events
     return n_events
@@ -330,8 +326,24 @@ class GraphFile(_EventStore):
         fields["y"] = fields["y"].to(torch.float32)
         graph = Data(**fields, event_id=event_id)
         graph.num_nodes = fields["x"].shape[0]
-        _check_graph(graph, where=f"{self.path}: {key}")
+        where = f"{self.path}: {key}"
+        _check_graph(graph, where=where)
+        self._check_widths(graph, where=where)
         return graph
+
+    def _check_widths(self, graph: Data, *, where: str) -> None:
+        """x and edge_attr have one column per feature the file's attributes name."""
+        for field, names_attr in (("x", "node_features"), ("edge_attr", "edge_features")):
+            names = self.attrs.get(names_attr)
+            if names is None:
+                continue
+            expected = len(json.loads(str(names)))
+            width = graph[field].shape[1]
+            if width != expected:
+                raise InputError(
+                    f"{where}: {field} has {width} columns but the file's {names_attr} name "
+                    f"{expected} (an event from another graph construction?)"
+                )
 
     def quality(self, index: int) -> dict[str, object]:
         """The construction quality stored with event ``index`` (n_edges, efficiency, ...)."""
@@ -360,7 +372,9 @@ def write_scores(
         The number of events written.
     """
     items = (
-        (int(event_id), {}, functools.partial(_write_scores, scores=values))
+        _EventRecord(
+            int(event_id), {}, functools.partial(_write_scores, scores=values), values.nbytes
+        )
         for event_id, values in scores
     )
     return _write_event_groups(path, SCORES_FORMAT, provenance, items)
@@ -420,6 +434,11 @@ class GraphDataset(torch.utils.data.Dataset):
 
 
 def _check_graph(graph: Data, *, where: str) -> None:
+    for name in ("x", "edge_attr"):
+        if graph[name].dim() != 2:
+            raise InputError(
+                f"{where}: {name} must be a 2-D table, got shape {tuple(graph[name].shape)}"
+            )
     n_nodes = graph.x.shape[0]
     edge_index = graph.edge_index
     if edge_index.dim() != 2 or edge_index.shape[0] != 2:
@@ -458,13 +477,6 @@ def write_root_attrs(
     if timestamp:
         h5.attrs["created"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     write_attrs(h5, provenance or {})
-
-
-def current_umask() -> int:
-    """The process's file-creation mask (read without changing it for longer than a moment)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write_attrs(obj: h5py.HLObject, attrs: dict[str, object]) -> None:

@@ -14,11 +14,9 @@ import torch
 import torch.distributed as dist
 
 from partgnn.distributed.context import DistContext
-from partgnn.errors import first_line
+from partgnn.errors import PeerFailure, describe, exit_status
 
-
-class PeerFailure(RuntimeError):
-    """Another rank of the graph-parallel group failed; raised on the ranks that did not."""
+__all__ = ["PeerFailure", "agree_on_failure"]
 
 
 def agree_on_failure(failure: BaseException | None, context: DistContext, where: str) -> None:
@@ -44,10 +42,13 @@ def agree_on_failure(failure: BaseException | None, context: DistContext, where:
     dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=context.group)
     if int(flag.item()) == 0:
         return
-    message = None if failure is None else f"{type(failure).__name__}: {first_line(failure)}"
-    messages: list[str | None] = [None] * context.world_size
-    dist.all_gather_object(messages, message, group=context.group)
+    report = None if failure is None else (exit_status(failure), describe(failure))
+    reports: list[tuple[int, str] | None] = [None] * context.world_size
+    dist.all_gather_object(reports, report, group=context.group)
     if failure is not None:
         raise failure
-    failed = "; ".join(f"rank {rank}: {text}" for rank, text in enumerate(messages) if text)
-    raise PeerFailure(f"{where} failed on another rank of the group ({failed})")
+    failed = [(rank, r) for rank, r in enumerate(reports) if r is not None]
+    reasons = "; ".join(f"rank {rank}: {text}" for rank, (_, text) in failed)
+    raise PeerFailure(
+        f"{where} failed on another rank of the group ({reasons})", exit_code=failed[0][1][0]
+    )

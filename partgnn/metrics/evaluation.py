@@ -57,7 +57,11 @@ def evaluate_scores(
                 else (SCORE_CUT, "default")
             )
         shards = ShardDirectory(shards_path) if shards_path is not None else None
+        if shards is not None:
+            shards.check_source(graphs_path)
         events = EventFile(events_path) if events_path is not None else None
+        if events is not None:
+            _check_events_source(graphs, events_path)
         event_index = {eid: i for i, eid in enumerate(events.event_ids)} if events else {}
         graph_index = {eid: i for i, eid in enumerate(graphs.event_ids)}
         all_scores, all_y, edge_rows, track_rows = [], [], [], []
@@ -131,6 +135,18 @@ def _target_edges(
     return (
         (y > 0.5) & (particle_id[source] > 0) & (pt[source] > pt_min) & (hits_of_node[source] >= 3)
     )
+
+
+def _check_events_source(graphs: GraphFile, events_path: Path) -> None:
+    """The graphs were built from the events file ``events_path`` (by its checksum)."""
+    expected = graphs.attrs.get("source_sha256")
+    if graphs.attrs.get("source_format") != "partgnn-events" or expected is None:
+        return  # graphs built another way name no events file to compare with
+    if file_sha256(events_path) != expected:
+        raise InputError(
+            f"{events_path}: not the events file {graphs.path} was built from "
+            f"(that was {graphs.attrs.get('source_file')})"
+        )
 
 
 def _truth_of(event: Event, graph: Data) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import h5py
 import numpy as np
@@ -91,6 +91,35 @@ class RankEvent:
     n_global_true_edges: int
 
 
+#: meta.json fields every reader relies on: (type, what a value must be, check).
+_META_FIELDS: dict[str, tuple[type, str, Callable[[Any], bool]]] = {
+    "n_parts": (int, "an integer >= 1", lambda v: v >= 1),
+    "method": (str, "a method name", lambda v: bool(v)),
+    "seed": (int, "an integer", lambda v: True),
+    "run_id": (str, "a run identifier", lambda v: bool(v)),
+    "margin": (int, "an integer >= 0", lambda v: v >= 0),
+    "source": (dict, "an object with the graphs file's path and sha256",
+               lambda v: isinstance(v.get("sha256"), str) and isinstance(v.get("path"), str)),
+    "event_ids": (list, "a list of distinct integer event ids",
+                  lambda v: all(_is_int(i) for i in v) and len(set(v)) == len(v)),
+}  # fmt: skip
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_meta_fields(meta: dict[str, Any], meta_path: Path) -> None:
+    """Every field of :data:`_META_FIELDS` is present, of its type and valid."""
+    for key, (kind, wanted, valid) in _META_FIELDS.items():
+        if key not in meta:
+            raise InputError(f"{meta_path}: lacks field {key!r}")
+        value = meta[key]
+        right_type = _is_int(value) if kind is int else isinstance(value, kind)
+        if not (right_type and valid(value)):
+            raise InputError(f"{meta_path}: field {key!r} must be {wanted} (got {value!r:.60})")
+
+
 class ShardDirectory:
     """A shard directory: its ``meta.json``, checked, and lazy access to one rank's shard.
 
@@ -122,10 +151,8 @@ class ShardDirectory:
                 f"{meta_path}: format version {version}, this partgnn reads "
                 f"{SHARDS_FORMAT_VERSION} (re-run partgnn partition)"
             )
-        for key in ("n_parts", "method", "seed", "run_id", "source", "event_ids", "margin"):
-            if key not in self.meta:
-                raise InputError(f"{meta_path}: lacks field {key!r}")
-        self.n_parts = int(self.meta["n_parts"])
+        _check_meta_fields(self.meta, meta_path)
+        self.n_parts = self.meta["n_parts"]
         if world_size is not None and world_size != self.n_parts:
             raise InputError(
                 f"{self.directory}: shards are for {self.n_parts} ranks but the world size is "

@@ -25,19 +25,19 @@ from torch_geometric.data import Data
 from tqdm import tqdm
 
 import partgnn
+from partgnn.data.output_files import FULL_OR_READ_ONLY, SpaceGuard, current_umask, fsync_path
 from partgnn.data.storage import (
     EDGE_FIELDS,
     GRAPH_FIELDS,
     GRAPHS_FORMAT,
     NODE_FIELDS,
     GraphFile,
-    current_umask,
     event_key,
     file_sha256,
     write_array,
     write_root_attrs,
 )
-from partgnn.errors import InputError
+from partgnn.errors import InputError, OutputError, first_line
 from partgnn.partition.assign import METHODS, partition_graph
 from partgnn.partition.halo_plan import build_halo_plans, validate_plans
 from partgnn.partition.naive import extended_sector
@@ -165,8 +165,13 @@ def write_shards(
         "run_id": meta["run_id"],
         "source_sha256": meta["source"]["sha256"],
     }
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    except OSError as err:
+        raise InputError(
+            f"{out_dir}: cannot write here ({err.strerror or first_line(err)})"
+        ) from None
     try:
         files = [h5py.File(shard_path(staging, rank), "w") for rank in range(options.n_parts)]
         try:
@@ -179,13 +184,17 @@ def write_shards(
                     timestamp=False,
                 )
                 h5.create_group("events")
+            guard = SpaceGuard(out_dir, [shard_path(staging, r) for r in range(options.n_parts)])
             statistics: list[PartitionStatistics] = []
             split_events = _split_all(graphs_path, n_events, options, workers)
             for split in tqdm(
                 split_events, total=n_events, desc="partition", unit="event", disable=not progress
             ):
+                guard.check(sum(a.nbytes for arrays in split.ranks for a in arrays.values()))
                 for rank, h5 in enumerate(files):
                     _write_rank_event(h5["events"], split, rank)
+                    h5.flush()
+                guard.written()
                 statistics.append(split.statistics)
         finally:
             for h5 in files:
@@ -199,7 +208,15 @@ def write_shards(
         }
         (staging / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         staging.chmod(0o777 & ~current_umask())
+        for written in [*staging.iterdir(), staging]:
+            fsync_path(written)
         _replace_directory(staging, out_dir)
+        fsync_path(out_dir.parent)
+    except OSError as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        if err.errno in FULL_OR_READ_ONLY:
+            raise OutputError(f"{out_dir}: could not be written ({err.strerror})") from None
+        raise
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

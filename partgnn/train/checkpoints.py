@@ -8,15 +8,30 @@ continues exactly where the checkpoint was taken.
 from __future__ import annotations
 
 import os
+import pickle
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from partgnn.data.storage import atomic_output
-from partgnn.errors import InputError, first_line
+from partgnn.data.output_files import atomic_output
+from partgnn.errors import InputError, OutputError, first_line
 
 LAST = "last.pt"
+
+#: Keys of a checkpoint that training can resume from.
+TRAINING_STATE = (
+    "model",
+    "optimizer",
+    "scheduler",
+    "epoch",
+    "step",
+    "step_in_epoch",
+    "totals",
+    "config",
+)
 
 
 def save_checkpoint(directory: str | os.PathLike[str], step: int, state: dict[str, Any]) -> Path:
@@ -26,20 +41,59 @@ def save_checkpoint(directory: str | os.PathLike[str], step: int, state: dict[st
     path = directory / f"step-{step:07d}.pt"
     for target in (path, directory / LAST):
         with atomic_output(target) as tmp:
-            torch.save(state, tmp)
+            try:
+                torch.save(state, tmp)
+            except RuntimeError as err:  # torch's C++ writer: "basic_ios::clear: iostream error"
+                free = shutil.disk_usage(directory).free
+                raise OutputError(
+                    f"{target}: could not be written ({first_line(err)}; {free} bytes free "
+                    "on its file system)"
+                ) from None
     return path
 
 
-def load_checkpoint(path: str | os.PathLike[str], device: torch.device | str = "cpu") -> dict:
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    device: torch.device | str = "cpu",
+    *,
+    required: Iterable[str] = ("model", "config"),
+) -> dict[str, Any]:
     """Reads a checkpoint with ``weights_only=True`` (no arbitrary code from the file).
 
+    Args:
+        path: The checkpoint file.
+        device: Where its tensors go.
+        required: Top-level keys it must hold (:data:`TRAINING_STATE` to resume training).
+
     Raises:
-        InputError: If the file is missing or not a readable checkpoint.
+        InputError: If the file is missing, not a torch file, holds objects that loading with
+            ``weights_only=True`` refuses (a pickle that would run code), or lacks a key.
     """
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
     try:
-        return torch.load(path, map_location=device, weights_only=True)
-    except (RuntimeError, OSError, EOFError, ValueError) as err:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise InputError(f"{path}: refused, not a plain checkpoint ({_refusal(err)})") from None
+    except (RuntimeError, OSError, EOFError, ValueError, pickle.PickleError) as err:
         raise InputError(f"{path}: not a readable checkpoint ({first_line(err)})") from None
+    if not isinstance(state, dict):
+        raise InputError(f"{path}: not a partgnn checkpoint (holds a {type(state).__name__})")
+    missing = [key for key in required if key not in state]
+    if missing:
+        raise InputError(
+            f"{path}: not a partgnn training checkpoint (lacks {', '.join(map(repr, missing))})"
+        )
+    return state
+
+
+def _refusal(err: pickle.UnpicklingError) -> str:
+    """The reason in torch's long "Weights only load failed" message, on one line."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("Trying to load", "Unsupported", "WeightsUnpickler error:")):
+            reason = line.removeprefix("WeightsUnpickler error:").strip()
+            if reason:
+                return reason
+    return "not loadable with weights_only=True"

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from partgnn.data.storage import atomic_output
+from partgnn.data.output_files import atomic_output
 
 #: Columns of metrics.csv, in order.
 METRIC_COLUMNS = (

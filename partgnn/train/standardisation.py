@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from partgnn.data.graph_config import feature_names
-from partgnn.data.storage import atomic_output
+from partgnn.data.output_files import atomic_output
 from partgnn.errors import InputError
 from partgnn.models.feature_scaler import FeatureScaler
 from partgnn.train.events import TrainItem

@@ -37,7 +37,7 @@ from tqdm import tqdm
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.gradients import all_reduce_gradients, all_reduce_value
 from partgnn.distributed.halo_exchange import CommunicationCounter
-from partgnn.errors import InputError
+from partgnn.errors import InputError, first_line
 from partgnn.metrics.edge_counts import (
     SCORE_BINS,
     EdgeCounts,
@@ -47,7 +47,7 @@ from partgnn.metrics.edge_counts import (
 )
 from partgnn.models.build import build_model
 from partgnn.partition.shard_reader import ShardDirectory
-from partgnn.train.checkpoints import LAST, load_checkpoint, save_checkpoint
+from partgnn.train.checkpoints import LAST, TRAINING_STATE, load_checkpoint, save_checkpoint
 from partgnn.train.config import ModelConfig, TrainConfig
 from partgnn.train.events import HaloSource, NaiveSource, TrainItem, WholeGraphSource
 from partgnn.train.item_cache import CachedSource
@@ -145,6 +145,8 @@ class Trainer:
     def __init__(self, config: TrainConfig, context: DistContext) -> None:
         self.config = config
         self.context = context
+        if context.is_main and Path(config.run.dir).exists() and not Path(config.run.dir).is_dir():
+            raise InputError(f"{config.run.dir}: run.dir is a file, not a folder")
         self.mode = config.mode
         self.dtype = DTYPES[config.run.dtype]
         self.device = context.device
@@ -532,8 +534,11 @@ class Trainer:
 
     def _resume(self) -> None:
         path = self.run_dir / "checkpoints" / LAST
-        checkpoint = load_checkpoint(path, self.device)
-        saved = dataclasses.asdict(ModelConfig(**checkpoint["config"]["model"]))
+        checkpoint = load_checkpoint(path, self.device, required=TRAINING_STATE)
+        try:
+            saved = dataclasses.asdict(ModelConfig(**checkpoint["config"]["model"]))
+        except (KeyError, TypeError) as err:
+            raise InputError(f"{path}: no readable model settings ({first_line(err)})") from None
         if saved != self.config.to_dict()["model"]:
             raise InputError(f"{path}: the checkpoint's model settings differ from the config")
         self.model.load_state_dict(checkpoint["model"])

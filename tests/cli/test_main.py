@@ -80,3 +80,19 @@ def test_evaluate_refuses_a_cut_outside_0_1(cut, capsys):
         build_parser().parse_args(["evaluate", "s.h5", "--graphs", "g.h5", "--cut", cut])
     assert exit_info.value.code == 2
     assert "must be a score in [0, 1]" in capsys.readouterr().err
+
+
+def test_an_unexpected_error_is_one_line_that_names_it(monkeypatch, capsys):
+    from partgnn.cli import config_commands
+
+    def fail(args):
+        raise ZeroDivisionError("boom\nmore detail")
+
+    monkeypatch.delenv("PARTGNN_DEBUG", raising=False)
+    monkeypatch.setattr(config_commands, "run_configs", fail)
+    assert main(["configs"]) == 1
+    assert capsys.readouterr().err == (
+        "partgnn: error: ZeroDivisionError: boom (PARTGNN_DEBUG=1 shows the traceback)\n"
+    )
+    with pytest.raises(ZeroDivisionError):
+        main(["--debug", "configs"])

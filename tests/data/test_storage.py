@@ -8,11 +8,11 @@ import torch
 from torch_geometric.data import Data
 
 from partgnn.data.event import TABLES
+from partgnn.data.output_files import atomic_output
 from partgnn.data.storage import (
     EventFile,
     GraphDataset,
     GraphFile,
-    atomic_output,
     file_sha256,
     open_store,
     write_events,

@@ -138,7 +138,9 @@ def test_bad_shard_directories_give_one_clear_line(graphs_file: Path, tmp_path: 
     with pytest.raises(InputError, match=r"part-00001\.h5: shard file missing"):
         ShardDirectory(out).open_rank(1)
     meta = json.loads((out / "meta.json").read_text())
-    (out / "meta.json").write_text(json.dumps({**meta, "source": {"sha256": "0" * 64}}))
+    (out / "meta.json").write_text(
+        json.dumps({**meta, "source": {**meta["source"], "sha256": "0" * 64}})
+    )
     with pytest.raises(InputError, match=r"source_sha256 .* meta\.json says"):
         ShardDirectory(out).open_rank(0)
     (out / "meta.json").write_text(json.dumps({**meta, "format_version": 99}))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # The object-oriented API (no pyplot) draws with Agg and never needs a display.
-from partgnn.data.storage import atomic_output
+from partgnn.data.output_files import atomic_output
 from partgnn.errors import InputError
 from partgnn.metrics.report.findings import findings
 from partgnn.metrics.report.plots import Plot, write_plots

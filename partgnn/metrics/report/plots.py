@@ -16,7 +16,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from partgnn.data.storage import atomic_output
+from partgnn.data.output_files import atomic_output
 from partgnn.metrics.report.runs import EVALUATION_NAME, NAN, RunRecord
 from partgnn.metrics.report.text import fmt
 

@@ -1,0 +1,139 @@
+"""Writing output files safely: atomically, flushed to disk, and never into a full disk.
+
+:func:`atomic_output` writes under a temporary name beside the target and renames it into place
+only when complete and flushed (fsync), so a crash or a kill never leaves a half-written file
+under the final name. :func:`check_output_path` fails on a bad ``--out`` before any work.
+:class:`SpaceGuard` stops an HDF5 writer before the disk fills: HDF5 reports failed writes only
+while it evicts its caches, as a stream of ignored errors and sometimes a crash.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from partgnn.errors import InputError, OutputError, first_line
+
+#: errno values that mean the file system cannot take the output (not a bad path).
+FULL_OR_READ_ONLY = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
+def check_output_path(path: str | os.PathLike[str]) -> Path:
+    """Checks, before any work, that a file can be written at ``path``.
+
+    Creates the missing parent folders and writes and removes a temporary file beside it.
+
+    Raises:
+        InputError: ``path`` is a folder, or its folder cannot be created or written to.
+    """
+    _temporary_beside(Path(path)).unlink()
+    return Path(path)
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yields a temporary path beside ``path``; renames it to ``path`` only on success.
+
+    The temporary file is flushed to disk (fsync) before the rename, and the folder after it,
+    so after a crash ``path`` is either the old file or the whole new one. On an exception (or
+    Ctrl-C) the temporary file is removed and ``path`` is left untouched.
+
+    Raises:
+        InputError: ``path`` is a folder or cannot be written (checked before the body runs).
+        OutputError: The disk filled up (or turned read-only) while the body wrote.
+    """
+    path = Path(path)
+    tmp = _temporary_beside(path)
+    try:
+        yield tmp
+        fsync_path(tmp)
+        os.replace(tmp, path)
+        fsync_path(path.parent)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if err.errno in FULL_OR_READ_ONLY:
+            raise OutputError(f"{path}: could not be written ({err.strerror})") from None
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """Flushes a file's data (or a folder's entries) to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _temporary_beside(path: Path) -> Path:
+    """A new empty file ``.<name>.<random>.tmp`` in ``path``'s folder (created if missing)."""
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder; give the path of the file to write")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise InputError(f"{path}: cannot write here ({err.strerror or first_line(err)})") from None
+    os.close(fd)
+    tmp = Path(tmp_name)
+    # mkstemp creates the file private (0600); give the result the permissions of a normal file.
+    tmp.chmod(0o666 & ~current_umask())
+    return tmp
+
+
+def current_umask() -> int:
+    """The process's file-creation mask (read without changing it for longer than a moment)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: Free space a writer always leaves on the disk [bytes].
+RESERVE_BYTES = 1 << 20
+
+
+class SpaceGuard:
+    """Stops a writer of per-event output before the disk fills up.
+
+    Call :meth:`check` before each event with its size, and :meth:`written` after it is
+    flushed: ``check`` fails unless the disk has room for that event (plus 10 %), for one more
+    event as large as the largest written so far, and :data:`RESERVE_BYTES`.
+
+    Args:
+        output: What is being written (the file or folder named in the error).
+        files: The files that grow.
+    """
+
+    def __init__(self, output: str | os.PathLike[str], files: Iterable[str | os.PathLike[str]]):
+        self.output = Path(output)
+        self.files = [Path(f) for f in files]
+        self.size = self._size()
+        self.largest_event = 0
+
+    def check(self, next_bytes: int) -> None:
+        """Raises OutputError if an event of about ``next_bytes`` might not fit on the disk."""
+        free = shutil.disk_usage(self.files[0].parent).free
+        needed = int(1.1 * next_bytes) + self.largest_event + RESERVE_BYTES
+        if free < needed:
+            raise OutputError(
+                f"{self.output}: stopped before the disk is full ({free / 2**20:.2f} MiB free, "
+                f"{needed / 2**20:.2f} MiB needed to write the next event safely); free space "
+                "and re-run"
+            )
+
+    def written(self) -> None:
+        """Records the growth of the files since the last call (one event, flushed)."""
+        size = self._size()
+        self.largest_event = max(self.largest_event, size - self.size)
+        self.size = size
+
+    def _size(self) -> int:
+        return sum(f.stat().st_size for f in self.files if f.exists())

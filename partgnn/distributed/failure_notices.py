@@ -1,0 +1,117 @@
+"""A failing rank's last words, left in the rendezvous store for the ranks it leaves behind.
+
+When a rank fails on its own (bad input, a bug) and leaves, the other ranks only see their next
+collective break ("Connection reset by peer") or time out; the reason is on another machine's
+stderr. So the failing rank writes one line - its exit status and reason - under
+``partgnn/failed/<global rank>`` in the job's store before it tears its process group down, and
+a rank whose collective broke reads the notices and reports "rank R failed: <reason>" instead of
+a communication traceback.
+
+The store is the default process group's: under torchrun it is served by torchrun's agent (so a
+notice outlives its writer, and keys are per restart attempt), under the other launchers by
+global rank 0 (when rank 0 itself fails, its notice may go down with it: the others then say
+they lost contact). Every store operation here is bounded by a short timeout: a failing process
+never waits long to leave a notice.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+import torch.distributed as dist
+
+#: Upper bound on one store operation while failing [s].
+NOTICE_TIMEOUT_S = 5.0
+
+_KEY = "partgnn/failed/{rank}"
+
+#: Phrases of the messages gloo, NCCL and the store raise when a peer is gone or silent.
+_LOST_PEER_PHRASES = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "timed out",
+    "timeout",
+    "broken pipe",
+    "connection refused",
+    "nccl",
+    "gloo",
+)
+
+
+@dataclass(frozen=True)
+class FailureNotice:
+    """One rank's reason for leaving: its global rank, exit status and one-line reason."""
+
+    rank: int
+    exit_code: int
+    reason: str
+
+
+def leave_notice(exit_code: int, reason: str) -> bool:
+    """Writes this rank's failure notice into the default group's store.
+
+    Waits for the store to hold it (a set followed by a get), so a peer that sees this rank's
+    connections close afterwards finds the notice. Never raises.
+
+    Args:
+        exit_code: The status this process exits with.
+        reason: One line saying why.
+
+    Returns:
+        True if the notice was stored.
+    """
+    store = _store()
+    if store is None:
+        return False
+    key = _KEY.format(rank=dist.get_rank())
+    try:
+        store.set(key, f"{exit_code}\t{reason}")
+        store.get(key)
+    except Exception:  # the store may be gone with rank 0; nothing to add then.
+        return False
+    return True
+
+
+def read_notices() -> list[FailureNotice]:
+    """The notices other ranks of the job left, lowest rank first (empty when none or no store).
+
+    Never raises and never waits for a notice that is not there.
+    """
+    store = _store()
+    if store is None:
+        return []
+    notices = []
+    me = dist.get_rank()
+    for rank in range(dist.get_world_size()):
+        key = _KEY.format(rank=rank)
+        try:
+            if rank == me or not store.check([key]):
+                continue
+            code, _, reason = store.get(key).decode(errors="replace").partition("\t")
+            notices.append(FailureNotice(rank, int(code), reason))
+        except Exception:  # a store that cannot answer has no notice for us.
+            break
+    return notices
+
+
+def is_lost_peer(err: BaseException) -> bool:
+    """True for the errors a collective raises when a peer died, left or stopped answering."""
+    if isinstance(err, dist.DistError):
+        return True
+    if not isinstance(err, RuntimeError):
+        return False
+    text = str(err).lower()
+    return any(phrase in text for phrase in _LOST_PEER_PHRASES)
+
+
+def _store() -> dist.Store | None:
+    """The default group's store with a short timeout, or None when there is none."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        store.set_timeout(datetime.timedelta(seconds=NOTICE_TIMEOUT_S))
+    except Exception:  # a private torch API: if it moves, notices are off.
+        return None
+    return store

@@ -1,0 +1,79 @@
+"""One distributed run of a command: set up, tear down, and fail with one line on every rank.
+
+:func:`distributed_session` wraps :func:`~partgnn.distributed.process_group.init_distributed`
+and :func:`~partgnn.distributed.process_group.destroy_distributed`. When the body raises:
+
+- on the rank whose own work failed (bad input, a bug), the failure is left as a notice in the
+  job's store (:mod:`partgnn.distributed.failure_notices`) before the group is torn down, and the
+  exception goes on unchanged;
+- on a rank whose collective broke because a peer left or went silent, the exception becomes a
+  :class:`~partgnn.errors.PeerFailure` "rank R failed: <R's reason>" (with R's exit status), or,
+  when no rank left a notice (killed, host down), one that says the group was lost and how.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from partgnn.distributed.context import DistContext
+from partgnn.distributed.failure_notices import is_lost_peer, leave_notice, read_notices
+from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.errors import PeerFailure, describe, exit_status, first_line
+
+
+@contextmanager
+def distributed_session(**options: Any) -> Iterator[DistContext]:
+    """Initialises ``torch.distributed`` for the body and destroys it afterwards.
+
+    Args:
+        **options: Passed to :func:`~partgnn.distributed.process_group.init_distributed`.
+
+    Yields:
+        This process's distributed context.
+
+    Raises:
+        PeerFailure: The body's collective broke because another rank failed or was lost.
+        Exception: The body's own exception, after leaving its notice for the other ranks.
+
+    .. warning::
+        Collective: every process of the job enters it (see ``init_distributed``).
+    """
+    context = init_distributed(**options)
+    try:
+        yield context
+    except (Exception, KeyboardInterrupt) as err:
+        explained = explain_failure(err, context)
+        if explained is err:
+            raise
+        raise explained from err
+    finally:
+        destroy_distributed(context)
+
+
+def explain_failure(err: BaseException, context: DistContext) -> BaseException:
+    """What a rank that failed with ``err`` should report (leaving its notice when it is its own).
+
+    Args:
+        err: The exception the rank's work raised.
+        context: The rank's distributed context.
+
+    Returns:
+        ``err`` itself for this rank's own failure (and for a :class:`PeerFailure` already
+        explained by the group), else a :class:`PeerFailure` naming the lost ranks.
+    """
+    if isinstance(err, PeerFailure):
+        return err
+    if context.global_world_size > 1 and is_lost_peer(err):
+        notices = read_notices()
+        if notices:
+            reasons = "; ".join(f"rank {n.rank} failed: {n.reason}" for n in notices)
+            return PeerFailure(reasons, exit_code=notices[0].exit_code)
+        return PeerFailure(
+            f"rank {context.global_rank} lost contact with the other ranks and none of them left "
+            f"a reason (killed, or its host is down): {first_line(err)}"
+        )
+    if context.global_world_size > 1:
+        leave_notice(exit_status(err), describe(err))
+    return err

@@ -1,0 +1,50 @@
+"""How a failure is told: exit statuses, one-line descriptions, and which errors mean a lost peer
+(the multi-process behaviour is tested in tests/reliability/test_peer_failure.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from partgnn.distributed.context import DistContext
+from partgnn.distributed.failure_notices import is_lost_peer, read_notices
+from partgnn.distributed.session import explain_failure
+from partgnn.errors import InputError, OutputError, PeerFailure, describe, exit_status
+
+
+@pytest.mark.parametrize(
+    "err, status, line",
+    [
+        (InputError("a.h5: bad"), 2, "a.h5: bad"),
+        (OutputError("b.pt: could not be written (No space left on device)"), 1,
+         "b.pt: could not be written (No space left on device)"),
+        (PeerFailure("rank 1 failed: a.h5: bad", exit_code=2), 2, "rank 1 failed: a.h5: bad"),
+        (ValueError("first\nsecond"), 1, "ValueError: first"),
+        (KeyboardInterrupt(), 130, "interrupted"),
+    ],
+)  # fmt: skip
+def test_exit_status_and_one_line(err, status, line):
+    assert exit_status(err) == status
+    assert describe(err) == line
+
+
+@pytest.mark.parametrize(
+    "err, lost",
+    [
+        (RuntimeError("[gloo/pair.cc:537] Read error: Connection reset by peer"), True),
+        (RuntimeError("[pair.cc:534] Connection closed by peer [127.0.0.1]:1234"), True),
+        (RuntimeError("Timed out waiting 20000ms for send operation to complete"), True),
+        (RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x5 and 4x16)"), False),
+        (InputError("a.h5: event 3 is unreadable"), False),
+        (ValueError("connection reset by peer"), False),
+    ],
+)  # fmt: skip
+def test_lost_peer_errors_are_told_from_a_rank_s_own(err, lost):
+    assert is_lost_peer(err) is lost
+
+
+def test_a_single_process_keeps_its_own_error_and_has_no_notices():
+    context = DistContext(rank=0, world_size=1, group=None, device=torch.device("cpu"))
+    err = RuntimeError("Connection reset by peer")
+    assert explain_failure(err, context) is err
+    assert read_notices() == []

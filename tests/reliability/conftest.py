@@ -1,0 +1,63 @@
+"""A small real pipeline for the reliability suite: events, graphs, phi shards, a checkpoint,
+scores, each made once per session by the ``partgnn`` command itself."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.distributed.launch import child_env
+from tests.train.conftest import write_config
+
+
+def run_partgnn(*args: str, env: dict[str, str] | None = None, timeout: float = 300):
+    """Runs ``python -m partgnn *args`` and returns the finished process (text output)."""
+    return subprocess.run(
+        [sys.executable, "-m", "partgnn", *args],
+        capture_output=True,
+        text=True,
+        env=child_env(**(env or {})),
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="session")
+def pipeline(tmp_path_factory) -> dict[str, Path]:
+    """events.h5, graphs.h5, shards-phi2/, run/checkpoints/last.pt, scores.h5 and more events."""
+    root = tmp_path_factory.mktemp("pipeline")
+    paths = {
+        "events": root / "events.h5",
+        "other_events": root / "other-events.h5",
+        "graphs": root / "graphs.h5",
+        "shards": root / "shards-phi2",
+        "run": root / "run",
+        "scores": root / "scores.h5",
+    }
+    steps = [
+        ("simulate", "--events", "4", "--pileup", "3", "--seed", "7", "--out", paths["events"]),
+        ("simulate", "--events", "4", "--pileup", "3", "--seed", "8", "--out",
+         paths["other_events"]),
+        ("build-graphs", paths["events"], "--pt-min", "0", "--out", paths["graphs"]),
+        ("partition", paths["graphs"], "--parts", "2", "--method", "phi", "--out",
+         paths["shards"]),
+    ]  # fmt: skip
+    config = write_config(
+        root / "full.yaml",
+        data={"graphs": str(paths["graphs"])},
+        optim={"max_steps": 2},
+        run={"dir": str(paths["run"])},
+    )
+    paths["config"] = config
+    paths["checkpoint"] = paths["run"] / "checkpoints" / "last.pt"
+    steps += [
+        ("train", "--config", config),
+        ("infer", "--checkpoint", paths["checkpoint"], "--graphs", paths["graphs"], "--out",
+         paths["scores"]),
+    ]  # fmt: skip
+    for step in steps:
+        done = run_partgnn(*map(str, step))
+        assert done.returncode == 0, f"{step}: {done.stderr[-2000:]}"
+    return paths

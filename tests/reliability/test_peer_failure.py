@@ -1,0 +1,48 @@
+"""A rank that fails on its own input: every rank says why in one line, and nobody waits.
+
+Real processes on gloo: one rank's part file is corrupted in the middle of an event's data
+(the group's shard check passes; the rank fails while training reads the event). The failing
+rank reports its reason; the other leaves its broken collective with "rank R failed: <reason>"
+read from the failing rank's notice in the rendezvous store, both with exit status 2.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from partgnn.partition.shard_reader import shard_path
+from tests.distributed.launch import launch
+from tests.reliability.test_bad_inputs import corrupt_chunk
+from tests.train.conftest import write_config
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failing", [0, 1])
+def test_a_rank_failing_on_its_input_is_reported_by_every_rank(pipeline, tmp_path, failing):
+    shards = tmp_path / "shards"
+    shutil.copytree(pipeline["shards"], shards)
+    part = shard_path(shards, failing)
+    corrupt_chunk(part, "events/event000000003/edge_attr", tmp_path / "part.h5")
+    shutil.move(tmp_path / "part.h5", part)
+    config = write_config(
+        tmp_path / "halo.yaml",
+        mode="halo",
+        data={"shards": str(shards)},
+        optim={"epochs": 2},
+        run={"dir": str(tmp_path / "run"), "timeout_s": 120},
+    )
+    start = time.monotonic()
+    results = launch(2, "partgnn", ["train", "--config", str(config)], workdir=tmp_path / "logs")
+    assert time.monotonic() - start < 60  # no timeout waited for
+    reason = f"{part}: event000000003 is unreadable ("
+    for result in results:
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert len(lines) == 1, result.stderr
+        expected = "partgnn: error: " + (
+            "" if result.rank == failing else f"rank {failing} failed: "
+        )
+        assert lines[0].startswith(expected + reason), lines[0]
