@@ -130,7 +130,7 @@ def fit(
     config: TrainConfig | str | os.PathLike[str],
     *,
     overrides: Sequence[str] = (),
-    resume: bool = False,
+    resume: bool | str = False,
     context: DistContext | None = None,
 ) -> dict[str, Any]:
     """Trains a run config on the launched processes; returns the run's summary.
@@ -140,7 +140,8 @@ def fit(
             the name of a shipped config.
         overrides: ``section.field=value`` strings, as ``--set`` on the command line (only with
             a path or a name).
-        resume: Continue from the run directory's last checkpoint.
+        resume: Continue from the run directory's last checkpoint (``"auto"``: when there
+            is one, else start afresh).
         context: The processes' distributed context; default: initialise ``torch.distributed``
             here (the graph-parallel size from the shards) and tear it down at the end.
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 # Light imports only: the pipeline (torch, PyG, pandas) is imported when a command runs.
+from partgnn.cli.arg_types import fraction, non_negative_float, positive_int
 from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES, GraphBuildConfig
 
 if TYPE_CHECKING:
@@ -24,11 +24,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulate = subparsers.add_parser(
         "simulate", help="simulate pile-up events in the TrackML detector"
     )
-    simulate.add_argument("--events", type=_positive_int, default=10, help="number of events")
-    simulate.add_argument("--pileup", type=_non_negative_float, default=200.0, help="pile-up mu")
+    simulate.add_argument("--events", type=positive_int, default=10, help="number of events")
+    simulate.add_argument("--pileup", type=non_negative_float, default=200.0, help="pile-up mu")
     simulate.add_argument("--seed", type=int, default=0, help="random seed")
     simulate.add_argument("--first-event-id", type=int, default=0, help="id of the first event")
-    simulate.add_argument("--noise-fraction", type=_fraction, default=None, help="noise hits")
+    simulate.add_argument("--noise-fraction", type=fraction, default=None, help="noise hits")
     simulate.add_argument("--geometry", default=None, help=geometry_help)
     simulate.add_argument("--out", required=True, type=Path, help="output events file (.h5)")
     simulate.set_defaults(run=run_simulate)
@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for field in dataclasses.fields(GraphBuildConfig):
         build.add_argument(
             "--" + field.name.replace("_", "-"),
-            type=_non_negative_float,
+            type=non_negative_float,
             default=None,
             help="graph construction setting (default: see GraphBuildConfig; cut values "
             "depend on --pt-min)",
@@ -218,24 +218,3 @@ def _print_graph_table(rows: list[dict[str, float]]) -> None:
             f"{'mean':>10} {mean['n_nodes']:>9,.0f} {mean['n_edges']:>10,.0f} "
             f"{mean['efficiency']:>10.4f} {mean['purity']:>8.4f}"
         )
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {text})")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1) (got {text})")
-    return value

@@ -7,6 +7,8 @@ import json
 import math
 from pathlib import Path
 
+from partgnn.cli.arg_types import non_negative_float, positive_float, score
+
 #: Communication schedules of the halo exchange
 #: (:data:`partgnn.distributed.halo_exchange.TRANSPORTS`; tests/cli checks they agree). The
 #: pipeline is imported when a command runs, so that ``--help`` does not wait for torch.
@@ -31,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     infer.add_argument("--device", default="auto")
     infer.add_argument("--transport", default="auto", choices=TRANSPORTS)
-    infer.add_argument("--timeout", type=float, default=300.0)
+    infer.add_argument("--timeout", type=positive_float, default=300.0)
     infer.set_defaults(run=run_infer)
 
     evaluate = subparsers.add_parser("evaluate", help="edge and track metrics of a scores file")
@@ -41,12 +43,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--shards", type=Path, help="shards whose cut defines boundary edges")
     evaluate.add_argument(
         "--cut",
-        type=_score_cut,
+        type=score,
         default=None,
         help=f"edge score cut (default: the one training chose, recorded by infer; else "
         f"{SCORE_CUT})",
     )
-    evaluate.add_argument("--pt-min", type=float, default=1.0, help="target particle pT [GeV]")
+    evaluate.add_argument(
+        "--pt-min", type=non_negative_float, default=1.0, help="target particle pT [GeV]"
+    )
     evaluate.add_argument(
         "--event-ids", type=int, nargs="+", default=None, help="evaluate only these events"
     )
@@ -104,10 +108,3 @@ def _print_metrics(metrics: dict[str, object]) -> None:
             missing = value is None or (isinstance(value, float) and math.isnan(value))
             shown = "n/a" if missing else f"{value:.4f}"
             print(f"    {key:<28} {shown}")
-
-
-def _score_cut(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a score in [0, 1] (got {text})")
-    return value

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 # Light imports only (numpy): torch, PyG and matplotlib load when a command runs.
+from partgnn.cli.arg_types import non_negative_int, positive_int
 from partgnn.errors import InputError
 from partgnn.partition.assign import METHODS
 from partgnn.partition.statistics import DEFAULT_HIDDEN
@@ -23,17 +25,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "partition", help="split every event graph into P parts: one shard file per rank"
     )
     partition.add_argument("graphs", type=Path, help="graphs file from build-graphs")
-    partition.add_argument("--parts", type=int, required=True, help="number of parts P")
+    partition.add_argument("--parts", type=positive_int, required=True, help="number of parts P")
     partition.add_argument("--method", choices=METHODS, default="metis")
     partition.add_argument("--out", type=Path, required=True, help="output shard directory")
     partition.add_argument("--seed", type=int, default=0, help="partitioner seed")
     partition.add_argument("--grid", type=_grid, default=None, help="phieta sectors, e.g. 4x2")
     partition.add_argument(
-        "--margin", type=int, default=0, help="also store extended naive sectors of K hops"
+        "--margin",
+        type=non_negative_int,
+        default=0,
+        help="also store extended naive sectors of K hops",
     )
-    partition.add_argument("--workers", type=int, default=1, help="processes splitting events")
     partition.add_argument(
-        "--hidden", type=int, default=DEFAULT_HIDDEN, help="hidden size for bytes/exchange"
+        "--workers", type=positive_int, default=1, help="processes splitting events"
+    )
+    partition.add_argument(
+        "--hidden", type=positive_int, default=DEFAULT_HIDDEN, help="hidden size for bytes/exchange"
     )
     partition.set_defaults(run=run_partition)
 
@@ -56,9 +63,27 @@ def run_partition(args: argparse.Namespace) -> int:
         hidden=args.hidden,
     )
     meta = write_shards(args.graphs, args.out, options, workers=args.workers)
+    warning = empty_parts_warning(meta)
+    if warning is not None:
+        print(f"partgnn: warning: {warning}", file=sys.stderr)
     _print_summary(meta)
     print(f"wrote {options.n_parts} shards of {len(meta['event_ids'])} events -> {args.out}")
     return 0
+
+
+def empty_parts_warning(meta: dict) -> str | None:
+    """What to say when the partition left parts without nodes (their ranks idle), or None."""
+    per_event = meta["statistics"]["per_event"]
+    empty = [(row["event_id"], row["owned_nodes"].count(0)) for row in per_event]
+    empty = [(event_id, count) for event_id, count in empty if count]
+    if not empty:
+        return None
+    event_id, count = max(empty, key=lambda item: item[1])
+    return (
+        f"{len(empty)} of {len(per_event)} events leave parts without nodes (event {event_id}: "
+        f"{count} of {meta['n_parts']} parts empty); their ranks idle on those events - "
+        "use fewer parts"
+    )
 
 
 def run_inspect(args: argparse.Namespace) -> int:

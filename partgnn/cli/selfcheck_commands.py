@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from partgnn.cli.arg_types import positive_float
 from partgnn.cli.eval_commands import TRANSPORTS
 from partgnn.partition.assign import METHODS
 
@@ -16,7 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument("--transport", choices=TRANSPORTS, default="auto")
     parser.add_argument("--method", choices=METHODS, default="metis", help="partition method")
-    parser.add_argument("--timeout", type=float, default=120.0, help="collective timeout [s]")
+    parser.add_argument(
+        "--timeout", type=positive_float, default=120.0, help="collective timeout [s]"
+    )
     parser.set_defaults(run=run_selfcheck)
 
 

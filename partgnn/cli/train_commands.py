@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
 
 # No pipeline imports here: torch loads when the command runs.
 
@@ -27,7 +29,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override a config field, e.g. --set optim.lr=0.001 (repeatable)",
     )
-    train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    train.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        choices=["auto"],
+        help="continue from the run directory's last checkpoint; '--resume auto' starts afresh "
+        "when there is none (for torchrun --max-restarts and requeued jobs)",
+    )
     train.set_defaults(run=run_train)
 
 
@@ -45,6 +55,14 @@ def run_train(args: argparse.Namespace) -> int:
         graph_parallel_size=graph_parallel_size,
     ) as context:
         summary = Trainer(config, context).fit(resume=args.resume)
+    if summary.get("stopped_by"):
+        if context.is_main:
+            print(
+                f"partgnn: stopped by {summary['stopped_by']} after step {summary['steps']} of "
+                f"{summary['total_steps']}; checkpoint written, continue with --resume auto",
+                file=sys.stderr,
+            )
+        return 128 + int(signal.Signals[summary["stopped_by"]])
     if context.is_main:
         final = summary.get("final") or {}
         shown = {k: v for k, v in final.items() if isinstance(v, float)}

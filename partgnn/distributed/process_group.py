@@ -560,9 +560,24 @@ def _rendezvous(
     """The store (or ``init_method``) to initialise with, and the address for error messages."""
     assert info.world_size is not None
     if info.launcher == "torchrun":
-        # torchrun's agent already listens on MASTER_PORT; env:// makes the workers reuse its
-        # store (TORCHELASTIC_USE_AGENT_STORE) instead of trying to bind the port again.
-        return None, "env://", f"{info.master_addr}:{info.master_port}"
+        address = f"{info.master_addr}:{info.master_port}"
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+            return None, "env://", address
+        # torchrun's agent already serves a store on MASTER_PORT, and keeps it across restarts
+        # (--max-restarts): keys of the killed attempt (gloo's peer addresses among them) are
+        # still there, and env:// would read them (torch 2.13: "connectFullMesh failed ...
+        # Connection refused"). Each restart attempt gets a key space of its own.
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        assert info.master_addr is not None and info.master_port is not None
+        try:
+            client = dist.TCPStore(
+                info.master_addr, info.master_port, info.world_size, False, timeout=timeout
+            )
+        except (RuntimeError, OSError) as err:
+            raise DistributedError(
+                f"rendezvous failed ({where}, torchrun's store {address}): {first_line(err)}"
+            ) from err
+        return dist.PrefixStore(f"partgnn/attempt_{attempt}/", client), None, address
     if info.world_size == 1:
         # Nothing to meet: an in-memory store, no port, same init_process_group call.
         return dist.HashStore(), None, "in-process"

@@ -157,8 +157,14 @@ def summarize(statistics: Sequence[PartitionStatistics], hidden: int = DEFAULT_H
     ]
     if not rows:
         return {"events": 0, "hidden": hidden}
-    summary = {key: float(np.nanmean([row[key] for row in rows])) for key in rows[0]}
+    summary = {key: _mean_of_defined([row[key] for row in rows]) for key in rows[0]}
     return {"events": len(rows), "hidden": hidden, **summary}
+
+
+def _mean_of_defined(values: list[float]) -> float:
+    """The mean of the values that are not NaN (NaN when none is: e.g. graphs without edges)."""
+    defined = [v for v in values if not np.isnan(v)]
+    return float(np.mean(defined)) if defined else float("nan")
 
 
 def _imbalance(counts: np.ndarray) -> float:

@@ -7,6 +7,7 @@ metrics.csv grows one row per evaluation.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from pathlib import Path
@@ -63,12 +64,10 @@ class RunLog:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.directory / "metrics.csv"
-        if resume_step is None or not self.metrics_path.exists():
-            self._rewrite([])
-        else:
-            with open(self.metrics_path, newline="") as handle:
-                kept = [r for r in csv.DictReader(handle) if int(r["step"]) <= resume_step]
-            self._rewrite(kept)
+        self.rows: list[dict[str, str]] = []
+        if resume_step is not None and self.metrics_path.exists():
+            self.rows = [r for r in self._read_rows() if int(r["step"]) <= resume_step]
+        self._rewrite(self.rows)
         self.writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -84,11 +83,25 @@ class RunLog:
             self.writer.add_scalar(name, value, step)
 
     def metrics(self, row: dict[str, Any]) -> None:
-        """Appends a metrics.csv row and mirrors its numbers to TensorBoard."""
-        with open(self.metrics_path, "a", newline="") as handle:
-            csv.DictWriter(handle, METRIC_COLUMNS).writerow(
-                {k: _format(row.get(k)) for k in METRIC_COLUMNS}
-            )
+        """Appends a metrics.csv row and mirrors its numbers to TensorBoard.
+
+        A row for a step already in the file (logged again after a resume) replaces the rows
+        from that step on, so the file never holds a step twice. The row is one write, flushed
+        and synced, so a kill leaves at most a torn last line, which the next resume drops.
+        """
+        formatted = {k: str(_format(row.get(k))) for k in METRIC_COLUMNS}
+        step = int(row["step"])
+        if self.rows and int(self.rows[-1]["step"]) >= step:
+            self.rows = [r for r in self.rows if int(r["step"]) < step] + [formatted]
+            self._rewrite(self.rows)
+        else:
+            self.rows.append(formatted)
+            line = io.StringIO()
+            csv.DictWriter(line, METRIC_COLUMNS).writerow(formatted)
+            with open(self.metrics_path, "a", newline="") as handle:
+                handle.write(line.getvalue())
+                handle.flush()
+                os.fsync(handle.fileno())
         for key, value in row.items():
             if key not in ("epoch", "step") and isinstance(value, (int, float)):
                 self.scalar(f"epoch/{key}", value, int(row["step"]))
@@ -101,11 +114,42 @@ class RunLog:
         if self.writer is not None:
             self.writer.close()
 
+    def _read_rows(self) -> list[dict[str, str]]:
+        """The complete rows of metrics.csv (a row torn by a kill, or garbled, is dropped)."""
+        rows = []
+        with open(self.metrics_path, newline="") as handle:
+            for row in csv.DictReader(handle):
+                if None in row or any(row.get(k) is None for k in METRIC_COLUMNS):
+                    continue  # too many or too few fields
+                try:
+                    int(row["step"])
+                except ValueError:
+                    continue
+                rows.append(row)
+        return rows
+
     def _rewrite(self, rows: list[dict[str, str]]) -> None:
         with atomic_output(self.metrics_path) as tmp, open(tmp, "w", newline="") as handle:
             writer = csv.DictWriter(handle, METRIC_COLUMNS)
             writer.writeheader()
             writer.writerows(rows)
+
+
+def remove_stale_temporaries(directory: str | os.PathLike[str]) -> list[Path]:
+    """Removes the temporary files (``.<name>.<random>.tmp``) that a run killed while writing
+    left in its run directory and ``checkpoints/``; returns them. Call it holding the run lock.
+    """
+    directory = Path(directory)
+    stale = [
+        path
+        for folder in (directory, directory / "checkpoints")
+        if folder.is_dir()
+        for path in folder.glob(".*.tmp")
+        if path.is_file()
+    ]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def _format(value: Any) -> Any:

@@ -51,12 +51,14 @@ from partgnn.train.checkpoints import LAST, TRAINING_STATE, load_checkpoint, sav
 from partgnn.train.config import ModelConfig, TrainConfig
 from partgnn.train.events import HaloSource, NaiveSource, TrainItem, WholeGraphSource
 from partgnn.train.item_cache import CachedSource
-from partgnn.train.run_log import RunLog
+from partgnn.train.run_lock import RunLock
+from partgnn.train.run_log import RunLog, remove_stale_temporaries
 from partgnn.train.standardisation import (
     FeatureStatistics,
     fit_feature_statistics,
     write_feature_statistics,
 )
+from partgnn.train.stop_signals import StopSignals, signal_name
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -249,14 +251,47 @@ class Trainer:
 
     # ----------------------------------------------------------------------------- training
 
-    def fit(self, *, resume: bool = False) -> dict[str, Any]:
+    def fit(self, *, resume: bool | str = False) -> dict[str, Any]:
         """Trains for the configured epochs (or steps); returns the summary.
 
+        The main process holds the run directory's lock (:class:`RunLock`) throughout and first
+        removes temporary files a killed run left. SIGTERM or SIGUSR1 stop the run at the next
+        step boundary: all ranks agree, a checkpoint is written, and the summary says
+        ``stopped_by`` (no summary.json: the run is not finished).
+
         Args:
-            resume: Continue from ``<run dir>/checkpoints/last.pt``.
+            resume: ``True``: continue from ``<run dir>/checkpoints/last.pt`` (it must exist);
+                ``"auto"``: continue from it when it exists, else start afresh (what a restarted
+                job wants); ``False``: start afresh.
         """
-        if resume:
-            self._resume()
+        lock = RunLock(self.run_dir).acquire() if self.context.is_main else None
+        try:
+            if lock is not None:
+                remove_stale_temporaries(self.run_dir)
+            if self._resolve_resume(resume):
+                self._resume()
+                resume = True
+            else:
+                resume = False
+            with StopSignals() as stop:
+                return self._fit(resume, stop)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _resolve_resume(self, resume: bool | str) -> bool:
+        """Whether to resume: ``"auto"`` asks the main process if a checkpoint exists."""
+        if resume != "auto":
+            return bool(resume)
+        found = torch.tensor(
+            [int(self.context.is_main and (self.run_dir / "checkpoints" / LAST).is_file())],
+            device=self.device,
+        )
+        if self.context.global_world_size > 1:
+            dist.all_reduce(found)
+        return bool(found.item())
+
+    def _fit(self, resume: bool, stop: StopSignals) -> dict[str, Any]:
         log = None
         if self.context.is_main:
             log = RunLog(
@@ -275,9 +310,10 @@ class Trainer:
             disable=not (self.config.run.progress and self.context.is_main),
         )
         last_eval = None
+        stopped_by = 0
         started = time.perf_counter()
         try:
-            while self.state.step < self.total_steps:
+            while self.state.step < self.total_steps and not stopped_by:
                 order = self._epoch_order(self.state.epoch)
                 while (
                     self.state.step_in_epoch < self.steps_per_epoch
@@ -304,6 +340,11 @@ class Trainer:
                     if self.state.step % self.config.run.checkpoint_every == 0:
                         self._checkpoint()
                     totals.wall_seconds += time.perf_counter() - iteration_start
+                    stopped_by = self._agreed_stop(stop)
+                    if stopped_by:
+                        break
+                if stopped_by:
+                    break
                 epoch_done = self.state.step_in_epoch >= self.steps_per_epoch
                 last_epoch = self.state.step >= self.total_steps
                 if (
@@ -325,18 +366,29 @@ class Trainer:
             "world_size": self.context.global_world_size,
             "graph_parallel_size": self.context.world_size,
             "steps": self.state.step,
+            "total_steps": self.total_steps,
             "epochs": self.state.epoch,
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "wall_time_s": time.perf_counter() - started,
             "final": last_eval,
+            "stopped_by": signal_name(stopped_by) if stopped_by else None,
             "communication": self._reduced_counter(),
             "workload": self.workload.reduced(self.context, self.device),
             "event_cache": dataclasses.asdict(self.source.statistics),
         }
         if log is not None:
-            log.summary(summary)
+            if not stopped_by:
+                log.summary(summary)
             log.close()
         return summary
+
+    def _agreed_stop(self, stop: StopSignals) -> int:
+        """The stop signal any rank received (0: none); every rank gets the same answer."""
+        if self.context.global_world_size == 1:
+            return stop.received
+        flag = torch.tensor([stop.received], dtype=torch.int64, device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item())
 
     def _epoch_order(self, epoch: int) -> list[int]:
         generator = torch.Generator().manual_seed(self.config.run.seed * 100_003 + epoch)

@@ -54,6 +54,44 @@ def test_inspect_errors_are_one_line(graphs_file: Path, tmp_path: Path, capsys):
     assert err == f"partgnn: error: {out}: no event 42 (events: 0, 1)"
     assert main(["inspect", str(tmp_path / "nowhere")]) == 2
     assert "shard directory not found" in capsys.readouterr().err
-    assert main(["partition", str(graphs_file), "--parts", "0", "--out", str(tmp_path / "z")]) == 2
-    assert "parts must be >= 1 (got 0)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage_error:
+        main(["partition", str(graphs_file), "--parts", "0", "--out", str(tmp_path / "z")])
+    assert usage_error.value.code == 2
+    assert "argument --parts: must be >= 1 (got 0)" in capsys.readouterr().err
     assert not (tmp_path / "z").exists()
+
+
+def test_parts_left_empty_are_warned_about():
+    from partgnn.cli.partition_commands import empty_parts_warning
+
+    meta = {
+        "n_parts": 4,
+        "statistics": {
+            "per_event": [
+                {"event_id": 3, "owned_nodes": [10, 0, 5, 0]},
+                {"event_id": 4, "owned_nodes": [5, 5, 5, 5]},
+                {"event_id": 5, "owned_nodes": [20, 0, 0, 0]},
+            ]
+        },
+    }
+    assert empty_parts_warning(meta) == (
+        "2 of 3 events leave parts without nodes (event 5: 3 of 4 parts empty); their ranks "
+        "idle on those events - use fewer parts"
+    )
+    meta["statistics"]["per_event"] = meta["statistics"]["per_event"][1:2]
+    assert empty_parts_warning(meta) is None
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [("--parts", "0"), ("--margin", "-1"), ("--workers", "0"), ("--hidden", "0")],
+)
+def test_out_of_range_partition_options_are_usage_errors(option, value, capsys):
+    from partgnn.cli.main import build_parser
+
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(
+            ["partition", "g.h5", "--parts", "2", "--out", "o", option, value]
+        )
+    assert stopped.value.code == 2
+    assert f"argument {option}: must be >= " in capsys.readouterr().err
