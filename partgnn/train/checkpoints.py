@@ -76,8 +76,10 @@ def load_checkpoint(
         state = torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as err:
         raise InputError(f"{path}: refused, not a plain checkpoint ({_refusal(err)})") from None
-    except (RuntimeError, OSError, EOFError, ValueError, pickle.PickleError) as err:
-        raise InputError(f"{path}: not a readable checkpoint ({first_line(err)})") from None
+    except Exception as err:  # garbage makes the unpickler raise anything (IndexError, ...)
+        raise InputError(
+            f"{path}: not a readable checkpoint ({type(err).__name__}: {first_line(err)})"
+        ) from None
     if not isinstance(state, dict):
         raise InputError(f"{path}: not a partgnn checkpoint (holds a {type(state).__name__})")
     missing = [key for key in required if key not in state]
