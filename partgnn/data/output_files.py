@@ -1,8 +1,9 @@
 """Writing output files safely: atomically, flushed to disk, and never into a full disk.
 
-:func:`atomic_output` writes under a temporary name beside the target and renames it into place
-only when complete and flushed (fsync), so a crash or a kill never leaves a half-written file
-under the final name. :func:`check_output_path` fails on a bad ``--out`` before any work.
+:func:`atomic_output` (a file) and :func:`atomic_directory` (a folder of files) write under a
+temporary name beside the target and rename it into place only when complete and flushed
+(fsync), so a crash or a kill never leaves a half-written output under the final name.
+:func:`check_output_path` fails on a bad ``--out`` before any work.
 :class:`SpaceGuard` stops an HDF5 writer before the disk fills: HDF5 reports failed writes only
 while it evicts its caches, as a stream of ignored errors and sometimes a crash.
 """
@@ -18,6 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from partgnn.errors import InputError, OutputError, first_line
+
+#: Suffix of the temporary files :func:`atomic_output` writes (``.<name>.<random>.tmp``).
+TEMPORARY_SUFFIX = ".tmp"
 
 #: errno values that mean the file system cannot take the output (not a bad path).
 FULL_OR_READ_ONLY = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
@@ -54,14 +58,79 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
         fsync_path(tmp)
         os.replace(tmp, path)
         fsync_path(path.parent)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        _raise_full_disk(path, err)
+        raise
+
+
+@contextmanager
+def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yields an empty staging folder beside ``path``; it becomes ``path`` only on success.
+
+    On success the staging folder's files and the folder itself are flushed to disk, then it
+    replaces ``path`` (an existing folder there is swapped out and removed). On an exception
+    the staging folder is removed and ``path`` is left untouched.
+
+    Raises:
+        InputError: ``path``'s folder cannot be created or written to (before the body runs).
+        OutputError: The disk filled up (or turned read-only) while the body wrote.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     except OSError as err:
-        tmp.unlink(missing_ok=True)
-        if err.errno in FULL_OR_READ_ONLY:
-            raise OutputError(f"{path}: could not be written ({err.strerror})") from None
+        raise _cannot_write_here(path, err) from None
+    try:
+        yield staging
+        staging.chmod(0o777 & ~current_umask())
+        for written in [*staging.iterdir(), staging]:
+            fsync_path(written)
+        _replace_directory(staging, path)
+        fsync_path(path.parent)
+    except BaseException as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        _raise_full_disk(path, err)
         raise
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+
+def _replace_directory(staging: Path, path: Path) -> None:
+    if path.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
+        old.rmdir()
+        path.rename(old)
+        staging.rename(path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        staging.rename(path)
+
+
+def _raise_full_disk(path: Path, err: BaseException) -> None:
+    """Raises OutputError naming ``path`` when ``err`` says its file system is full or read-only."""
+    if isinstance(err, OSError) and err.errno in FULL_OR_READ_ONLY:
+        raise OutputError(f"{path}: could not be written ({err.strerror})") from None
+
+
+def _cannot_write_here(path: Path, err: OSError) -> InputError:
+    return InputError(f"{path}: cannot write here ({err.strerror or first_line(err)})")
+
+
+def remove_stale_temporaries(*folders: str | os.PathLike[str]) -> list[Path]:
+    """Removes the temporary files of :func:`atomic_output` that a process killed while writing
+    left in ``folders``; returns them. Only call it when no other process writes there (holding
+    the run directory's lock).
+    """
+    stale = [
+        path
+        for folder in map(Path, folders)
+        if folder.is_dir()
+        for path in folder.glob(f".*{TEMPORARY_SUFFIX}")
+        if path.is_file()
+    ]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def fsync_path(path: str | os.PathLike[str]) -> None:
@@ -79,9 +148,11 @@ def _temporary_beside(path: Path) -> Path:
         raise InputError(f"{path}: is a folder; give the path of the file to write")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent
+        )
     except OSError as err:
-        raise InputError(f"{path}: cannot write here ({err.strerror or first_line(err)})") from None
+        raise _cannot_write_here(path, err) from None
     os.close(fd)
     tmp = Path(tmp_name)
     # mkstemp creates the file private (0600); give the result the permissions of a normal file.

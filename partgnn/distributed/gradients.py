@@ -64,6 +64,16 @@ def all_reduce_value(value: torch.Tensor, context: DistContext, *, graph_paralle
     return float(reduced)
 
 
+def max_over_ranks(value: int, context: DistContext) -> int:
+    """The largest of every rank's ``value``, on every rank of the job (a flag any rank may
+    raise). Collective over the whole job; free with one process."""
+    if context.global_world_size == 1:
+        return value
+    reduced = torch.tensor([value], dtype=torch.int64, device=context.device)
+    dist.all_reduce(reduced, op=dist.ReduceOp.MAX)
+    return int(reduced.item())
+
+
 def _reduce(tensor: torch.Tensor, context: DistContext, *, graph_parallel: bool) -> None:
     if graph_parallel:
         if context.world_size > 1:

@@ -44,7 +44,8 @@ def evaluate_scores(
         InputError: If the scores were made from another graphs file, or events are missing.
     """
     with ScoresFile(scores_path) as scores_file, GraphFile(graphs_path) as graphs:
-        if scores_file.attrs.get("source_sha256") != file_sha256(graphs_path):
+        graphs_sha256 = file_sha256(graphs_path)
+        if scores_file.attrs.get("source_sha256") != graphs_sha256:
             raise InputError(
                 f"{scores_path}: scores were made from another file than {graphs_path}"
             )
@@ -58,7 +59,7 @@ def evaluate_scores(
             )
         shards = ShardDirectory(shards_path) if shards_path is not None else None
         if shards is not None:
-            shards.check_source(graphs_path)
+            shards.check_source(graphs_path, graphs_sha256)
         events = EventFile(events_path) if events_path is not None else None
         if events is not None:
             _check_events_source(graphs, events_path)

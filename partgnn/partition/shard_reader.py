@@ -175,9 +175,14 @@ class ShardDirectory:
             "source_sha256": self.source_sha256,
         }
 
-    def check_source(self, graphs_path: str | os.PathLike[str]) -> None:
-        """Raises InputError if the shards were not made from this graphs file."""
-        if file_sha256(graphs_path) != self.source_sha256:
+    def check_source(self, graphs_path: str | os.PathLike[str], sha256: str | None = None) -> None:
+        """Raises InputError if the shards were not made from this graphs file.
+
+        Args:
+            graphs_path: The graphs file.
+            sha256: Its checksum, when the caller already has it (else it is computed).
+        """
+        if (sha256 or file_sha256(graphs_path)) != self.source_sha256:
             raise InputError(
                 f"{self.directory}: shards were made from another file than {graphs_path} "
                 "(checksums differ; re-run partgnn partition)"

@@ -11,8 +11,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +23,7 @@ from torch_geometric.data import Data
 from tqdm import tqdm
 
 import partgnn
-from partgnn.data.output_files import FULL_OR_READ_ONLY, SpaceGuard, current_umask, fsync_path
+from partgnn.data.output_files import SpaceGuard, atomic_directory
 from partgnn.data.storage import (
     EDGE_FIELDS,
     GRAPH_FIELDS,
@@ -37,7 +35,7 @@ from partgnn.data.storage import (
     write_array,
     write_root_attrs,
 )
-from partgnn.errors import InputError, OutputError, first_line
+from partgnn.errors import InputError
 from partgnn.partition.assign import METHODS, partition_graph
 from partgnn.partition.halo_plan import build_halo_plans, validate_plans
 from partgnn.partition.naive import extended_sector
@@ -165,14 +163,7 @@ def write_shards(
         "run_id": meta["run_id"],
         "source_sha256": meta["source"]["sha256"],
     }
-    try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    except OSError as err:
-        raise InputError(
-            f"{out_dir}: cannot write here ({err.strerror or first_line(err)})"
-        ) from None
-    try:
+    with atomic_directory(out_dir) as staging:
         files = [h5py.File(shard_path(staging, rank), "w") for rank in range(options.n_parts)]
         try:
             for rank, h5 in enumerate(files):
@@ -207,19 +198,6 @@ def write_shards(
             ],
         }
         (staging / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        staging.chmod(0o777 & ~current_umask())
-        for written in [*staging.iterdir(), staging]:
-            fsync_path(written)
-        _replace_directory(staging, out_dir)
-        fsync_path(out_dir.parent)
-    except OSError as err:
-        shutil.rmtree(staging, ignore_errors=True)
-        if err.errno in FULL_OR_READ_ONLY:
-            raise OutputError(f"{out_dir}: could not be written ({err.strerror})") from None
-        raise
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return meta
 
 
@@ -340,14 +318,3 @@ def _check_replaceable(out_dir: Path) -> None:
         raise InputError(f"{out_dir}: exists and is not a directory")
     if any(out_dir.iterdir()) and not (out_dir / META_FILE).exists():
         raise InputError(f"{out_dir}: a non-empty directory that is not a shard directory")
-
-
-def _replace_directory(staging: Path, out_dir: Path) -> None:
-    if out_dir.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
-        old.rmdir()
-        out_dir.rename(old)
-        staging.rename(out_dir)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        staging.rename(out_dir)

@@ -135,23 +135,6 @@ class RunLog:
             writer.writerows(rows)
 
 
-def remove_stale_temporaries(directory: str | os.PathLike[str]) -> list[Path]:
-    """Removes the temporary files (``.<name>.<random>.tmp``) that a run killed while writing
-    left in its run directory and ``checkpoints/``; returns them. Call it holding the run lock.
-    """
-    directory = Path(directory)
-    stale = [
-        path
-        for folder in (directory, directory / "checkpoints")
-        if folder.is_dir()
-        for path in folder.glob(".*.tmp")
-        if path.is_file()
-    ]
-    for path in stale:
-        path.unlink(missing_ok=True)
-    return stale
-
-
 def _format(value: Any) -> Any:
     if isinstance(value, float):
         return f"{value:.6g}"

@@ -34,8 +34,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from partgnn.data.output_files import remove_stale_temporaries
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.gradients import all_reduce_gradients, all_reduce_value
+from partgnn.distributed.gradients import (
+    all_reduce_gradients,
+    all_reduce_value,
+    max_over_ranks,
+)
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError, first_line
 from partgnn.metrics.edge_counts import (
@@ -52,7 +57,7 @@ from partgnn.train.config import ModelConfig, TrainConfig
 from partgnn.train.events import HaloSource, NaiveSource, TrainItem, WholeGraphSource
 from partgnn.train.item_cache import CachedSource
 from partgnn.train.run_lock import RunLock
-from partgnn.train.run_log import RunLog, remove_stale_temporaries
+from partgnn.train.run_log import RunLog
 from partgnn.train.standardisation import (
     FeatureStatistics,
     fit_feature_statistics,
@@ -147,8 +152,9 @@ class Trainer:
     def __init__(self, config: TrainConfig, context: DistContext) -> None:
         self.config = config
         self.context = context
-        if context.is_main and Path(config.run.dir).exists() and not Path(config.run.dir).is_dir():
-            raise InputError(f"{config.run.dir}: run.dir is a file, not a folder")
+        self.run_dir = Path(config.run.dir)
+        if context.is_main and self.run_dir.exists() and not self.run_dir.is_dir():
+            raise InputError(f"{self.run_dir}: run.dir is a file, not a folder")
         self.mode = config.mode
         self.dtype = DTYPES[config.run.dtype]
         self.device = context.device
@@ -191,7 +197,6 @@ class Trainer:
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.state = TrainState()
-        self.run_dir = Path(config.run.dir)
         # The edge score cut chosen on the validation events at the last evaluation.
         self.score_cut: float | None = None
 
@@ -267,7 +272,7 @@ class Trainer:
         lock = RunLock(self.run_dir).acquire() if self.context.is_main else None
         try:
             if lock is not None:
-                remove_stale_temporaries(self.run_dir)
+                remove_stale_temporaries(self.run_dir, self.run_dir / "checkpoints")
             if self._resolve_resume(resume):
                 self._resume()
                 resume = True
@@ -283,13 +288,8 @@ class Trainer:
         """Whether to resume: ``"auto"`` asks the main process if a checkpoint exists."""
         if resume != "auto":
             return bool(resume)
-        found = torch.tensor(
-            [int(self.context.is_main and (self.run_dir / "checkpoints" / LAST).is_file())],
-            device=self.device,
-        )
-        if self.context.global_world_size > 1:
-            dist.all_reduce(found)
-        return bool(found.item())
+        found = self.context.is_main and (self.run_dir / "checkpoints" / LAST).is_file()
+        return bool(max_over_ranks(int(found), self.context))
 
     def _fit(self, resume: bool, stop: StopSignals) -> dict[str, Any]:
         log = None
@@ -384,11 +384,7 @@ class Trainer:
 
     def _agreed_stop(self, stop: StopSignals) -> int:
         """The stop signal any rank received (0: none); every rank gets the same answer."""
-        if self.context.global_world_size == 1:
-            return stop.received
-        flag = torch.tensor([stop.received], dtype=torch.int64, device=self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return int(flag.item())
+        return max_over_ranks(stop.received, self.context)
 
     def _epoch_order(self, epoch: int) -> list[int]:
         generator = torch.Generator().manual_seed(self.config.run.seed * 100_003 + epoch)

@@ -1,10 +1,10 @@
-"""metrics.csv after resumes: no step twice, a torn last row dropped, temporaries cleaned."""
+"""metrics.csv after resumes: no step twice, a torn last row dropped."""
 
 from __future__ import annotations
 
 import csv
 
-from partgnn.train.run_log import RunLog, remove_stale_temporaries
+from partgnn.train.run_log import RunLog
 
 
 def _steps(log: RunLog) -> list[int]:
@@ -32,15 +32,3 @@ def test_a_torn_last_row_is_dropped_on_resume(tmp_path):
         handle.write("2,6,0.00")  # a kill in the middle of a row
     resumed = RunLog(tmp_path, tensorboard=False, resume_step=6)
     assert _steps(resumed) == [3]
-
-
-def test_stale_temporary_files_are_removed(tmp_path):
-    (tmp_path / "checkpoints").mkdir()
-    stale = [tmp_path / "checkpoints" / ".last.pt.abc123.tmp", tmp_path / ".metrics.csv.x.tmp"]
-    for path in stale:
-        path.write_bytes(b"half")
-    kept = tmp_path / "checkpoints" / "last.pt"
-    kept.write_bytes(b"whole")
-    assert sorted(remove_stale_temporaries(tmp_path)) == sorted(stale)
-    assert not any(path.exists() for path in stale)
-    assert kept.exists()
