@@ -258,14 +258,16 @@ class HaloExchanger:
 class _HaloExchange(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x_owned, plan, context, transport, counter):
-        x_owned = x_owned.contiguous()
         send = x_owned.index_select(0, plan.send_index)
-        received = x_owned.new_empty((plan.n_halo, *x_owned.shape[1:]))
+        # The halo rows are received straight into the output, after a copy of the owned rows.
+        x_local = x_owned.new_empty((plan.n_owned + plan.n_halo, *x_owned.shape[1:]))
+        x_local[: plan.n_owned] = x_owned
+        received = x_local[plan.n_owned :]
         _exchange(send, received, plan.send_counts, plan.recv_counts, context, transport)
         if counter is not None:
             counter.record("forward", _nbytes(send), _nbytes(received))
         ctx.plan, ctx.context, ctx.transport, ctx.counter = plan, context, transport, counter
-        return torch.cat([x_owned, received])
+        return x_local
 
     @staticmethod
     def backward(ctx, grad_local):
@@ -278,8 +280,8 @@ class _HaloExchange(torch.autograd.Function):
         )
         if ctx.counter is not None:
             ctx.counter.record("backward", _nbytes(grad_halo), _nbytes(grad_sent))
-        grad_owned = grad_local[: plan.n_owned].clone()
-        grad_owned.index_add_(0, plan.send_index, grad_sent)
+        # One new tensor: the owned rows' gradient plus what the peers returned for them.
+        grad_owned = grad_local[: plan.n_owned].index_add(0, plan.send_index, grad_sent)
         return grad_owned, None, None, None, None
 
 

@@ -11,6 +11,12 @@ halo exchange to get current latents of its halo nodes. Edges that cross the cut
 both ranks and computed on both from identical inputs. With a whole graph the exchange is the
 identity, so one class serves single-process and partitioned runs.
 
+Memory (docs/BENCHMARKS.md, "Lean Interaction Network"): first layers on ``[a, b, c]`` are
+split by block, so node latents are projected once per node and gathered per edge instead of
+concatenated ``E x 3H``; what is kept for the backward pass is chosen in
+:mod:`partgnn.models.lean_mlp` and :mod:`partgnn.models.edge_aggregation`. Results equal the
+plain formulation up to float rounding (tests/models/test_interaction_network.py).
+
 Glossary: ``h`` node latents (owned rows), ``h_local`` owned + halo rows, ``e`` edge latents,
 ``src``/``dst`` local source and target node indices of the edges.
 """
@@ -18,18 +24,15 @@ Glossary: ``h`` node latents (owned rows), ``h_local`` owned + halo rows, ``e`` 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
-from torch_geometric.utils import scatter
 
+from partgnn.models.edge_aggregation import AGGREGATIONS, Aggregation, aggregate_both_ways
 from partgnn.models.feature_scaler import FeatureScaler
+from partgnn.models.lean_mlp import edge_mlp, first_layer, mlp_tail
 from partgnn.models.mlp import make_mlp
-
-Aggregation = Literal["sum", "mean", "max", "sum_max"]
-AGGREGATIONS: tuple[str, ...] = ("sum", "mean", "max", "sum_max")
 
 #: ``x_owned -> [x_owned; x_halo]``; the identity on a whole graph.
 Exchange = Callable[[torch.Tensor], torch.Tensor]
@@ -50,8 +53,11 @@ class InteractionNetwork(nn.Module):
         shared_weights: One edge MLP and one node MLP for all steps (else one per step).
         residual: Add each update to the previous latent.
         layer_norm: LayerNorm in every MLP layer.
-        checkpoint: Recompute each step in the backward pass (activation checkpointing) to
-            save memory; the halo exchange inside a step is recomputed too.
+        checkpoint: Keep only each step's latents for the backward pass and recompute the
+            MLPs there (edge MLPs in chunks of edges; the edge encoder inside the first edge
+            update): about one row of ``H`` per edge per step. Halo exchanges are not
+            repeated. Without it, LayerNorm and activations are still recomputed (about four
+            rows of ``H`` per edge per step, and faster).
 
     Shapes:
         - x: ``(N_local, F_node)``; rows ``[0, n_owned)`` are the owned nodes (all rows on a
@@ -125,52 +131,62 @@ class InteractionNetwork(nn.Module):
         if n_owned is None:
             n_owned = getattr(exchange, "n_owned", x.shape[0])
         exchange = exchange or _identity
+        lean = self.checkpoint and torch.is_grad_enabled()
         x, edge_attr = self.input_scaler(x[:n_owned], edge_attr)
-        h = self.node_encoder(x)
-        e = self.edge_encoder(edge_attr)
+        if lean:
+            h = activation_checkpoint(self.node_encoder, x, use_reentrant=False)
+        else:
+            h = self._node_mlp(self.node_encoder, [x])
+        # Recomputed, the edge encoder runs inside the first edge update (its output is never
+        # kept whole); else it runs on its own.
+        e = edge_attr if lean else edge_mlp(self.edge_encoder, edge_attr)
         src, dst = edge_index
         for step in range(self.steps):
-            if self.checkpoint and torch.is_grad_enabled():
-                h, e = activation_checkpoint(
-                    self._step, step, h, e, src, dst, exchange, use_reentrant=False
-                )
+            index = 0 if len(self.edge_mlps) == 1 else step
+            h_local = exchange(h)
+            e = edge_mlp(
+                self.edge_mlps[index],
+                e,
+                h_local=h_local,
+                src=src,
+                dst=dst,
+                residual=self.residual,
+                recompute=lean,
+                row_encoder=self.edge_encoder if lean and step == 0 else None,
+            )
+            if lean:
+                h = activation_checkpoint(
+                    self._node_update, index, h, e, src, dst, h_local.shape[0],
+                    use_reentrant=False,
+                )  # fmt: skip
             else:
-                h, e = self._step(step, h, e, src, dst, exchange)
+                h = self._node_update(index, h, e, src, dst, h_local.shape[0])
         # The head sees the final node latents of both endpoints: one more exchange.
-        h_local = exchange(h)
-        return self.edge_head(torch.cat([h_local[src], h_local[dst], e], dim=-1)).squeeze(-1)
+        logits = edge_mlp(self.edge_head, e, h_local=exchange(h), src=src, dst=dst, recompute=lean)
+        return logits.squeeze(-1)
 
-    def _step(
+    def _node_update(
         self,
-        step: int,
+        index: int,
         h: torch.Tensor,
         e: torch.Tensor,
         src: torch.Tensor,
         dst: torch.Tensor,
-        exchange: Exchange,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        index = 0 if len(self.edge_mlps) == 1 else step
-        h_local = exchange(h)
-        edge_update = self.edge_mlps[index](torch.cat([h_local[src], h_local[dst], e], dim=-1))
-        e = e + edge_update if self.residual else edge_update
-        n_local = h_local.shape[0]
+        n_local: int,
+    ) -> torch.Tensor:
+        """New owned-node latents from ``h`` and the sums (or other reductions) of ``e``."""
+        n_owned = h.shape[0]
         # Every edge into or out of an owned node is local, so owned rows are complete.
-        incoming = self._reduce(e, dst, n_local)[: h.shape[0]]
-        outgoing = self._reduce(e, src, n_local)[: h.shape[0]]
-        node_update = self.node_mlps[index](torch.cat([h, incoming, outgoing], dim=-1))
-        h = h + node_update if self.residual else node_update
-        return h, e
+        incoming, outgoing = aggregate_both_ways(e, src, dst, n_local, self.aggregation)
+        node_update = self._node_mlp(
+            self.node_mlps[index], [h, incoming[:n_owned], outgoing[:n_owned]]
+        )
+        return h + node_update if self.residual else node_update
 
-    def _reduce(self, e: torch.Tensor, index: torch.Tensor, n_nodes: int) -> torch.Tensor:
-        if self.aggregation == "sum_max":
-            return torch.cat(
-                [
-                    scatter(e, index, dim=0, dim_size=n_nodes, reduce="sum"),
-                    scatter(e, index, dim=0, dim_size=n_nodes, reduce="max"),
-                ],
-                dim=-1,
-            )
-        return scatter(e, index, dim=0, dim_size=n_nodes, reduce=self.aggregation)
+    @staticmethod
+    def _node_mlp(mlp: nn.Sequential, blocks: list[torch.Tensor]) -> torch.Tensor:
+        recompute = torch.is_grad_enabled()
+        return mlp_tail(mlp, first_layer(mlp[0], blocks), recompute_elementwise=recompute)
 
 
 def _identity(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,88 @@
+"""Reduce edge latents at their target and source nodes, lean in the backward pass.
+
+The sum's backward is a gather per direction, ``grad_e = grad_in[dst] + grad_out[src]``; done by
+autograd it allocates both gathers and their sum (three ``E x H`` tensors at once). Here both
+sums run in one function whose backward writes one ``E x H`` gradient and adds the second
+gather into it chunk by chunk. Mean divides the sums by the degrees; max (and the max half of
+``sum_max``) is PyG's scatter.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch_geometric.utils import scatter
+
+Aggregation = Literal["sum", "mean", "max", "sum_max"]
+AGGREGATIONS: tuple[str, ...] = ("sum", "mean", "max", "sum_max")
+
+#: The sums' backward adds the second gather in this many chunks at most...
+GATHER_CHUNKS = 16
+#: ...of at least this many rows.
+MIN_GATHER_ROWS = 4096
+
+
+def aggregate_both_ways(
+    e: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    n_nodes: int,
+    aggregation: Aggregation = "sum",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reductions of the edge latents into each node: over its incoming and outgoing edges.
+
+    Args:
+        e: Edge latents ``(E, H)``.
+        src: Source node of each edge ``(E,)``.
+        dst: Target node of each edge ``(E,)``.
+        n_nodes: Rows of the result (nodes without edges get zeros).
+        aggregation: ``sum``, ``mean``, ``max`` or ``sum_max`` (sum and max side by side).
+
+    Returns:
+        ``(incoming, outgoing)``, each ``(n_nodes, H)`` (``(n_nodes, 2 H)`` for ``sum_max``).
+    """
+    if aggregation == "max":
+        return _max(e, dst, n_nodes), _max(e, src, n_nodes)
+    incoming, outgoing = _EdgeSums.apply(e, src, dst, n_nodes)
+    if aggregation == "mean":
+        return incoming / _degree(dst, n_nodes, e), outgoing / _degree(src, n_nodes, e)
+    if aggregation == "sum_max":
+        incoming = torch.cat([incoming, _max(e, dst, n_nodes)], dim=-1)
+        outgoing = torch.cat([outgoing, _max(e, src, n_nodes)], dim=-1)
+    return incoming, outgoing
+
+
+def _max(e: torch.Tensor, index: torch.Tensor, n_nodes: int) -> torch.Tensor:
+    return scatter(e, index, dim=0, dim_size=n_nodes, reduce="max")
+
+
+def _degree(index: torch.Tensor, n_nodes: int, like: torch.Tensor) -> torch.Tensor:
+    """Edges per node, at least 1 (an edgeless node's mean is 0, as PyG's), ``(n_nodes, 1)``."""
+    count = torch.bincount(index, minlength=n_nodes)[:n_nodes].clamp_(min=1)
+    return count.to(like.dtype).unsqueeze(-1)
+
+
+class _EdgeSums(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, e, src, dst, n_nodes):
+        incoming = e.new_zeros((n_nodes, *e.shape[1:])).index_add_(0, dst, e)
+        outgoing = e.new_zeros((n_nodes, *e.shape[1:])).index_add_(0, src, e)
+        ctx.save_for_backward(src, dst)
+        return incoming, outgoing
+
+    @staticmethod
+    def backward(ctx, grad_incoming, grad_outgoing):
+        src, dst = ctx.saved_tensors
+        if grad_incoming is None and grad_outgoing is None:
+            return None, None, None, None
+        if grad_incoming is None:
+            return grad_outgoing.index_select(0, src), None, None, None
+        grad_e = grad_incoming.index_select(0, dst)
+        if grad_outgoing is not None:
+            size = max(MIN_GATHER_ROWS, -(-src.shape[0] // GATHER_CHUNKS))
+            for start in range(0, src.shape[0], size):
+                grad_e[start : start + size] += grad_outgoing.index_select(
+                    0, src[start : start + size]
+                )
+        return grad_e, None, None, None

@@ -1,0 +1,274 @@
+"""partgnn's Interaction Network side by side with the reference pipeline's (acorn's).
+
+Same random graph, same hyper-parameters (hidden, graph iterations, 2-layer MLPs, SiLU, LayerNorm,
+sum aggregation, one edge and one node network shared by all iterations), same thread count, one
+process per model, alternating, ``--rounds`` times:
+
+- **time and peak RSS**: the peer runs as ``../shared/peer/peer_acorn.py`` (its harness, as
+  written); partgnn's model runs the same loop (AdamW, BCE with logits, median step time,
+  ``ru_maxrss``) with activation checkpointing on and off;
+- **bytes kept for the backward pass**: one training step of each model (after a warm-up
+  step) with the C allocator's bytes in use read after every op: those in use after the loss
+  minus those before the forward, divided by edges x iterations (what a step keeps per edge
+  for the backward pass), and the peak over the whole step (forward, backward, recomputation,
+  optimizer) above the bytes in use before it.
+
+Prints markdown for docs/BENCHMARKS.md; ratios are partgnn / peer of the same round. The
+peer's source is read from ``--acorn-src`` (see ../shared/peer/README.md), never copied::
+
+    .venv/bin/python tools/bench_peer.py --acorn-src /tmp/acorn-src --nodes 100000 \\
+        --edges 1000000 --threads 2 --steps 3 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+PEER_DIR = Path(__file__).resolve().parents[2] / "shared" / "peer"
+#: Edge features of partgnn's model (the peer's edge encoder reads node latents instead).
+EDGE_FEATURES = 4
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--acorn-src", type=Path, default=Path("/tmp/acorn-src"))
+    parser.add_argument("--peer-dir", type=Path, default=PEER_DIR)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--edges", type=int, default=100_000)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--iters", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=3, help="timed training steps per process")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--worker", choices=["partgnn", "profile-peer", "profile-partgnn"])
+    parser.add_argument("--graph", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--checkpoint", choices=["on", "off"], default="on")
+    args = parser.parse_args()
+    if args.worker:
+        torch.set_num_threads(args.threads)
+        _worker(args)
+        return
+    if not (args.acorn_src / "acorn").is_dir():
+        sys.exit(f"{args.acorn_src}: no acorn source (see {args.peer_dir / 'README.md'})")
+    with tempfile.TemporaryDirectory() as folder:
+        graph = Path(folder) / "graph.npz"
+        _write_graph(graph, args.nodes, args.edges)
+        _compare(args, graph)
+
+
+def _write_graph(path: Path, n_nodes: int, n_edges: int) -> None:
+    """A random graph: 3 node features, edges without self-loops, 10% true edges."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n_nodes, 3)).astype(np.float32)
+    src = rng.integers(0, n_nodes, n_edges)
+    dst = (src + rng.integers(1, n_nodes, n_edges)) % n_nodes
+    y = (rng.random(n_edges) < 0.1).astype(np.float32)
+    np.savez(path, x=x, edge_index=np.stack([src, dst]).astype(np.int64), y=y)
+
+
+def _compare(args: argparse.Namespace, graph: Path) -> None:
+    common = ["--hidden", str(args.hidden), "--threads", str(args.threads)]
+    common += ["--steps", str(args.steps), "--graph", str(graph)]
+    peer = [
+        str(args.peer_dir / "peer_acorn.py"),
+        "--acorn-src",
+        str(args.acorn_src),
+        "--iters",
+        str(args.iters),
+        *common,
+    ]
+    ours = [__file__, "--worker", "partgnn", "--iters", str(args.iters), *common]
+    runs: dict[str, list[dict]] = {"peer": [], "on": [], "off": []}
+    for _ in range(args.rounds):
+        runs["peer"].append(_run(peer))
+        for checkpoint in ("on", "off"):
+            runs[checkpoint].append(_run([*ours, "--checkpoint", checkpoint]))
+    profiles = {
+        "peer": _run([__file__, "--worker", "profile-peer", "--acorn-src", str(args.acorn_src),
+                      "--peer-dir", str(args.peer_dir), "--iters", str(args.iters), *common]),
+    }  # fmt: skip
+    for checkpoint in ("on", "off"):
+        profiles[checkpoint] = _run(
+            [__file__, "--worker", "profile-partgnn", "--iters", str(args.iters), *common,
+             "--checkpoint", checkpoint]
+        )  # fmt: skip
+    _print_tables(args, runs, profiles)
+
+
+def _run(command: list[str]) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=command[command.index("--threads") + 1])
+    done = subprocess.run(
+        [sys.executable, *command], capture_output=True, text=True, env=env, check=False
+    )
+    if done.returncode:
+        sys.exit(f"{' '.join(command[:3])}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _print_tables(args: argparse.Namespace, runs: dict, profiles: dict) -> None:
+    print(
+        f"graph: {args.nodes:,} nodes, {args.edges:,} edges; hidden {args.hidden}, "
+        f"{args.iters} iterations, {args.threads} threads, median of {args.steps} steps per "
+        f"process, {args.rounds} rounds; {os.cpu_count()} cores\n"
+    )
+    print(
+        "| round | peer step s | peer peak RSS GB | partgnn ckpt on: step s (x peer) "
+        "| RSS GB (x peer) | partgnn ckpt off: step s (x peer) | RSS GB (x peer) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for index, peer in enumerate(runs["peer"]):
+        cells = [str(index + 1), f"{peer['step_s']:.3f}", f"{peer['peak_rss_gb']:.2f}"]
+        for checkpoint in ("on", "off"):
+            ours = runs[checkpoint][index]
+            cells += [
+                f"{ours['step_s']:.3f} ({ours['step_s'] / peer['step_s']:.2f}x)",
+                f"{ours['peak_rss_gb']:.2f} ({ours['peak_rss_gb'] / peer['peak_rss_gb']:.2f}x)",
+            ]
+        print("| " + " | ".join(cells) + " |")
+    print(
+        "\n| model | parameters | bytes kept for backward per edge per iteration "
+        "| peak heap MB above the step's start (x peer) |"
+    )
+    print("|---|---|---|---|")
+    peer_peak = profiles["peer"]["peak_live_mb"]
+    names = {
+        "peer": "acorn InteractionGNN (checkpointing)",
+        "on": "partgnn, checkpointing on",
+        "off": "partgnn, checkpointing off",
+    }
+    for key, name in names.items():
+        profile = profiles[key]
+        print(
+            f"| {name} | {profile['params']:,} | {profile['kept_bytes_per_edge_iter']:.0f} "
+            f"| {profile['peak_live_mb']:.0f} ({profile['peak_live_mb'] / peer_peak:.2f}x) |"
+        )
+    on, off = runs["on"], runs["off"]
+    time_ratio = statistics.median(a["step_s"] / b["step_s"] for a, b in zip(on, off, strict=True))
+    rss_ratio = statistics.median(
+        a["peak_rss_gb"] / b["peak_rss_gb"] for a, b in zip(on, off, strict=True)
+    )
+    live_ratio = profiles["on"]["peak_live_mb"] / profiles["off"]["peak_live_mb"]
+    print(
+        f"\ncheckpointing on / off (partgnn): step time {time_ratio:.2f}x, peak RSS "
+        f"{rss_ratio:.2f}x, peak heap bytes {live_ratio:.2f}x"
+    )
+
+
+# --- workers ---------------------------------------------------------------------------------
+
+
+def _load_graph(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = np.load(path)
+    x = torch.tensor(g["x"])
+    edge_index = torch.tensor(g["edge_index"])
+    src, dst = edge_index
+    delta = x[dst] - x[src]
+    edge_attr = torch.cat([delta, delta.norm(dim=1, keepdim=True)], dim=1)
+    return x, edge_index, edge_attr, torch.tensor(g["y"]).float()
+
+
+def _partgnn_model(args: argparse.Namespace, node_features: int) -> torch.nn.Module:
+    from partgnn.models.interaction_network import InteractionNetwork
+
+    torch.manual_seed(0)
+    return InteractionNetwork(
+        node_features=node_features,
+        edge_features=EDGE_FEATURES,
+        hidden=args.hidden,
+        steps=args.iters,
+        mlp_layers=2,
+        activation="silu",
+        aggregation="sum",
+        shared_weights=True,
+        layer_norm=True,
+        checkpoint=args.checkpoint == "on",
+    )
+
+
+def _peer_model(args: argparse.Namespace, x: torch.Tensor, edge_index: torch.Tensor):
+    """The peer's model and a loss closure, built by its harness's own stubs."""
+    sys.path.insert(0, str(args.peer_dir))
+    import peer_acorn
+
+    peer_acorn.install_stubs(str(args.acorn_src))
+    from acorn.stages.edge_classifier.models.interaction_gnn import InteractionGNN
+
+    features = [f"f{i}" for i in range(x.shape[1])]
+    hparams = dict(node_features=features, hidden=args.hidden, nb_node_layer=2, nb_edge_layer=2,
+                   n_graph_iters=args.iters, layernorm=True, hidden_activation="SiLU",
+                   aggregation="sum")  # fmt: skip
+    torch.manual_seed(0)
+    model = InteractionGNN(hparams)
+
+    class Batch(dict):
+        pass
+
+    batch = Batch({f: x[:, i] for i, f in enumerate(features)})
+    batch.edge_index = edge_index
+    return model, lambda: model(batch)
+
+
+def _worker(args: argparse.Namespace) -> None:
+    x, edge_index, edge_attr, y = _load_graph(args.graph)
+    if args.worker == "profile-peer":
+        model, logits = _peer_model(args, x, edge_index)
+    else:
+        model = _partgnn_model(args, x.shape[1])
+
+        def logits() -> torch.Tensor:
+            return model(x, edge_index, edge_attr)
+
+    optimizer = torch.optim.AdamW(model.parameters(), 1e-3)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits(), y)
+        loss.backward()
+        optimizer.step()
+
+    params = sum(p.numel() for p in model.parameters())
+    if args.worker == "partgnn":
+        times = []
+        for _ in range(args.steps):
+            started = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - started)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+        print(json.dumps({"params": params, "step_s": statistics.median(times),
+                          "peak_rss_gb": peak}))  # fmt: skip
+        return
+    step()  # optimizer state and lazily built buffers exist before the profiled step
+    print(json.dumps({"params": params, **_profile_step(logits, y, optimizer, args)}))
+
+
+def _profile_step(logits, y: torch.Tensor, optimizer, args: argparse.Namespace) -> dict:
+    """Heap bytes of one training step: kept after the forward, and the peak (see
+    :mod:`partgnn.models.memory_probe`)."""
+    from partgnn.models.memory_probe import HeapMeter
+
+    optimizer.zero_grad(set_to_none=True)
+    with HeapMeter() as meter:
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits(), y)
+        kept = meter.now()
+        loss.backward()
+        optimizer.step()
+    return {
+        "kept_bytes_per_edge_iter": kept / (y.shape[0] * args.iters),
+        "peak_live_mb": meter.peak / 1e6,
+    }
+
+
+if __name__ == "__main__":
+    main()
