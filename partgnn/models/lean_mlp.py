@@ -21,7 +21,8 @@ latents, or edge features for an encoder); ``src``/``dst`` ``(E,)`` local node i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -200,6 +201,14 @@ class _RecomputedEdgeMLP(torch.autograd.Function):
                 out = piece.new_empty((rows.shape[0], *piece.shape[1:]))
             out[start:end] = piece
         ctx.modules, ctx.residual = modules, residual
+        # The backward pass recomputes under the forward's autocast (bf16 runs), as
+        # torch.utils.checkpoint does.
+        device_type = rows.device.type
+        ctx.autocast = (
+            device_type,
+            torch.is_autocast_enabled(device_type),
+            torch.get_autocast_dtype(device_type),
+        )
         ctx.save_for_backward(h_local, rows, src, dst)
         return out
 
@@ -208,7 +217,7 @@ class _RecomputedEdgeMLP(torch.autograd.Function):
         h_local, rows, src, dst = ctx.saved_tensors
         parameters = list(ctx.modules.parameters())
         trainable = [p for p in parameters if p.requires_grad]
-        with torch.enable_grad():
+        with _recording(ctx.autocast):
             h = h_local
             if h is not None:
                 h = h.detach().requires_grad_(ctx.needs_input_grad[2])
@@ -220,7 +229,7 @@ class _RecomputedEdgeMLP(torch.autograd.Function):
         grad_parameters: list[torch.Tensor | None] = [None] * len(trainable)
         grad_projections: list[torch.Tensor | None] = [None, None]
         for start, end in _chunks(rows.shape[0]):
-            with torch.enable_grad():
+            with _recording(ctx.autocast):
                 piece_rows = rows[start:end].detach().requires_grad_(grad_rows is not None)
                 piece = edge.rows(piece_rows, start=start, projections=projections)
             inputs = [*trainable, *(projections or ())]
@@ -256,6 +265,14 @@ class _RecomputedEdgeMLP(torch.autograd.Function):
             None,
             *(by_parameter.get(id(p)) for p in parameters),
         )
+
+
+@contextmanager
+def _recording(autocast: tuple[str, bool, torch.dtype]) -> Iterator[None]:
+    """Autograd on, under the forward pass's autocast state."""
+    device_type, enabled, dtype = autocast
+    with torch.enable_grad(), torch.autocast(device_type, dtype=dtype, enabled=enabled):
+        yield
 
 
 def _add(total: torch.Tensor | None, value: torch.Tensor | None) -> torch.Tensor | None:
