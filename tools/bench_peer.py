@@ -232,10 +232,12 @@ def _worker(args: argparse.Namespace) -> None:
 
     optimizer = torch.optim.AdamW(model.parameters(), 1e-3)
 
+    def loss() -> torch.Tensor:
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits(), y)
+
     def step() -> None:
         optimizer.zero_grad()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits(), y)
-        loss.backward()
+        loss().backward()
         optimizer.step()
 
     params = sum(p.numel() for p in model.parameters())
@@ -250,22 +252,23 @@ def _worker(args: argparse.Namespace) -> None:
                           "peak_rss_gb": peak}))  # fmt: skip
         return
     step()  # optimizer state and lazily built buffers exist before the profiled step
-    print(json.dumps({"params": params, **_profile_step(logits, y, optimizer, args)}))
+    n_edges = edge_index.shape[1]
+    print(json.dumps({"params": params, **_profile_step(loss, optimizer, n_edges, args.iters)}))
 
 
-def _profile_step(logits, y: torch.Tensor, optimizer, args: argparse.Namespace) -> dict:
+def _profile_step(loss, optimizer, n_edges: int, iters: int) -> dict:
     """Heap bytes of one training step: kept after the forward, and the peak (see
     :mod:`partgnn.models.memory_probe`)."""
     from partgnn.models.memory_probe import HeapMeter
 
     optimizer.zero_grad(set_to_none=True)
     with HeapMeter() as meter:
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits(), y)
+        value = loss()
         kept = meter.now()
-        loss.backward()
+        value.backward()
         optimizer.step()
     return {
-        "kept_bytes_per_edge_iter": kept / (y.shape[0] * args.iters),
+        "kept_bytes_per_edge_iter": kept / (n_edges * iters),
         "peak_live_mb": meter.peak / 1e6,
     }
 

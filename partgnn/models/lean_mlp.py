@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 
 import torch
 from torch import nn
@@ -73,12 +74,18 @@ def mlp_tail(
         end = index
         while end < len(modules) and not isinstance(modules[end], nn.Linear):
             end += 1
-        run = nn.Sequential(*modules[index:end]) if end - index > 1 else modules[index]
+        run = partial(_apply_in_turn, modules[index:end])
         if recompute_elementwise and torch.is_grad_enabled() and z.requires_grad:
             z = checkpoint(run, z, use_reentrant=False)
         else:
             z = run(z)
         index = end
+    return z
+
+
+def _apply_in_turn(modules: list[nn.Module], z: torch.Tensor) -> torch.Tensor:
+    for module in modules:
+        z = module(z)
     return z
 
 
@@ -112,16 +119,16 @@ def edge_mlp(
         ``(E, out_features)``.
     """
     if recompute and torch.is_grad_enabled():
-        modules = nn.ModuleList([mlp] if row_encoder is None else [row_encoder, mlp])
         return _RecomputedEdgeMLP.apply(
-            modules, residual, h_local, rows, src, dst, *modules.parameters()
+            mlp, row_encoder, residual, h_local, rows, src, dst, *_parameters(mlp, row_encoder)
         )
-    recompute_elementwise = torch.is_grad_enabled()
-    if row_encoder is not None:
-        rows = _EdgeMLP(row_encoder).rows(rows, recompute_elementwise=recompute_elementwise)
-    return _EdgeMLP(mlp, residual, h_local, src, dst).rows(
-        rows, recompute_elementwise=recompute_elementwise
-    )
+    edge = _EdgeMLP(mlp, residual, h_local, src, dst, row_encoder=row_encoder)
+    return edge.rows(rows, recompute_elementwise=torch.is_grad_enabled())
+
+
+def _parameters(mlp: nn.Sequential, row_encoder: nn.Sequential | None) -> list[nn.Parameter]:
+    """The parameters an edge MLP uses, in the order the recomputing function takes them."""
+    return [*mlp.parameters(), *(row_encoder.parameters() if row_encoder is not None else ())]
 
 
 class _EdgeMLP:
@@ -186,21 +193,15 @@ class _RecomputedEdgeMLP(torch.autograd.Function):
     """Edge MLP that saves only its inputs; forward and backward run in chunks of edges."""
 
     @staticmethod
-    def edge(modules: nn.ModuleList, residual: bool, h_local, src, dst) -> _EdgeMLP:
-        """The computation of ``[mlp]`` or ``[row_encoder, mlp]``."""
-        encoder = modules[0] if len(modules) == 2 else None
-        return _EdgeMLP(modules[-1], residual, h_local, src, dst, row_encoder=encoder)
-
-    @staticmethod
-    def forward(ctx, modules, residual, h_local, rows, src, dst, *parameters):
-        edge = _RecomputedEdgeMLP.edge(modules, residual, h_local, src, dst)
+    def forward(ctx, mlp, row_encoder, residual, h_local, rows, src, dst, *parameters):
+        edge = _EdgeMLP(mlp, residual, h_local, src, dst, row_encoder=row_encoder)
         out = None
         for start, end in _chunks(rows.shape[0]):
             piece = edge.rows(rows[start:end], start=start)
             if out is None:
                 out = piece.new_empty((rows.shape[0], *piece.shape[1:]))
             out[start:end] = piece
-        ctx.modules, ctx.residual = modules, residual
+        ctx.mlp, ctx.row_encoder, ctx.residual = mlp, row_encoder, residual
         # The backward pass recomputes under the forward's autocast (bf16 runs), as
         # torch.utils.checkpoint does.
         device_type = rows.device.type
@@ -215,17 +216,17 @@ class _RecomputedEdgeMLP(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         h_local, rows, src, dst = ctx.saved_tensors
-        parameters = list(ctx.modules.parameters())
+        parameters = _parameters(ctx.mlp, ctx.row_encoder)
         trainable = [p for p in parameters if p.requires_grad]
         with _recording(ctx.autocast):
             h = h_local
             if h is not None:
-                h = h.detach().requires_grad_(ctx.needs_input_grad[2])
-            edge = _RecomputedEdgeMLP.edge(ctx.modules, ctx.residual, h, src, dst)
+                h = h.detach().requires_grad_(ctx.needs_input_grad[3])
+            edge = _EdgeMLP(ctx.mlp, ctx.residual, h, src, dst, row_encoder=ctx.row_encoder)
         projections = None
         if edge.projections is not None:
             projections = tuple(p.detach().requires_grad_() for p in edge.projections)
-        grad_rows = torch.empty_like(rows) if ctx.needs_input_grad[3] else None
+        grad_rows = torch.empty_like(rows) if ctx.needs_input_grad[4] else None
         grad_parameters: list[torch.Tensor | None] = [None] * len(trainable)
         grad_projections: list[torch.Tensor | None] = [None, None]
         for start, end in _chunks(rows.shape[0]):
@@ -257,6 +258,7 @@ class _RecomputedEdgeMLP(torch.autograd.Function):
                 grad_h = grads[-1]
         by_parameter = dict(zip(map(id, trainable), grad_parameters, strict=True))
         return (
+            None,
             None,
             None,
             grad_h,
