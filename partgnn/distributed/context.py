@@ -31,6 +31,8 @@ class DistContext:
             (``None`` when there is one group).
         launcher: How the job was started: ``"torchrun"``, ``"mpi"``, ``"slurm"``, ``"env"``
             (explicit environment variables) or ``"single"``.
+        gradient_group: The graph-parallel group's ranks again, for the gradient all-reduce
+            that runs during the backward pass (``None`` when ``world_size == 1``).
     """
 
     rank: int
@@ -43,6 +45,7 @@ class DistContext:
     local_rank: int = 0
     data_parallel_group: dist.ProcessGroup | None = None
     launcher: str = "single"
+    gradient_group: dist.ProcessGroup | None = None
 
     @property
     def is_main(self) -> bool:

@@ -5,11 +5,15 @@ their losses are parts of one sum (each divided by the event's global normaliser
 gradients are **summed** over the group (exact: the full-graph gradient). Graph groups that train
 on different events are data-parallel replicas and are **averaged**. Without graph parallelism
 (modes full, naive, ddp) every rank is a replica: gradients are averaged over the world.
+
+:func:`all_reduce_gradients` reduces after the backward pass; :class:`BucketedGradientReduce`
+reduces during it, bucket by bucket as the gradients become final (as DDP does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -37,10 +41,19 @@ def all_reduce_gradients(
     parameters = [p for p in parameters if p.requires_grad]
     if context.global_world_size == 1 or not parameters:
         return
-    flat = torch.cat(
+    flat = _flatten(parameters)
+    _reduce(flat, context, graph_parallel=graph_parallel)
+    _write_back(parameters, flat)
+
+
+def _flatten(parameters: list[nn.Parameter]) -> torch.Tensor:
+    """The parameters' gradients (zeros where there is none) in one flat tensor."""
+    return torch.cat(
         [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in parameters]
     )
-    _reduce(flat, context, graph_parallel=graph_parallel)
+
+
+def _write_back(parameters: list[nn.Parameter], flat: torch.Tensor) -> None:
     offset = 0
     for p in parameters:
         n = p.numel()
@@ -50,6 +63,122 @@ def all_reduce_gradients(
         else:
             p.grad.copy_(reduced)
         offset += n
+
+
+#: Gradient bytes per bucket of :class:`BucketedGradientReduce`.
+BUCKET_BYTES = 256 * 1024
+
+
+class BucketedGradientReduce:
+    """Reduces gradients during the backward pass: each bucket of parameters is all-reduced in
+    the background as soon as all its gradients are final, while the pass goes on.
+
+    Buckets hold the parameters in reverse order (the output layers' gradients are final
+    first) and are launched strictly in bucket order, so every rank issues the same
+    collectives in the same order, whatever the timing. The reduction runs in the context's
+    gradient group (the graph group's ranks again), so it never interleaves with the halo
+    exchanges of the same backward pass. The result equals :func:`all_reduce_gradients`. A
+    parameter the loss does not use holds its bucket (and the later ones) until :meth:`finish`,
+    as in DDP: correct, only later.
+
+    Use: :meth:`begin` before ``loss.backward()``, :meth:`finish` after it.
+
+    Args:
+        parameters: The model's parameters, in the same order on every rank.
+        context: The run's distributed context.
+        graph_parallel: Sum over the graph-parallel group and average over its replicas
+            (halo mode); else average over the whole world.
+        bucket_bytes: Gradient bytes per bucket (a bucket holds at least one parameter).
+    """
+
+    def __init__(
+        self,
+        parameters: Iterable[nn.Parameter],
+        context: DistContext,
+        *,
+        graph_parallel: bool,
+        bucket_bytes: int = BUCKET_BYTES,
+    ) -> None:
+        self.parameters = [p for p in parameters if p.requires_grad]
+        self.context, self.graph_parallel = context, graph_parallel
+        self.buckets: list[list[nn.Parameter]] = []
+        size = bucket_bytes
+        for p in reversed(self.parameters):
+            if size >= bucket_bytes:
+                self.buckets.append([])
+                size = 0
+            self.buckets[-1].append(p)
+            size += p.numel() * p.element_size()
+        self._bucket_of = {id(p): i for i, bucket in enumerate(self.buckets) for p in bucket}
+        self._active = False
+        self._ready: list[set[int]] = []
+        self._launched: list[tuple[Any, torch.Tensor]] = []
+        self._hooks = [
+            p.register_post_accumulate_grad_hook(self._on_gradient) for p in self.parameters
+        ]
+        if graph_parallel:
+            self._group = context.gradient_group if context.world_size > 1 else None
+            self._first_stage = context.world_size > 1
+        else:
+            self._group, self._first_stage = None, True
+
+    @property
+    def needed(self) -> bool:
+        return self.context.global_world_size > 1 and bool(self.parameters)
+
+    def begin(self) -> None:
+        """Arms the hooks for one backward pass."""
+        self._active = self.needed
+        self._ready = [set() for _ in self.buckets]
+        self._launched = []
+
+    def finish(self) -> None:
+        """Launches the buckets still waiting (parameters this rank did not use get zeros),
+        waits for all, and writes the reduced gradients back.
+
+        .. warning::
+            Collective: every rank calls it after every backward pass it began.
+        """
+        if not self._active:
+            return
+        while len(self._launched) < len(self.buckets):
+            self._launch(len(self._launched))
+        for bucket, (request, flat) in zip(self.buckets, self._launched, strict=True):
+            if request is not None:
+                request.wait()
+            if self.graph_parallel:
+                if self.context.n_graph_groups > 1:
+                    dist.all_reduce(flat, group=self.context.data_parallel_group)
+                    flat /= self.context.n_graph_groups
+            else:
+                flat /= self.context.global_world_size
+            _write_back(bucket, flat)
+        self._active = False
+        self._launched = []
+
+    def close(self) -> None:
+        """Removes the hooks."""
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+
+    def _on_gradient(self, parameter: nn.Parameter) -> None:
+        if not self._active:
+            return
+        index = self._bucket_of[id(parameter)]
+        self._ready[index].add(id(parameter))
+        while len(self._launched) < len(self.buckets):
+            next_bucket = len(self._launched)
+            if len(self._ready[next_bucket]) < len(self.buckets[next_bucket]):
+                break
+            self._launch(next_bucket)
+
+    def _launch(self, index: int) -> None:
+        flat = _flatten(self.buckets[index])
+        request = None
+        if self._first_stage:
+            request = dist.all_reduce(flat, group=self._group, async_op=True)
+        self._launched.append((request, flat))
 
 
 def all_reduce_value(value: torch.Tensor, context: DistContext, *, graph_parallel: bool) -> float:

@@ -211,7 +211,9 @@ class HaloExchanger:
     """A rank's halo exchange for one event, as a callable ``x_owned -> [x_owned; x_halo]``.
 
     Models take one of these, so the same model code runs on a whole graph (``P = 1``: the
-    identity) and on a partition.
+    identity) and on a partition. With ``overlap``, a model that can (the Interaction Network)
+    uses :meth:`start` and :meth:`start_reverse` instead and computes the edges that need no
+    halo row while the rows are in flight.
     """
 
     def __init__(
@@ -221,11 +223,13 @@ class HaloExchanger:
         *,
         transport: Transport = "auto",
         counter: CommunicationCounter | None = None,
+        overlap: bool = False,
     ) -> None:
         self.plan = plan
         self.context = context
         self.transport = transport
         self.counter = counter
+        self.overlap = overlap
 
     @classmethod
     def for_plan(
@@ -235,6 +239,7 @@ class HaloExchanger:
         *,
         transport: Transport = "auto",
         counter: CommunicationCounter | None = None,
+        overlap: bool = False,
     ) -> HaloExchanger:
         """The exchange of a rank's :class:`~partgnn.partition.halo_plan.HaloPlan`, on the
         rank's device (the one way the package builds an exchanger for an event)."""
@@ -243,16 +248,97 @@ class HaloExchanger:
             context,
             transport=transport,
             counter=counter,
+            overlap=overlap,
         )
 
     @property
     def n_owned(self) -> int:
         return self.plan.n_owned
 
+    @property
+    def n_halo(self) -> int:
+        return self.plan.n_halo
+
+    @property
+    def send_index(self) -> torch.Tensor:
+        """Local indices of the owned rows sent, ``(rows_sent,)``."""
+        return self.plan.send_index
+
     def __call__(self, x_owned: torch.Tensor) -> torch.Tensor:
         return halo_exchange(
             x_owned, self.plan, self.context, transport=self.transport, counter=self.counter
         )
+
+    @property
+    def can_overlap(self) -> bool:
+        """Whether :meth:`start` is worth using: there are peers (``P > 1``) and ``overlap`` is
+        on."""
+        return self.overlap and self.context.world_size > 1
+
+    def start(self, x_owned: torch.Tensor) -> PendingExchange:
+        """Starts the forward exchange of ``x_owned`` (not differentiable: the caller runs
+        :meth:`start_reverse` in its backward pass).
+
+        Args:
+            x_owned: Rows of the owned nodes ``(n_owned, *F)``.
+
+        Returns:
+            The exchange in flight; its :meth:`~PendingExchange.wait` gives the halo rows
+            ``(n_halo, *F)``.
+        """
+        plan = self.plan
+        if x_owned.shape[0] != plan.n_owned:
+            raise ValueError(
+                f"halo exchange: x_owned has {x_owned.shape[0]} rows, the plan owns {plan.n_owned}"
+            )
+        send = x_owned.index_select(0, plan.send_index)
+        received = x_owned.new_empty((plan.n_halo, *x_owned.shape[1:]))
+        return self._start(send, received, plan.send_counts, plan.recv_counts, "forward")
+
+    def start_reverse(self, grad_halo: torch.Tensor) -> PendingExchange:
+        """Starts the reverse exchange: the halo rows' gradient ``(n_halo, *F)`` goes back to
+        the owners; :meth:`~PendingExchange.wait` gives what the peers returned for this
+        rank's sent rows, ``(rows_sent, *F)``, to be added at ``plan.send_index``."""
+        plan = self.plan
+        grad_sent = grad_halo.new_empty((plan.rows_sent, *grad_halo.shape[1:]))
+        return self._start(
+            grad_halo.contiguous(), grad_sent, plan.recv_counts, plan.send_counts, "backward"
+        )
+
+    def _start(
+        self,
+        send: torch.Tensor,
+        receive: torch.Tensor,
+        send_counts: Sequence[int],
+        recv_counts: Sequence[int],
+        direction: str,
+    ) -> PendingExchange:
+        transport = resolve_transport(self.transport, self.context.world_size)
+        requests = _exchange(send, receive, send_counts, recv_counts, self.context, transport,
+                             async_op=True)  # fmt: skip
+        if self.counter is not None:
+            self.counter.record(direction, _nbytes(send), _nbytes(receive))
+        return PendingExchange(requests, send, receive)
+
+
+class PendingExchange:
+    """An exchange in flight. Holds its buffers until :meth:`wait` returns the received rows.
+
+    .. warning::
+        Every rank that started the exchange must wait for it.
+    """
+
+    def __init__(self, requests: list, send: torch.Tensor, receive: torch.Tensor) -> None:
+        self._requests = requests
+        self._send: torch.Tensor | None = send
+        self._receive = receive
+
+    def wait(self) -> torch.Tensor:
+        """Blocks until the exchange is done (on CUDA: orders the current stream after it)."""
+        for request in self._requests:
+            request.wait()
+        self._requests, self._send = [], None
+        return self._receive
 
 
 class _HaloExchange(torch.autograd.Function):
@@ -292,17 +378,24 @@ def _exchange(
     recv_counts: Sequence[int],
     context: DistContext,
     transport: str,
-) -> None:
-    """Sends ``send`` split by ``send_counts`` and fills ``receive`` split by ``recv_counts``."""
+    *,
+    async_op: bool = False,
+) -> list:
+    """Sends ``send`` split by ``send_counts`` and fills ``receive`` split by ``recv_counts``.
+
+    Returns:
+        With ``async_op``, the requests to wait for (else none: the exchange is done).
+    """
     if transport == "all_to_all":
-        dist.all_to_all_single(
+        request = dist.all_to_all_single(
             receive,
             send,
             output_split_sizes=list(recv_counts),
             input_split_sizes=list(send_counts),
             group=context.group,
+            async_op=async_op,
         )
-        return
+        return [request] if async_op else []
     ops = []
     send_chunks = send.split(list(send_counts))
     recv_chunks = receive.split(list(recv_counts))
@@ -313,11 +406,14 @@ def _exchange(
             ops.append(dist.P2POp(dist.irecv, recv_chunks[peer], global_peer, context.group))
         if n_send:
             ops.append(dist.P2POp(dist.isend, send_chunks[peer], global_peer, context.group))
-    if ops:
-        # Waiting on every request works around gloo's asynchronous isend/irecv bug
-        # (pytorch issue 30723).
-        for request in dist.batch_isend_irecv(ops):
-            request.wait()
+    # Waiting on every request (not only the last) works around gloo's asynchronous
+    # isend/irecv bug (pytorch issue 30723).
+    requests = dist.batch_isend_irecv(ops) if ops else []
+    if async_op:
+        return requests
+    for request in requests:
+        request.wait()
+    return []
 
 
 def _global_rank(context: DistContext, group_rank: int) -> int:

@@ -251,7 +251,9 @@ def init_distributed(
             # new_group split the communicator and batch_isend_irecv find it.
             device_id=torch_device if backend == "nccl" else None,
         )
-        group, data_parallel_group = _build_groups(global_rank, world_size, group_size, timeout)
+        group, data_parallel_group, gradient_group = _build_groups(
+            global_rank, world_size, group_size, timeout
+        )
     except (RuntimeError, ValueError, OSError) as err:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -271,6 +273,7 @@ def init_distributed(
         local_rank=local_rank,
         data_parallel_group=data_parallel_group,
         launcher=info.launcher,
+        gradient_group=gradient_group,
     )
 
 
@@ -698,13 +701,25 @@ def _resolve_backend(backend: str | None, device: torch.device) -> str:
 
 def _build_groups(
     global_rank: int, world_size: int, group_size: int, timeout: datetime.timedelta
-) -> tuple[dist.ProcessGroup | None, dist.ProcessGroup | None]:
-    """This rank's graph-parallel and data-parallel groups (``None``: default / no DP)."""
+) -> tuple[dist.ProcessGroup | None, dist.ProcessGroup | None, dist.ProcessGroup | None]:
+    """This rank's graph-parallel, data-parallel and gradient groups.
+
+    The gradient group has the graph group's ranks; gradients reduced in it while the backward
+    pass runs never interleave with that pass's halo exchanges (a group's collectives must be
+    issued in the same order on every rank). ``None``: the default group (graph), no data
+    parallelism (data), one process (gradient).
+    """
     n_groups = world_size // group_size
-    if n_groups == 1:
-        return None, None
     # new_group is collective over the whole world: every rank creates every group, in the
-    # same order, and keeps the two it belongs to.
+    # same order, and keeps those it belongs to.
+    gradient_groups = [
+        dist.new_group(list(range(g * group_size, (g + 1) * group_size)), timeout=timeout)
+        for g in range(n_groups)
+        if group_size > 1
+    ]
+    gradient_group = gradient_groups[global_rank // group_size] if gradient_groups else None
+    if n_groups == 1:
+        return None, None, gradient_group
     graph_groups = [
         dist.new_group(list(range(g * group_size, (g + 1) * group_size)), timeout=timeout)
         for g in range(n_groups)
@@ -713,4 +728,8 @@ def _build_groups(
         dist.new_group([g * group_size + r for g in range(n_groups)], timeout=timeout)
         for r in range(group_size)
     ]
-    return graph_groups[global_rank // group_size], data_groups[global_rank % group_size]
+    return (
+        graph_groups[global_rank // group_size],
+        data_groups[global_rank % group_size],
+        gradient_group,
+    )

@@ -29,9 +29,10 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
+from partgnn.models.chunked_edge_mlp import edge_mlp
 from partgnn.models.edge_aggregation import AGGREGATIONS, Aggregation, aggregate_both_ways
 from partgnn.models.feature_scaler import FeatureScaler
-from partgnn.models.lean_mlp import edge_mlp, first_layer, mlp_tail
+from partgnn.models.lean_mlp import first_layer, mlp_tail
 from partgnn.models.mlp import make_mlp
 
 #: ``x_owned -> [x_owned; x_halo]``; the identity on a whole graph.
@@ -130,9 +131,15 @@ class InteractionNetwork(nn.Module):
         """
         if n_owned is None:
             n_owned = getattr(exchange, "n_owned", x.shape[0])
+        overlap = getattr(exchange, "can_overlap", False)
         exchange = exchange or _identity
         lean = self.checkpoint and torch.is_grad_enabled()
         x, edge_attr = self.input_scaler(x[:n_owned], edge_attr)
+        if overlap:
+            # Interior edges (both endpoints owned) first: they are computed while the halo
+            # rows are in flight. The logits are put back in the caller's order at the end.
+            order, n_interior = _interior_first(edge_index, n_owned)
+            edge_index, edge_attr = edge_index[:, order], edge_attr[order]
         if lean:
             h = activation_checkpoint(self.node_encoder, x, use_reentrant=False)
         else:
@@ -141,29 +148,40 @@ class InteractionNetwork(nn.Module):
         # kept whole); else it runs on its own.
         e = edge_attr if lean else edge_mlp(self.edge_encoder, edge_attr)
         src, dst = edge_index
+
+        def nodes(h: torch.Tensor) -> dict:
+            """How an edge MLP gets the latents of both endpoints: the halo rows exchanged
+            inside it (overlap), or exchanged here."""
+            if overlap:
+                return {"h": h, "exchange": exchange, "n_interior": n_interior}
+            return {"h": exchange(h)}
+
         for step in range(self.steps):
             index = 0 if len(self.edge_mlps) == 1 else step
-            h_local = exchange(h)
+            latents = nodes(h)
             e = edge_mlp(
                 self.edge_mlps[index],
                 e,
-                h_local=h_local,
                 src=src,
                 dst=dst,
                 residual=self.residual,
                 recompute=lean,
                 row_encoder=self.edge_encoder if lean and step == 0 else None,
+                **latents,
             )
+            n_local = n_owned + exchange.n_halo if overlap else latents["h"].shape[0]
             if lean:
                 h = activation_checkpoint(
-                    self._node_update, index, h, e, src, dst, h_local.shape[0],
-                    use_reentrant=False,
-                )  # fmt: skip
+                    self._node_update, index, h, e, src, dst, n_local, use_reentrant=False
+                )
             else:
-                h = self._node_update(index, h, e, src, dst, h_local.shape[0])
+                h = self._node_update(index, h, e, src, dst, n_local)
         # The head sees the final node latents of both endpoints: one more exchange.
-        logits = edge_mlp(self.edge_head, e, h_local=exchange(h), src=src, dst=dst, recompute=lean)
-        return logits.squeeze(-1)
+        logits = edge_mlp(self.edge_head, e, src=src, dst=dst, recompute=lean, **nodes(h))
+        logits = logits.squeeze(-1)
+        if overlap:
+            logits = logits.index_select(0, _inverse(order))
+        return logits
 
     def _node_update(
         self,
@@ -191,3 +209,17 @@ class InteractionNetwork(nn.Module):
 
 def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
+
+
+def _interior_first(edge_index: torch.Tensor, n_owned: int) -> tuple[torch.Tensor, int]:
+    """A stable order of the edges with the interior ones (both endpoints owned) first, and
+    their number."""
+    boundary = (edge_index >= n_owned).any(dim=0)
+    order = torch.argsort(boundary.to(torch.uint8), stable=True)
+    return order, int(edge_index.shape[1] - boundary.sum())
+
+
+def _inverse(order: torch.Tensor) -> torch.Tensor:
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.shape[0], device=order.device)
+    return inverse

@@ -117,6 +117,11 @@ class RunConfig:
         dtype: Parameter and activation dtype.
         bf16: bf16 autocast for the forward pass where the device supports it.
         transport: Halo-exchange transport (``auto``, ``all_to_all``, ``p2p``).
+        overlap: Hide communication behind compute: each halo exchange runs in the background
+            while the interior edges (both endpoints owned) are computed, forward and backward,
+            and gradients are all-reduced bucket by bucket during the backward pass. ``False``:
+            every exchange blocks and gradients are reduced after the backward pass (the same
+            results up to float rounding).
         timeout_s: Timeout of collectives [s].
         checkpoint_every: Save a checkpoint every this many optimizer steps (and at the end).
         eval_every: Evaluate on the validation events every this many epochs.
@@ -133,6 +138,7 @@ class RunConfig:
     dtype: Literal["float32", "float64"] = "float32"
     bf16: bool = False
     transport: Literal["auto", "all_to_all", "p2p"] = "auto"
+    overlap: bool = True
     timeout_s: float = 300.0
     checkpoint_every: int = 50
     eval_every: int = 1

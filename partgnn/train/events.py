@@ -138,6 +138,7 @@ class HaloSource:
         *,
         transport: str = "auto",
         counter: CommunicationCounter | None = None,
+        overlap: bool = False,
     ) -> None:
         self.shard = open_group_shard(shards, context)
         self.event_ids = list(shards.meta["event_ids"])
@@ -145,6 +146,7 @@ class HaloSource:
         self.pos_weight = pos_weight
         self.transport = transport
         self.counter = counter
+        self.overlap = overlap
 
     def __len__(self) -> int:
         return len(self.shard)
@@ -156,7 +158,7 @@ class HaloSource:
         event = self.shard[index]
         plan, graph, device = event.plan, event.graph, self.context.device
         exchange = HaloExchanger.for_plan(
-            plan, self.context, transport=self.transport, counter=self.counter
+            plan, self.context, transport=self.transport, counter=self.counter, overlap=self.overlap
         )
         return TrainItem(
             event_id=event.event_id,

@@ -131,7 +131,7 @@ def _score_plan(
     if naive:
         edges = torch.from_numpy(plan.interior_edges)
     else:
-        exchange = HaloExchanger.for_plan(plan, context, transport=transport)
+        exchange = HaloExchanger.for_plan(plan, context, transport=transport, overlap=True)
     logits = torch.zeros(plan.n_local_edges, dtype=dtype, device=context.device)
     logits[edges.to(context.device)] = model(
         graph.x[: plan.n_owned if naive else None].to(context.device, dtype),

@@ -37,6 +37,7 @@ from tqdm import tqdm
 from partgnn.data.output_files import remove_stale_temporaries
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.gradients import (
+    BucketedGradientReduce,
     all_reduce_gradients,
     all_reduce_value,
     max_over_ranks,
@@ -192,6 +193,12 @@ class Trainer:
             scaler = getattr(self.model, "input_scaler", None)
             if scaler is not None:  # a model of one's own may take raw inputs
                 self.feature_statistics.apply_to(scaler)
+        # With overlap, gradients are reduced bucket by bucket during the backward pass.
+        self.gradient_reduce: BucketedGradientReduce | None = None
+        if config.run.overlap and context.global_world_size > 1:
+            self.gradient_reduce = BucketedGradientReduce(
+                self.model.parameters(), context, graph_parallel=self.mode == "halo"
+            )
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
         )
@@ -222,7 +229,12 @@ class Trainer:
             )
         if self.mode == "halo":
             return HaloSource(
-                shards, context, pos_weight, transport=config.run.transport, counter=self.counter
+                shards,
+                context,
+                pos_weight,
+                transport=config.run.transport,
+                counter=self.counter,
+                overlap=config.run.overlap,
             )
         self.sector_margin = int(shards.meta.get("margin", 0))
         return NaiveSource(shards, context, pos_weight)
@@ -414,6 +426,8 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
         loss = self._loss(item)
+        if self.gradient_reduce is not None:
+            self.gradient_reduce.begin()
         loss.backward()
         self._combine_gradients()
         if self.config.optim.grad_clip is not None:
@@ -444,6 +458,9 @@ class Trainer:
         )
 
     def _combine_gradients(self) -> None:
+        if self.gradient_reduce is not None:
+            self.gradient_reduce.finish()
+            return
         all_reduce_gradients(
             self.model.parameters(), self.context, graph_parallel=self.mode == "halo"
         )

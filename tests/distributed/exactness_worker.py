@@ -1,6 +1,7 @@
 """One rank of the exactness check: the Interaction Network on this rank's shard.
 
-For every partition method, dtype, checkpointing setting and transport it runs a forward and
+For every partition method, dtype, checkpointing setting, transport and overlap setting (exchange
+in the background while the interior edges are computed, or blocking) it runs a forward and
 backward pass on event 0 of ``ROOT/<method>`` (shards for this world size), all-reduces the
 parameter gradients and the loss over the ranks, and saves what the test compares against a
 single-process full-graph run: owned-edge logits with their global edge ids, the summed
@@ -12,6 +13,7 @@ Run by ``tests/distributed/launch.py`` (RANK, WORLD_SIZE, MASTER_ADDR/PORT in th
 from __future__ import annotations
 
 import argparse
+import itertools
 from pathlib import Path
 
 import torch
@@ -41,10 +43,12 @@ def main() -> None:
         edge_ids = torch.from_numpy(event.plan.edge_ids)[owned]
         for dtype_name, dtype in DTYPES.items():
             for checkpoint in (False, True):
-                for transport in args.transports:
+                for transport, overlap in itertools.product(args.transports, (False, True)):
                     model = build_model(graph, dtype, checkpoint=checkpoint)
                     counter = CommunicationCounter()
-                    exchange = HaloExchanger(plan, context, transport=transport, counter=counter)
+                    exchange = HaloExchanger(
+                        plan, context, transport=transport, counter=counter, overlap=overlap
+                    )
                     logits = model(
                         graph.x.to(dtype),
                         graph.edge_index,
@@ -54,7 +58,7 @@ def main() -> None:
                     loss = edge_loss(logits[owned], graph.y[owned].to(dtype), event.n_global_edges)
                     loss.backward()
                     grads, total_loss = summed_over_ranks(model, loss, context.group)
-                    results[(method, dtype_name, checkpoint, transport)] = {
+                    results[(method, dtype_name, checkpoint, transport, overlap)] = {
                         "edge_ids": edge_ids,
                         "logits": logits.detach()[owned],
                         "grads": grads,

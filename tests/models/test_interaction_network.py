@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch_geometric.utils import scatter
 
-from partgnn.models import edge_aggregation, lean_mlp
+from partgnn.models import chunked_edge_mlp, edge_aggregation
 from partgnn.models.interaction_network import AGGREGATIONS, InteractionNetwork
 from partgnn.models.memory_probe import HeapMeter, heap_meter_available
 
@@ -57,7 +57,7 @@ def _logits_and_grads(model, forward, graph):
 @pytest.mark.parametrize("checkpoint", [False, True])
 @pytest.mark.parametrize("variant", ["default", "per-step weights, no residual"])
 def test_lean_model_equals_the_plain_model(monkeypatch, aggregation, checkpoint, variant):
-    monkeypatch.setattr(lean_mlp, "MIN_CHUNK_EDGES", 128)  # several chunks of edges
+    monkeypatch.setattr(chunked_edge_mlp, "MIN_CHUNK_EDGES", 128)  # several chunks of edges
     monkeypatch.setattr(edge_aggregation, "MIN_GATHER_ROWS", 128)
     graph = _graph(60, 900)
     torch.manual_seed(7)

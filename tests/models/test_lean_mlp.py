@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from partgnn.models import lean_mlp
-from partgnn.models.lean_mlp import edge_mlp, first_layer, mlp_tail
+from partgnn.models import chunked_edge_mlp
+from partgnn.models.chunked_edge_mlp import edge_mlp
+from partgnn.models.lean_mlp import first_layer, mlp_tail
 from partgnn.models.mlp import make_mlp
 
 N_NODES, N_EDGES, H, R = 40, 700, 8, 5
@@ -25,7 +26,7 @@ def graph():
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Several chunks on a small graph (forward and backward loop over them)."""
-    monkeypatch.setattr(lean_mlp, "MIN_CHUNK_EDGES", 64)
+    monkeypatch.setattr(chunked_edge_mlp, "MIN_CHUNK_EDGES", 64)
 
 
 def _mlps(in_features: int, out_features: int = H, *, output_activation: bool = True):
@@ -90,7 +91,7 @@ def test_edge_mlp_equals_the_mlp_of_the_concatenation(
     expected_grads = _gradients(expected, tensors)
 
     out = edge_mlp(
-        mlp, rows, h_local=h, src=src, dst=dst, residual=residual, recompute=recompute,
+        mlp, rows, h=h, src=src, dst=dst, residual=residual, recompute=recompute,
         row_encoder=encoder,
     )  # fmt: skip
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
@@ -117,8 +118,8 @@ def test_edge_mlp_without_grad_is_the_same_function(graph):
     h, rows, src, dst = graph
     mlp = _mlps(2 * H + R, output_activation=False)
     with torch.no_grad():
-        plain = edge_mlp(mlp, rows, h_local=h, src=src, dst=dst)
-        recomputed = edge_mlp(mlp, rows, h_local=h, src=src, dst=dst, recompute=True)
+        plain = edge_mlp(mlp, rows, h=h, src=src, dst=dst)
+        recomputed = edge_mlp(mlp, rows, h=h, src=src, dst=dst, recompute=True)
     expected = mlp(torch.cat([h[src], h[dst], rows], dim=-1))
     torch.testing.assert_close(plain, expected, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(recomputed, expected, rtol=1e-12, atol=1e-12)
@@ -147,9 +148,9 @@ def test_bytes_kept_per_edge(graph):
     rows_h = torch.randn(N_EDGES, H, dtype=torch.float64, requires_grad=True)
     mlp = _mlps(3 * H)
     plain = _saved_edge_rows(lambda: mlp(torch.cat([h[src], h[dst], rows_h], dim=-1)))
-    lean = _saved_edge_rows(lambda: edge_mlp(mlp, rows_h, h_local=h, src=src, dst=dst))
+    lean = _saved_edge_rows(lambda: edge_mlp(mlp, rows_h, h=h, src=src, dst=dst))
     recomputed = _saved_edge_rows(
-        lambda: edge_mlp(mlp, rows_h, h_local=h, src=src, dst=dst, recompute=True)
+        lambda: edge_mlp(mlp, rows_h, h=h, src=src, dst=dst, recompute=True)
     )
     floats = [sum(shape[1] for shape in shapes) for shapes in (plain, lean, recomputed)]
     # lean: the rows (for the W_r gradient), then z1, the 2nd Linear's input and z2.
@@ -163,7 +164,7 @@ def test_recomputed_edge_mlp_under_bf16_autocast(graph, small_chunks):
     outputs = []
     for recompute in (False, True):
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            out = edge_mlp(mlp, rows, h_local=h, src=src, dst=dst, recompute=recompute)
+            out = edge_mlp(mlp, rows, h=h, src=src, dst=dst, recompute=recompute)
         outputs.append((out, _gradients(out.float(), list(mlp.parameters()))))
     (plain, plain_grads), (recomputed, grads) = outputs
     assert recomputed.dtype == plain.dtype == torch.bfloat16

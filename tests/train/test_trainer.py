@@ -47,13 +47,15 @@ def _metrics(run_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def _three_step_config(path: Path, dataset, mode: str, dtype: str, shards: str) -> Path:
+def _three_step_config(
+    path: Path, dataset, mode: str, dtype: str, shards: str, overlap: bool = True
+) -> Path:
     return write_config(
         path,
         mode=mode,
         data={"graphs": str(dataset["graphs"]), "shards": str(dataset[shards])},
         optim={"epochs": 3, "max_steps": 3},
-        run={"dir": str(path.with_suffix("")), "dtype": dtype},
+        run={"dir": str(path.with_suffix("")), "dtype": dtype, "overlap": overlap},
     )
 
 
@@ -74,12 +76,12 @@ def full_runs(dataset, tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_three_halo_steps_equal_full_mode(dataset, full_runs, tmp_path, world_size):
+@pytest.mark.parametrize(("world_size", "overlap"), [(2, True), (2, False), (3, True)])
+def test_three_halo_steps_equal_full_mode(dataset, full_runs, tmp_path, world_size, overlap):
     halo_runs = {}
     for dtype in ("float64", "float32"):
         config = _three_step_config(
-            tmp_path / f"halo-{dtype}.yaml", dataset, "halo", dtype, f"phi{world_size}"
+            tmp_path / f"halo-{dtype}.yaml", dataset, "halo", dtype, f"phi{world_size}", overlap
         )
         _train(world_size, config, tmp_path)
         halo_runs[dtype] = config.with_suffix("")

@@ -1,0 +1,386 @@
+"""Edge MLPs run over chunks of edges: recomputed in the backward pass, and overlapped with the
+halo exchange.
+
+:func:`edge_mlp` is the one entry point. Plain, it is autograd on an
+:class:`~partgnn.models.lean_mlp.EdgeMLP`. Two options make it a custom autograd function that
+walks the edges chunk by chunk, forward and backward:
+
+- **recompute** (activation checkpointing at the granularity of one MLP): nothing is kept for
+  the backward pass but the inputs, which the model holds anyway; the backward pass recomputes
+  one chunk at a time, so at most one chunk's activations exist at once. The halo exchange is
+  not part of the recomputation and is never repeated.
+- **exchange** (communication hidden behind compute): the node latents arrive as owned rows
+  only; the function starts the halo exchange, computes the *interior* edges (both endpoints
+  owned, the first ``n_interior`` edges) while the halo rows are in flight, waits, then
+  computes the boundary edges. The backward pass runs the other way round: boundary edges
+  first, so the halo rows' gradient is complete early; its reverse exchange is in flight while
+  the interior edges' gradients are computed. Without ``recompute`` the chunks' autograd graphs
+  are recorded in the forward pass and replayed (nothing recomputed).
+
+Every result equals the plain formulation up to float rounding (the same sums in another order;
+tests/models/test_chunked_edge_mlp.py).
+
+Glossary: ``h`` node latents (owned rows, or all local rows ``(N_local, H)``); ``rows`` one row
+per edge ``(E, R)``; ``src``/``dst`` ``(E,)`` local node indices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from partgnn.models.lean_mlp import EdgeMLP
+
+#: Forward and backward of a chunked edge MLP run over this many chunks of edges at most...
+EDGE_CHUNKS = 16
+#: ...each of at least this many edges (small graphs run in one chunk per part).
+MIN_CHUNK_EDGES = 4096
+
+
+class PendingRows(Protocol):
+    """Rows in flight (:class:`~partgnn.distributed.halo_exchange.PendingExchange`)."""
+
+    def wait(self) -> torch.Tensor: ...
+
+
+class AsyncExchange(Protocol):
+    """A halo exchange that can run in the background
+    (:class:`~partgnn.distributed.halo_exchange.HaloExchanger`)."""
+
+    @property
+    def n_owned(self) -> int: ...
+
+    @property
+    def n_halo(self) -> int: ...
+
+    @property
+    def send_index(self) -> torch.Tensor: ...
+
+    def start(self, x_owned: torch.Tensor) -> PendingRows: ...
+
+    def start_reverse(self, grad_halo: torch.Tensor) -> PendingRows: ...
+
+
+def edge_mlp(
+    mlp: nn.Sequential,
+    rows: torch.Tensor,
+    *,
+    h: torch.Tensor | None = None,
+    src: torch.Tensor | None = None,
+    dst: torch.Tensor | None = None,
+    residual: bool = False,
+    recompute: bool = False,
+    row_encoder: nn.Sequential | None = None,
+    exchange: AsyncExchange | None = None,
+    n_interior: int | None = None,
+) -> torch.Tensor:
+    """``mlp([h[src], h[dst], r])`` per edge (or ``mlp(r)`` without nodes), plus ``r`` when
+    ``residual``, where ``r = row_encoder(rows)`` (``rows`` without an encoder).
+
+    Args:
+        mlp: First layer of width ``2 H + R`` (``R`` without nodes), then any tail.
+        rows: One row per edge ``(E, R)``.
+        h: Node latents ``(N_local, H)``; with ``exchange`` only the owned rows
+            ``(n_owned, H)``. ``None`` for an MLP of the rows alone.
+        src: Source node of each edge ``(E,)`` (with ``h``).
+        dst: Target node of each edge ``(E,)`` (with ``h``).
+        residual: Return ``r + mlp(...)`` (widths must match).
+        recompute: Keep only the inputs for the backward pass and recompute the MLP there, in
+            chunks of edges; else keep each layer's input and recompute only element-wise work.
+        row_encoder: An MLP applied to the rows first, inside the chunks (with ``recompute``
+            its output, ``E x H``, then never exists whole).
+        exchange: Get the halo rows of ``h`` here, overlapped with the interior edges.
+        n_interior: With ``exchange``: edges ``[0, n_interior)`` have both endpoints owned
+            (the rest touch a halo node).
+
+    Returns:
+        ``(E, out_features)``.
+    """
+    chunked = recompute or exchange is not None
+    if not chunked:
+        edge = EdgeMLP(mlp, residual, row_encoder)
+        projections = None if h is None else edge.project(h)
+        recording = torch.is_grad_enabled()
+        return edge.rows(rows, src, dst, projections, recompute_elementwise=recording)
+    if exchange is not None and (h is None or n_interior is None):
+        raise ValueError("edge_mlp: an exchange needs the owned node latents and n_interior")
+    call = _Call(
+        edge=EdgeMLP(mlp, residual, row_encoder),
+        parameters=[*mlp.parameters(), *(row_encoder.parameters() if row_encoder else ())],
+        keep_graphs=not recompute and torch.is_grad_enabled(),
+        exchange=exchange,
+        n_interior=rows.shape[0] if n_interior is None else n_interior,
+    )
+    return _ChunkedEdgeMLP.apply(call, h, rows, src, dst, *call.parameters)
+
+
+@dataclass
+class _Call:
+    """What one application of :class:`_ChunkedEdgeMLP` computes (not tensors it saves)."""
+
+    edge: EdgeMLP
+    parameters: list[nn.Parameter]
+    keep_graphs: bool
+    exchange: AsyncExchange | None
+    n_interior: int
+
+
+def _chunks(start: int, stop: int) -> list[tuple[int, int]]:
+    size = max(MIN_CHUNK_EDGES, -(-(stop - start) // EDGE_CHUNKS))
+    return [(first, min(first + size, stop)) for first in range(start, stop, size)]
+
+
+class _NodeProjections:
+    """The node projections the chunks gather from, with the autograd graphs that made them.
+
+    ``all`` is one ``(N_local, 2 H_out)`` tensor, a leaf of the chunks' graphs; its owned rows
+    and its halo rows come from two separate graphs, so the halo rows' gradient can be sent
+    back before the owned rows' is known.
+    """
+
+    def __init__(self, edge: EdgeMLP, h: torch.Tensor, n_halo: int, *, grad_h: bool) -> None:
+        self.edge = edge
+        self.h = h.detach().requires_grad_(grad_h)
+        self.owned = edge.project(self.h)
+        if n_halo:
+            self.all = self.owned.new_empty((self.h.shape[0] + n_halo, self.owned.shape[1]))
+            self.all[: self.h.shape[0]] = self.owned.detach()
+        else:
+            self.all = self.owned.detach()
+        self.all.requires_grad_(torch.is_grad_enabled())
+        self.halo: torch.Tensor | None = None
+        self.halo_projected: torch.Tensor | None = None
+
+    @property
+    def n_owned(self) -> int:
+        return self.h.shape[0]
+
+    def add_halo(self, halo: torch.Tensor) -> None:
+        """Projects the halo rows ``(n_halo, H)`` into ``all``."""
+        self.halo = halo.detach().requires_grad_(self.h.requires_grad)
+        self.halo_projected = self.edge.project(self.halo)
+        with torch.no_grad():
+            self.all[self.n_owned :] = self.halo_projected
+
+
+@dataclass
+class _Piece:
+    """One chunk of edges ``[start, end)`` and the autograd graph of its output."""
+
+    start: int
+    end: int
+    out: torch.Tensor
+    rows: torch.Tensor
+
+
+class _ChunkedEdgeMLP(torch.autograd.Function):
+    """An edge MLP over chunks of edges; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, call, h, rows, src, dst, *parameters):
+        ctx.call = call
+        ctx.autocast = _autocast_state(rows.device.type)
+        exchange = call.exchange
+        pending = exchange.start(h) if exchange is not None else None
+        grad_h, grad_rows = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        with _recording(ctx.autocast, call.keep_graphs):
+            nodes = None
+            if h is not None:
+                n_halo = exchange.n_halo if exchange is not None else 0
+                nodes = _NodeProjections(call.edge, h, n_halo, grad_h=grad_h)
+        n_edges = rows.shape[0]
+        out = None
+        pieces: list[_Piece] = []
+        interior, boundary = _chunks(0, call.n_interior), _chunks(call.n_interior, n_edges)
+        if not interior and not boundary:
+            boundary = [(0, 0)]
+        halo = None
+        for index, (start, end) in enumerate(interior + boundary):
+            if pending is not None and index == len(interior):
+                halo = pending.wait()
+                with _recording(ctx.autocast, call.keep_graphs):
+                    nodes.add_halo(halo)
+            with _recording(ctx.autocast, call.keep_graphs):
+                piece = _compute(call.edge, nodes, rows, src, dst, start, end, grad_rows)
+            if out is None:
+                out = piece.out.new_empty((n_edges, *piece.out.shape[1:]))
+            out[start:end] = piece.out.detach()
+            if call.keep_graphs:
+                if piece.out._base is None:
+                    # The graph needs the output tensor, not its values (no operation of a
+                    # chunk saves the chunk's output), so its copy in `out` is the only one.
+                    piece.out.untyped_storage().resize_(0)
+                pieces.append(piece)
+        if pending is not None and halo is None:  # every edge is interior
+            halo = pending.wait()
+            with _recording(ctx.autocast, call.keep_graphs):
+                nodes.add_halo(halo)
+        ctx.pieces = pieces
+        ctx.nodes = nodes if call.keep_graphs else None
+        ctx.chunks = (interior, boundary)
+        ctx.save_for_backward(h, halo, rows, src, dst)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        h, halo, rows, src, dst = ctx.saved_tensors
+        call, (interior, boundary) = ctx.call, ctx.chunks
+        exchange = call.exchange
+        grad_h_wanted, grad_rows_wanted = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        trainable = [p for p in call.parameters if p.requires_grad]
+        nodes = ctx.nodes
+        if nodes is None and h is not None:
+            with _recording(ctx.autocast):
+                n_halo = 0 if halo is None else halo.shape[0]
+                nodes = _NodeProjections(call.edge, h, n_halo, grad_h=grad_h_wanted)
+                if halo is not None:
+                    nodes.add_halo(halo)
+        kept = {(piece.start, piece.end): piece for piece in ctx.pieces}
+        grads = _Gradients(trainable, rows if grad_rows_wanted else None, nodes)
+
+        def run(chunks: list[tuple[int, int]]) -> None:
+            for start, end in chunks:
+                piece = kept.pop((start, end), None)
+                if piece is None:
+                    with _recording(ctx.autocast):
+                        piece = _compute(call.edge, nodes, rows, src, dst, start, end,
+                                         grad_rows_wanted)  # fmt: skip
+                grads.add_piece(piece, grad_out[piece.start : piece.end])
+
+        # Boundary edges first: then the halo rows' gradient is complete and goes back to its
+        # owners while the interior edges' gradients are computed.
+        run(boundary)
+        pending = None
+        if nodes is not None and exchange is not None:
+            grad_halo = grads.through_halo_projection()
+            if grad_h_wanted:
+                pending = exchange.start_reverse(grad_halo)
+        run(interior)
+        grad_h = grads.through_owned_projection() if nodes is not None else None
+        if pending is not None:
+            grad_h.index_add_(0, exchange.send_index, pending.wait())
+        ctx.pieces, ctx.nodes = [], None
+        return None, grad_h, grads.rows, None, None, *grads.for_parameters(call.parameters)
+
+
+def _compute(
+    edge: EdgeMLP,
+    nodes: _NodeProjections | None,
+    rows: torch.Tensor,
+    src: torch.Tensor | None,
+    dst: torch.Tensor | None,
+    start: int,
+    end: int,
+    grad_rows: bool,
+) -> _Piece:
+    """The MLP of edges ``[start, end)`` (an autograd graph if recording)."""
+    recording = torch.is_grad_enabled()
+    piece_rows = rows[start:end].detach().requires_grad_(grad_rows and recording)
+    if nodes is None:
+        out = edge.rows(piece_rows, recompute_elementwise=recording)
+    else:
+        out = edge.rows(
+            piece_rows, src[start:end], dst[start:end], nodes.all, recompute_elementwise=recording
+        )
+    return _Piece(start, end, out, piece_rows)
+
+
+class _Gradients:
+    """Gradients of the parameters, the node projections and the rows, summed over chunks."""
+
+    def __init__(
+        self,
+        trainable: list[nn.Parameter],
+        rows: torch.Tensor | None,
+        nodes: _NodeProjections | None,
+    ) -> None:
+        self.trainable, self.nodes = trainable, nodes
+        self.parameters: list[torch.Tensor | None] = [None] * len(trainable)
+        self.rows = torch.empty_like(rows) if rows is not None else None
+        self.projections: torch.Tensor | None = None
+
+    def add_piece(self, piece: _Piece, grad_out: torch.Tensor) -> None:
+        if not piece.out.requires_grad:
+            if self.rows is not None:
+                self.rows[piece.start : piece.end] = 0
+            return
+        inputs = [*self.trainable]
+        if self.nodes is not None:
+            inputs.append(self.nodes.all)
+        if self.rows is not None:
+            inputs.append(piece.rows)
+        grads = torch.autograd.grad(piece.out, inputs, grad_out, allow_unused=True)
+        self._add_parameters(grads)
+        if self.nodes is not None:
+            self.projections = _add(self.projections, grads[len(self.trainable)])
+        if self.rows is not None:
+            if grads[-1] is None:
+                self.rows[piece.start : piece.end] = 0
+            else:
+                self.rows[piece.start : piece.end] = grads[-1]
+
+    def through_halo_projection(self) -> torch.Tensor:
+        """The halo rows' gradient ``(n_halo, H)``; adds the projection's parameter gradient."""
+        nodes = self.nodes
+        grad = self._projection_grad()[nodes.n_owned :]
+        return self._through(nodes.halo_projected, nodes.halo, grad)
+
+    def through_owned_projection(self) -> torch.Tensor | None:
+        """The owned rows' gradient ``(n_owned, H)`` (``None`` if not wanted)."""
+        nodes = self.nodes
+        grad = self._projection_grad()[: nodes.n_owned]
+        return self._through(nodes.owned, nodes.h, grad)
+
+    def for_parameters(self, parameters: list[nn.Parameter]) -> list[torch.Tensor | None]:
+        by_parameter = dict(zip(map(id, self.trainable), self.parameters, strict=True))
+        return [by_parameter.get(id(p)) for p in parameters]
+
+    def _projection_grad(self) -> torch.Tensor:
+        if self.projections is None:
+            self.projections = torch.zeros_like(self.nodes.all)
+        return self.projections
+
+    def _through(
+        self, projected: torch.Tensor, h: torch.Tensor, grad: torch.Tensor
+    ) -> torch.Tensor | None:
+        wanted = [*self.trainable, *([h] if h.requires_grad else [])]
+        if not wanted or not projected.requires_grad:
+            return torch.zeros_like(h) if h.requires_grad else None
+        grads = torch.autograd.grad(projected, wanted, grad, allow_unused=True)
+        self._add_parameters(grads)
+        if not h.requires_grad:
+            return None
+        return grads[-1] if grads[-1] is not None else torch.zeros_like(h)
+
+    def _add_parameters(self, grads: tuple[torch.Tensor | None, ...]) -> None:
+        for index in range(len(self.trainable)):
+            self.parameters[index] = _add(self.parameters[index], grads[index])
+
+
+def _autocast_state(device_type: str) -> tuple[str, bool, torch.dtype]:
+    return (
+        device_type,
+        torch.is_autocast_enabled(device_type),
+        torch.get_autocast_dtype(device_type),
+    )
+
+
+@contextmanager
+def _recording(autocast: tuple[str, bool, torch.dtype], enabled: bool = True) -> Iterator[None]:
+    """Autograd on (if ``enabled``), under the forward pass's autocast state (the backward
+    pass recomputes under it, as torch.utils.checkpoint does)."""
+    device_type, autocast_on, dtype = autocast
+    grad = torch.enable_grad() if enabled else nullcontext()
+    with grad, torch.autocast(device_type, dtype=dtype, enabled=autocast_on):
+        yield
+
+
+def _add(total: torch.Tensor | None, value: torch.Tensor | None) -> torch.Tensor | None:
+    if value is None:
+        return total
+    return value if total is None else total.add_(value)

@@ -1,0 +1,31 @@
+"""Gradients reduced bucket by bucket during the backward pass equal those reduced after it
+(real processes on gloo: one graph group, and two graph groups as data-parallel replicas)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.distributed.launch import assert_all_succeeded, launch
+
+
+@pytest.mark.parametrize(("world_size", "group_size"), [(2, 2), (4, 2)])
+def test_bucketed_reduce_equals_reduce_after_backward(tmp_path, world_size, group_size):
+    out = tmp_path / "grads"
+    results = launch(
+        world_size,
+        "tests.distributed.gradients_worker",
+        [str(out), str(group_size)],
+        workdir=tmp_path,
+    )
+    assert_all_succeeded(results)
+    ranks = [torch.load(f"{out}.rank{r}", weights_only=True) for r in range(world_size)]
+    assert ranks[0]["buckets"] >= 3
+    # All but the first layer's bucket (its gradient is final last) left during the pass.
+    assert all(rank["launched_in_backward"] >= rank["buckets"] - 2 for rank in ranks)
+    for rank in ranks:
+        for name, grad in rank["after"].items():
+            torch.testing.assert_close(rank["bucketed"][name], grad, rtol=1e-14, atol=0)
+            # Every rank ends with the same (reduced) gradient.
+            assert torch.equal(rank["bucketed"][name], ranks[0]["bucketed"][name]), name
+        assert not rank["bucketed"]["unused.weight"].any()

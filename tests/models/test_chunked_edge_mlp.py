@@ -1,0 +1,143 @@
+"""The chunked edge MLP with an exchange: the same values and gradients as the plain MLP on
+``[owned; halo]`` rows, and the overlap order (interior edges while the rows are in flight).
+
+The exchange here is one process's loop-back: its halo rows are copies of some of its own
+owned rows (``h[send_index]``), which is what a real exchange computes across ranks; the
+multi-process proof is tests/distributed/test_exactness.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from partgnn.models import chunked_edge_mlp
+from partgnn.models.chunked_edge_mlp import edge_mlp
+from partgnn.models.mlp import make_mlp
+
+H = 8
+
+
+class _Pending:
+    def __init__(self, rows: torch.Tensor, log: list[str], name: str) -> None:
+        self.rows, self.log, self.name = rows, log, name
+
+    def wait(self) -> torch.Tensor:
+        self.log.append(self.name)
+        return self.rows
+
+
+class LoopbackExchange:
+    """Halo rows ``h[send_index]``: every halo node is a copy of an owned node."""
+
+    def __init__(self, send_index: torch.Tensor, n_owned: int) -> None:
+        self.send_index, self.n_owned, self.n_halo = send_index, n_owned, len(send_index)
+        self.log: list[str] = []
+
+    def start(self, x_owned: torch.Tensor) -> _Pending:
+        self.log.append("start")
+        return _Pending(x_owned.detach()[self.send_index].clone(), self.log, "wait")
+
+    def start_reverse(self, grad_halo: torch.Tensor) -> _Pending:
+        self.log.append("start_reverse")
+        return _Pending(grad_halo.clone(), self.log, "wait_reverse")
+
+
+def _graph(n_owned=50, n_halo=12, n_edges=700, seed=0):
+    """Owned nodes ``[0, n_owned)``, halo ``[n_owned, n_owned + n_halo)``; edges interior
+    first (both ends owned), then boundary ones (at least one halo end)."""
+    generator = torch.Generator().manual_seed(seed)
+    n_interior = n_edges * 2 // 3
+    interior = torch.randint(0, n_owned, (2, n_interior), generator=generator)
+    boundary = torch.randint(0, n_owned + n_halo, (2, n_edges - n_interior), generator=generator)
+    boundary[1, ::2] = torch.randint(n_owned, n_owned + n_halo, boundary[1, ::2].shape,
+                                     generator=generator)  # fmt: skip
+    boundary[0, 1::2] = torch.randint(n_owned, n_owned + n_halo, boundary[0, 1::2].shape,
+                                      generator=generator)  # fmt: skip
+    edge_index = torch.cat([interior, boundary], dim=1)
+    send_index = torch.randperm(n_owned, generator=generator)[:n_halo]
+    h = torch.randn(n_owned, H, generator=generator, dtype=torch.float64)
+    return edge_index, n_interior, send_index, h
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(chunked_edge_mlp, "MIN_CHUNK_EDGES", 32)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+@pytest.mark.parametrize("encoder", [False, True])
+def test_exchange_inside_equals_plain_mlp_on_local_rows(small_chunks, recompute, encoder):
+    torch.manual_seed(0)
+    edge_index, n_interior, send_index, h0 = _graph()
+    width = 5 if encoder else H
+    mlp = make_mlp(2 * H + H, H, H, activation="silu").double()
+    row_encoder = make_mlp(width, H, H).double() if encoder else None
+    rows0 = torch.randn(edge_index.shape[1], width, dtype=torch.float64)
+    src, dst = edge_index
+    results = []
+    for inside in (False, True):
+        h = h0.clone().requires_grad_()
+        rows = rows0.clone().requires_grad_()
+        modules = [mlp, *([row_encoder] if encoder else [])]
+        for module in modules:
+            module.zero_grad()
+        exchange = LoopbackExchange(send_index, h.shape[0])
+        options = {"residual": True, "row_encoder": row_encoder}
+        if inside:
+            out = edge_mlp(mlp, rows, h=h, src=src, dst=dst, recompute=recompute,
+                           exchange=exchange, n_interior=n_interior, **options)  # fmt: skip
+        else:
+            h_local = torch.cat([h, h[send_index]])
+            out = edge_mlp(mlp, rows, h=h_local, src=src, dst=dst, **options)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        grads = [p.grad.clone() for module in modules for p in module.parameters()]
+        results.append((out.detach(), h.grad, rows.grad, grads))
+    (out_a, h_a, rows_a, grads_a), (out_b, h_b, rows_b, grads_b) = results
+    torch.testing.assert_close(out_b, out_a, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(h_b, h_a, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(rows_b, rows_a, rtol=1e-12, atol=1e-12)
+    for grad_b, grad_a in zip(grads_b, grads_a, strict=True):
+        torch.testing.assert_close(grad_b, grad_a, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_interior_edges_run_while_the_rows_are_in_flight(small_chunks, monkeypatch, recompute):
+    edge_index, n_interior, send_index, h0 = _graph()
+    exchange = LoopbackExchange(send_index, h0.shape[0])
+    compute = chunked_edge_mlp._compute
+
+    def logged(*args):
+        start, end = args[5], args[6]
+        exchange.log.append("interior" if end <= n_interior else "boundary")
+        assert start >= n_interior or end <= n_interior, "a chunk mixes interior and boundary"
+        return compute(*args)
+
+    monkeypatch.setattr(chunked_edge_mlp, "_compute", logged)
+    mlp = make_mlp(3 * H, H, H).double()
+    h = h0.clone().requires_grad_()
+    rows = torch.randn(edge_index.shape[1], H, dtype=torch.float64)
+    out = edge_mlp(mlp, rows, h=h, src=edge_index[0], dst=edge_index[1], recompute=recompute,
+                   exchange=exchange, n_interior=n_interior)  # fmt: skip
+    forward = _runs(exchange.log)
+    assert forward == ["start", "interior", "wait", "boundary"]
+    exchange.log.clear()
+    out.sum().backward()
+    backward = _runs(exchange.log)
+    if recompute:  # the backward pass recomputes the chunks it differentiates
+        assert backward == ["boundary", "start_reverse", "interior", "wait_reverse"]
+    else:
+        assert backward == ["start_reverse", "wait_reverse"]
+
+
+def test_an_exchange_needs_owned_latents_and_the_interior_count():
+    mlp = make_mlp(3 * H, H, H)
+    exchange = LoopbackExchange(torch.zeros(0, dtype=torch.long), 4)
+    with pytest.raises(ValueError, match="n_interior"):
+        edge_mlp(mlp, torch.zeros(3, H), h=torch.zeros(4, H), src=torch.zeros(3, dtype=torch.long),
+                 dst=torch.zeros(3, dtype=torch.long), exchange=exchange)  # fmt: skip
+
+
+def _runs(log: list[str]) -> list[str]:
+    """The log with repeats collapsed: ``[a, a, b] -> [a, b]``."""
+    return [entry for index, entry in enumerate(log) if index == 0 or log[index - 1] != entry]
