@@ -38,10 +38,13 @@ Environment variables read by :func:`init_distributed` besides the launchers' ow
 from __future__ import annotations
 
 import datetime
+import fcntl
+import ipaddress
 import math
 import os
 import re
 import socket
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -238,6 +241,12 @@ def init_distributed(
 
     where = f"launcher {info.launcher}, rank {global_rank} of {world_size}"
     store, init_method, address = _rendezvous(info, comm, timeout, where)
+    if backend == "gloo" and "GLOO_SOCKET_IFNAME" not in os.environ and info.master_addr:
+        interface = interface_towards(info.master_addr)
+        if interface is not None:
+            # gloo otherwise binds to the address its host name resolves to, which on a
+            # multi-homed host (or a network namespace) may not be the one peers can reach.
+            os.environ["GLOO_SOCKET_IFNAME"] = interface
     where += f", rendezvous {address}, backend {backend}"
     try:
         dist.init_process_group(
@@ -552,6 +561,37 @@ def _routable_address(comm: Any) -> str:
         except OSError:
             pass
     return socket.gethostbyname(socket.getfqdn())
+
+
+def interface_towards(address: str) -> str | None:
+    """The network interface this host reaches ``address`` through (Linux), or ``None`` when
+    ``address`` is loopback or the interface cannot be told.
+
+    partgnn sets ``GLOO_SOCKET_IFNAME`` to it (unless it is set) before gloo starts.
+    """
+    try:
+        target = socket.getaddrinfo(address, None, socket.AF_INET)[0][4][0]
+        if ipaddress.ip_address(target).is_loopback:
+            return None
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((target, 9))  # UDP: sends nothing, only picks the route
+            source = probe.getsockname()[0]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as query:
+            for _, name in socket.if_nameindex():
+                request = struct.pack("256s", name.encode()[:15])
+                try:
+                    answer = fcntl.ioctl(query.fileno(), _SIOCGIFADDR, request)
+                except OSError:  # no IPv4 address on it
+                    continue
+                if socket.inet_ntoa(answer[20:24]) == source and name != "lo":
+                    return name
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+#: ioctl request for an interface's IPv4 address (linux/sockios.h).
+_SIOCGIFADDR = 0x8915
 
 
 # --- rendezvous ----------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Edge MLPs run over chunks of edges: recomputed in the backward pass, and overlapped with the
 halo exchange.
 
-:func:`edge_mlp` is the one entry point. Plain, it is autograd on an
-:class:`~partgnn.models.lean_mlp.EdgeMLP`. Two options make it a custom autograd function that
-walks the edges chunk by chunk, forward and backward:
+:func:`edge_mlp` is the one entry point. While autograd records, it is a custom autograd
+function that walks the edges chunk by chunk, forward and backward, keeping each chunk's graph
+from the forward pass (as autograd would, but in chunk-sized pieces: on an event-sized graph
+this is 2-3x faster than whole-graph tensors, whose every allocation is fresh memory to
+fault in). Two options change what it does:
 
 - **recompute** (activation checkpointing at the granularity of one MLP): nothing is kept for
   the backward pass but the inputs, which the model holds anyway; the backward pass recomputes
@@ -101,12 +103,10 @@ def edge_mlp(
     Returns:
         ``(E, out_features)``.
     """
-    chunked = recompute or exchange is not None
-    if not chunked:
+    if not torch.is_grad_enabled() and exchange is None:
         edge = EdgeMLP(mlp, residual, row_encoder)
-        projections = None if h is None else edge.project(h)
-        recording = torch.is_grad_enabled()
-        return edge.rows(rows, src, dst, projections, recompute_elementwise=recording)
+        node_terms = None if h is None else edge.gather(edge.project(h), src, dst)
+        return edge.rows(rows, node_terms)
     if exchange is not None and (h is None or n_interior is None):
         raise ValueError("edge_mlp: an exchange needs the owned node latents and n_interior")
     call = _Call(
@@ -138,9 +138,9 @@ def _chunks(start: int, stop: int) -> list[tuple[int, int]]:
 class _NodeProjections:
     """The node projections the chunks gather from, with the autograd graphs that made them.
 
-    ``all`` is one ``(N_local, 2 H_out)`` tensor, a leaf of the chunks' graphs; its owned rows
-    and its halo rows come from two separate graphs, so the halo rows' gradient can be sent
-    back before the owned rows' is known.
+    ``all`` is one ``(N_local, 2 H_out)`` tensor (no graph) the chunks gather from; its owned
+    rows and its halo rows come from two separate graphs, so the halo rows' gradient can be
+    sent back before the owned rows' is known.
     """
 
     def __init__(self, edge: EdgeMLP, h: torch.Tensor, n_halo: int, *, grad_h: bool) -> None:
@@ -152,13 +152,24 @@ class _NodeProjections:
             self.all[: self.h.shape[0]] = self.owned.detach()
         else:
             self.all = self.owned.detach()
-        self.all.requires_grad_(torch.is_grad_enabled())
         self.halo: torch.Tensor | None = None
         self.halo_projected: torch.Tensor | None = None
 
     @property
     def n_owned(self) -> int:
         return self.h.shape[0]
+
+    @property
+    def n_rows(self) -> int:
+        """Local rows ``N_local`` (owned and halo)."""
+        return self.all.shape[0]
+
+    def release_values(self) -> None:
+        """Frees the projections' values, keeping the tensors for their graphs: the chunks'
+        gathers and the projections' own graphs never read them again."""
+        for tensor in (self.all, self.owned, self.halo_projected):
+            if tensor is not None and tensor._base is None:
+                tensor.untyped_storage().resize_(0)
 
     def add_halo(self, halo: torch.Tensor) -> None:
         """Projects the halo rows ``(n_halo, H)`` into ``all``."""
@@ -170,12 +181,16 @@ class _NodeProjections:
 
 @dataclass
 class _Piece:
-    """One chunk of edges ``[start, end)`` and the autograd graph of its output."""
+    """One chunk of edges ``[start, end)`` and the autograd graph of its output, whose leaves
+    are the chunk's rows and its node terms (gathered outside the graph: their gradient is
+    scattered into the projections' by :class:`_Gradients`, never as an ``N``-row tensor per
+    chunk)."""
 
     start: int
     end: int
     out: torch.Tensor
     rows: torch.Tensor
+    node_terms: torch.Tensor | None
 
 
 class _ChunkedEdgeMLP(torch.autograd.Function):
@@ -211,10 +226,11 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
                 out = piece.out.new_empty((n_edges, *piece.out.shape[1:]))
             out[start:end] = piece.out.detach()
             if call.keep_graphs:
-                if piece.out._base is None:
-                    # The graph needs the output tensor, not its values (no operation of a
-                    # chunk saves the chunk's output), so its copy in `out` is the only one.
-                    piece.out.untyped_storage().resize_(0)
+                # The graph needs these tensors, not their values (no operation of a chunk
+                # saves the chunk's output or the node terms it adds): their memory goes now.
+                for tensor in (piece.out, piece.node_terms):
+                    if tensor is not None and tensor._base is None:
+                        tensor.untyped_storage().resize_(0)
                 pieces.append(piece)
         if pending is not None and halo is None:  # every edge is interior
             halo = pending.wait()
@@ -222,6 +238,8 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
                 nodes.add_halo(halo)
         ctx.pieces = pieces
         ctx.nodes = nodes if call.keep_graphs else None
+        if ctx.nodes is not None:
+            ctx.nodes.release_values()
         ctx.chunks = (interior, boundary)
         ctx.save_for_backward(h, halo, rows, src, dst)
         return out
@@ -241,7 +259,7 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
                 if halo is not None:
                     nodes.add_halo(halo)
         kept = {(piece.start, piece.end): piece for piece in ctx.pieces}
-        grads = _Gradients(trainable, rows if grad_rows_wanted else None, nodes)
+        grads = _Gradients(trainable, rows if grad_rows_wanted else None, nodes, src, dst)
 
         def run(chunks: list[tuple[int, int]]) -> None:
             for start, end in chunks:
@@ -281,13 +299,13 @@ def _compute(
     """The MLP of edges ``[start, end)`` (an autograd graph if recording)."""
     recording = torch.is_grad_enabled()
     piece_rows = rows[start:end].detach().requires_grad_(grad_rows and recording)
-    if nodes is None:
-        out = edge.rows(piece_rows, recompute_elementwise=recording)
-    else:
-        out = edge.rows(
-            piece_rows, src[start:end], dst[start:end], nodes.all, recompute_elementwise=recording
-        )
-    return _Piece(start, end, out, piece_rows)
+    node_terms = None
+    if nodes is not None:
+        with torch.no_grad():
+            node_terms = EdgeMLP.gather(nodes.all, src[start:end], dst[start:end])
+        node_terms.requires_grad_(recording)
+    out = edge.rows(piece_rows, node_terms, recompute_elementwise=recording)
+    return _Piece(start, end, out, piece_rows, node_terms)
 
 
 class _Gradients:
@@ -298,8 +316,10 @@ class _Gradients:
         trainable: list[nn.Parameter],
         rows: torch.Tensor | None,
         nodes: _NodeProjections | None,
+        src: torch.Tensor | None,
+        dst: torch.Tensor | None,
     ) -> None:
-        self.trainable, self.nodes = trainable, nodes
+        self.trainable, self.nodes, self.src, self.dst = trainable, nodes, src, dst
         self.parameters: list[torch.Tensor | None] = [None] * len(trainable)
         self.rows = torch.empty_like(rows) if rows is not None else None
         self.projections: torch.Tensor | None = None
@@ -310,14 +330,21 @@ class _Gradients:
                 self.rows[piece.start : piece.end] = 0
             return
         inputs = [*self.trainable]
-        if self.nodes is not None:
-            inputs.append(self.nodes.all)
+        if piece.node_terms is not None:
+            inputs.append(piece.node_terms)
         if self.rows is not None:
             inputs.append(piece.rows)
         grads = torch.autograd.grad(piece.out, inputs, grad_out, allow_unused=True)
         self._add_parameters(grads)
-        if self.nodes is not None:
-            self.projections = _add(self.projections, grads[len(self.trainable)])
+        grad_terms = grads[len(self.trainable)] if piece.node_terms is not None else None
+        if grad_terms is not None:
+            # d(terms)/d(projections): W_src h_src lands on the source rows, W_dst h_dst on the
+            # target rows.
+            projections = self._projection_grad()
+            width = projections.shape[1] // 2
+            grad_terms = grad_terms.to(projections.dtype)
+            projections[:, :width].index_add_(0, self.src[piece.start : piece.end], grad_terms)
+            projections[:, width:].index_add_(0, self.dst[piece.start : piece.end], grad_terms)
         if self.rows is not None:
             if grads[-1] is None:
                 self.rows[piece.start : piece.end] = 0
@@ -342,7 +369,8 @@ class _Gradients:
 
     def _projection_grad(self) -> torch.Tensor:
         if self.projections is None:
-            self.projections = torch.zeros_like(self.nodes.all)
+            nodes = self.nodes
+            self.projections = nodes.owned.new_zeros((nodes.n_rows, nodes.owned.shape[1]))
         return self.projections
 
     def _through(

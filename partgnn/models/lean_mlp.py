@@ -104,12 +104,23 @@ class EdgeMLP:
         w_src, w_dst = self.mlp[0].weight[:, : 2 * width].split(width, dim=1)
         return functional.linear(h, torch.cat([w_src, w_dst]))
 
+    @staticmethod
+    def gather(projections: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        """The node terms of some edges' first layer, ``W_src h_src + W_dst h_dst``, ``(M, H_out)``.
+
+        Args:
+            projections: :meth:`project` of the local node latents ``(N_local, 2 H_out)``.
+            src: The edges' source nodes ``(M,)``.
+            dst: Their target nodes ``(M,)``.
+        """
+        width = projections.shape[1] // 2
+        gathered = projections[:, :width].index_select(0, src)
+        return gathered + projections[:, width:].index_select(0, dst)
+
     def rows(
         self,
         rows: torch.Tensor,
-        src: torch.Tensor | None = None,
-        dst: torch.Tensor | None = None,
-        projections: torch.Tensor | None = None,
+        node_terms: torch.Tensor | None = None,
         *,
         recompute_elementwise: bool = False,
     ) -> torch.Tensor:
@@ -117,10 +128,8 @@ class EdgeMLP:
 
         Args:
             rows: The edges' rows ``(M, R)``.
-            src: Their source nodes ``(M,)`` (with ``projections``).
-            dst: Their target nodes ``(M,)`` (with ``projections``).
-            projections: :meth:`project` of the local node latents ``(N_local, 2 H_out)``;
-                ``None`` for an MLP of the rows alone.
+            node_terms: Their :meth:`gather` ``(M, H_out)``; ``None`` for an MLP of the rows
+                alone.
             recompute_elementwise: See :func:`mlp_tail`.
 
         Returns:
@@ -131,9 +140,7 @@ class EdgeMLP:
         linear: nn.Linear = self.mlp[0]
         row_weight = linear.weight[:, linear.in_features - rows.shape[-1] :]
         z = functional.linear(rows, row_weight, linear.bias)
-        if projections is not None:
-            width = z.shape[-1]
-            z = z + projections[:, :width].index_select(0, src)
-            z = z + projections[:, width:].index_select(0, dst)
+        if node_terms is not None:
+            z = z + node_terms
         out = mlp_tail(self.mlp, z, recompute_elementwise=recompute_elementwise)
         return rows + out if self.residual else out

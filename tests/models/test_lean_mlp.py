@@ -127,12 +127,16 @@ def test_edge_mlp_without_grad_is_the_same_function(graph):
 
 def _saved_edge_rows(fn) -> list[torch.Size]:
     """Shapes of the tensors with one row per edge that autograd keeps for the backward pass
-    (what ``fn`` itself saves; the checkpointed element-wise runs save their one input)."""
-    shapes = []
+    (what ``fn`` itself saves; the checkpointed element-wise runs save their one input), each
+    memory block once."""
+    shapes, storages = [], set()
 
     def pack(tensor):
         if tensor.dim() == 2 and tensor.shape[0] == N_EDGES and tensor.is_floating_point():
-            shapes.append(tensor.shape)
+            storage = tensor.untyped_storage().data_ptr()
+            if storage not in storages:  # saved twice is kept once
+                storages.add(storage)
+                shapes.append(tensor.shape)
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):

@@ -20,6 +20,7 @@ from partgnn.train.config import load_config
 from partgnn.train.standardisation import SCALER_FILE
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import REPOSITORY, assert_all_succeeded, child_env, launch
+from tests.distributed.two_hosts import two_hosts, unavailable_reason
 from tests.train.conftest import write_config
 
 
@@ -106,6 +107,37 @@ def test_three_halo_steps_equal_full_mode(dataset, full_runs, tmp_path, world_si
         torch.testing.assert_close(
             torch.tensor(halo_scaler[key]), torch.tensor(full_scaler[key]), rtol=1e-12, atol=0
         )
+
+
+@pytest.mark.slow
+def test_halo_across_two_hosts_equals_full_mode(dataset, full_runs, tmp_path):
+    """torchrun --nnodes 2 across two network namespaces joined by a veth pair (rate limited
+    to 1 Gbit/s); partgnn picks gloo's interface itself (GLOO_SOCKET_IFNAME unset)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"two hosts cannot be made here: {reason}")
+    config = _three_step_config(tmp_path / "hosts.yaml", dataset, "halo", "float64", "phi2")
+    env = child_env()
+    env.pop("GLOO_SOCKET_IFNAME", None)
+    with two_hosts(rate="1gbit") as hosts:
+        processes = []
+        for host in (0, 1):
+            argv = hosts.torchrun(host, ["partgnn", "train", "--config", str(config)])
+            with (tmp_path / f"host{host}.log").open("w") as log:
+                processes.append(hosts.popen(host, argv, env=env, stdout=log, stderr=log))
+        codes = []
+        for process in processes:
+            try:
+                codes.append(process.wait(timeout=300))
+            except subprocess.TimeoutExpired:
+                for other in processes:
+                    other.kill()
+                codes.append(None)
+    logs = [(tmp_path / f"host{host}.log").read_text()[-2000:] for host in (0, 1)]
+    assert codes == [0, 0], f"exit codes {codes}:\n" + "\n".join(logs)
+    full, halo = _weights(full_runs["float64"]), _weights(config.with_suffix(""))
+    worst = max(_relative(halo[k], full[k]) for k in full)
+    assert worst <= 1e-9, f"float64 weights differ by {worst:.3g}"
 
 
 @pytest.mark.slow
