@@ -1,11 +1,9 @@
 """Edge MLPs run over chunks of edges: recomputed in the backward pass, and overlapped with the
 halo exchange.
 
-:func:`edge_mlp` is the one entry point. While autograd records, it is a custom autograd
-function that walks the edges chunk by chunk, forward and backward, keeping each chunk's graph
-from the forward pass (as autograd would, but in chunk-sized pieces: on an event-sized graph
-this is 2-3x faster than whole-graph tensors, whose every allocation is fresh memory to
-fault in). Two options change what it does:
+:func:`edge_mlp` is the one entry point. Plain, it is autograd on an
+:class:`~partgnn.models.lean_mlp.EdgeMLP`. Two options make it a custom autograd function that
+walks the edges part by part, forward and backward:
 
 - **recompute** (activation checkpointing at the granularity of one MLP): nothing is kept for
   the backward pass but the inputs, which the model holds anyway; the backward pass recomputes
@@ -16,8 +14,8 @@ fault in). Two options change what it does:
   owned, the first ``n_interior`` edges) while the halo rows are in flight, waits, then
   computes the boundary edges. The backward pass runs the other way round: boundary edges
   first, so the halo rows' gradient is complete early; its reverse exchange is in flight while
-  the interior edges' gradients are computed. Without ``recompute`` the chunks' autograd graphs
-  are recorded in the forward pass and replayed (nothing recomputed).
+  the interior edges' gradients are computed. Without ``recompute`` the two parts' autograd
+  graphs are recorded in the forward pass and replayed (nothing recomputed).
 
 Every result equals the plain formulation up to float rounding (the same sums in another order;
 tests/models/test_chunked_edge_mlp.py).
@@ -103,10 +101,10 @@ def edge_mlp(
     Returns:
         ``(E, out_features)``.
     """
-    if not torch.is_grad_enabled() and exchange is None:
+    if not recompute and exchange is None:
         edge = EdgeMLP(mlp, residual, row_encoder)
         node_terms = None if h is None else edge.gather(edge.project(h), src, dst)
-        return edge.rows(rows, node_terms)
+        return edge.rows(rows, node_terms, recompute_elementwise=torch.is_grad_enabled())
     if exchange is not None and (h is None or n_interior is None):
         raise ValueError("edge_mlp: an exchange needs the owned node latents and n_interior")
     call = _Call(
@@ -130,7 +128,10 @@ class _Call:
     n_interior: int
 
 
-def _chunks(start: int, stop: int) -> list[tuple[int, int]]:
+def _chunks(start: int, stop: int, *, split: bool = True) -> list[tuple[int, int]]:
+    """``[start, stop)`` in chunks (one without ``split``; none when empty)."""
+    if not split:
+        return [(start, stop)] if stop > start else []
     size = max(MIN_CHUNK_EDGES, -(-(stop - start) // EDGE_CHUNKS))
     return [(first, min(first + size, stop)) for first in range(start, stop, size)]
 
@@ -211,7 +212,12 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
         n_edges = rows.shape[0]
         out = None
         pieces: list[_Piece] = []
-        interior, boundary = _chunks(0, call.n_interior), _chunks(call.n_interior, n_edges)
+        # Kept graphs are not split further: what each chunk keeps would interleave in the C
+        # heap with what it frees, and the holes its temporaries leave are not reused (2x
+        # the live bytes in RSS at 1e6 edges); whole parts are one allocation per tensor.
+        split = not call.keep_graphs
+        interior = _chunks(0, call.n_interior, split=split)
+        boundary = _chunks(call.n_interior, n_edges, split=split)
         if not interior and not boundary:
             boundary = [(0, 0)]
         halo = None
@@ -322,7 +328,8 @@ class _Gradients:
         self.trainable, self.nodes, self.src, self.dst = trainable, nodes, src, dst
         self.parameters: list[torch.Tensor | None] = [None] * len(trainable)
         self.rows = torch.empty_like(rows) if rows is not None else None
-        self.projections: torch.Tensor | None = None
+        self.grad_src: torch.Tensor | None = None
+        self.grad_dst: torch.Tensor | None = None
 
     def add_piece(self, piece: _Piece, grad_out: torch.Tensor) -> None:
         if not piece.out.requires_grad:
@@ -339,12 +346,15 @@ class _Gradients:
         grad_terms = grads[len(self.trainable)] if piece.node_terms is not None else None
         if grad_terms is not None:
             # d(terms)/d(projections): W_src h_src lands on the source rows, W_dst h_dst on the
-            # target rows.
-            projections = self._projection_grad()
-            width = projections.shape[1] // 2
-            grad_terms = grad_terms.to(projections.dtype)
-            projections[:, :width].index_add_(0, self.src[piece.start : piece.end], grad_terms)
-            projections[:, width:].index_add_(0, self.dst[piece.start : piece.end], grad_terms)
+            # target rows (two contiguous buffers: index_add_ into a strided view is slow).
+            if self.grad_src is None:
+                nodes = self.nodes
+                shape = (nodes.n_rows, nodes.owned.shape[1] // 2)
+                self.grad_src = nodes.owned.new_zeros(shape)
+                self.grad_dst = nodes.owned.new_zeros(shape)
+            grad_terms = grad_terms.to(self.grad_src.dtype)
+            self.grad_src.index_add_(0, self.src[piece.start : piece.end], grad_terms)
+            self.grad_dst.index_add_(0, self.dst[piece.start : piece.end], grad_terms)
         if self.rows is not None:
             if grads[-1] is None:
                 self.rows[piece.start : piece.end] = 0
@@ -354,24 +364,24 @@ class _Gradients:
     def through_halo_projection(self) -> torch.Tensor:
         """The halo rows' gradient ``(n_halo, H)``; adds the projection's parameter gradient."""
         nodes = self.nodes
-        grad = self._projection_grad()[nodes.n_owned :]
+        grad = self._projection_grad(nodes.n_owned, nodes.n_rows)
         return self._through(nodes.halo_projected, nodes.halo, grad)
 
     def through_owned_projection(self) -> torch.Tensor | None:
         """The owned rows' gradient ``(n_owned, H)`` (``None`` if not wanted)."""
         nodes = self.nodes
-        grad = self._projection_grad()[: nodes.n_owned]
+        grad = self._projection_grad(0, nodes.n_owned)
         return self._through(nodes.owned, nodes.h, grad)
 
     def for_parameters(self, parameters: list[nn.Parameter]) -> list[torch.Tensor | None]:
         by_parameter = dict(zip(map(id, self.trainable), self.parameters, strict=True))
         return [by_parameter.get(id(p)) for p in parameters]
 
-    def _projection_grad(self) -> torch.Tensor:
-        if self.projections is None:
-            nodes = self.nodes
-            self.projections = nodes.owned.new_zeros((nodes.n_rows, nodes.owned.shape[1]))
-        return self.projections
+    def _projection_grad(self, start: int, end: int) -> torch.Tensor:
+        """The gradient of the projections of rows ``[start, end)``, ``(end - start, 2 H_out)``."""
+        if self.grad_src is None:
+            return self.nodes.owned.new_zeros((end - start, self.nodes.owned.shape[1]))
+        return torch.cat([self.grad_src[start:end], self.grad_dst[start:end]], dim=1)
 
     def _through(
         self, projected: torch.Tensor, h: torch.Tensor, grad: torch.Tensor
