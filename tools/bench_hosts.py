@@ -55,29 +55,24 @@ def main() -> None:
     if reason is not None:
         sys.exit(f"bench_hosts: two hosts cannot be made here: {reason}")
 
-    from partgnn.data.geometry import default_geometry
-    from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-    from partgnn.data.simulation import SimulationConfig, simulate_event
-    from partgnn.data.storage import write_graphs
+    from _event_graph import write_event_graph
+
     from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
-    geometry = default_geometry()
-    event = simulate_event(geometry, SimulationConfig(pileup=args.pileup), event_id=0, seed=1)
-    graph, quality = build_event_graph(event, geometry, GraphBuildConfig(pt_min=args.pt_min))
-    print(
-        f"event graph: {graph.num_nodes:,} nodes, {graph.edge_index.shape[1]:,} edges; "
-        f"Interaction Network H = {args.hidden}, {args.steps} steps, float32, checkpointing "
-        f"{args.checkpointing}; {os.cpu_count()} cores, one thread per rank\n"
-    )
-    print(
-        "| P | link (per direction) | overlap | step time (s) | t(off) / t(on) "
-        "| parallel efficiency t1 / (P tP) | MB exchanged per step |"
-    )
-    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         graphs = folder / "graphs.h5"
-        write_graphs(graphs, [(graph, quality.to_dict())])
+        n_nodes, n_edges = write_event_graph(graphs, pileup=args.pileup, pt_min=args.pt_min)
+        print(
+            f"event graph: {n_nodes:,} nodes, {n_edges:,} edges; "
+            f"Interaction Network H = {args.hidden}, {args.steps} steps, float32, checkpointing "
+            f"{args.checkpointing}; {os.cpu_count()} cores, one thread per rank\n"
+        )
+        print(
+            "| P | link (per direction) | overlap | step time (s) | t(off) / t(on) "
+            "| parallel efficiency t1 / (P tP) | MB exchanged per step |"
+        )
+        print("|---|---|---|---|---|---|---|")
         common = {"graphs": graphs, "args": args}
         t1, _ = _run(folder, 1, "none", "off", None, **common)
         print(f"| 1 | - | - | {t1:.2f} | - | 1.00 | 0.0 |", flush=True)

@@ -192,10 +192,7 @@ def halo_exchange(
         A synchronisation point: every rank of ``context.group`` must call it in the same order
         (see the module docstring).
     """
-    if x_owned.shape[0] != plan.n_owned:
-        raise ValueError(
-            f"halo_exchange: x_owned has {x_owned.shape[0]} rows, the plan owns {plan.n_owned}"
-        )
+    _check_owned_rows(x_owned, plan)
     if plan.n_parts != context.world_size:
         raise ValueError(
             f"halo_exchange: plan is for {plan.n_parts} ranks, the group has {context.world_size}"
@@ -287,10 +284,7 @@ class HaloExchanger:
             ``(n_halo, *F)``.
         """
         plan = self.plan
-        if x_owned.shape[0] != plan.n_owned:
-            raise ValueError(
-                f"halo exchange: x_owned has {x_owned.shape[0]} rows, the plan owns {plan.n_owned}"
-            )
+        _check_owned_rows(x_owned, plan)
         send = x_owned.index_select(0, plan.send_index)
         received = x_owned.new_empty((plan.n_halo, *x_owned.shape[1:]))
         return self._start(send, received, plan.send_counts, plan.recv_counts, "forward")
@@ -414,6 +408,13 @@ def _exchange(
     for request in requests:
         request.wait()
     return []
+
+
+def _check_owned_rows(x_owned: torch.Tensor, plan: ExchangePlan) -> None:
+    if x_owned.shape[0] != plan.n_owned:
+        raise ValueError(
+            f"halo_exchange: x_owned has {x_owned.shape[0]} rows, the plan owns {plan.n_owned}"
+        )
 
 
 def _global_rank(context: DistContext, group_rank: int) -> int:

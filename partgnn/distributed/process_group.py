@@ -750,20 +750,16 @@ def _build_groups(
     parallelism (data), one process (gradient).
     """
     n_groups = world_size // group_size
+    graph_ranks = [list(range(g * group_size, (g + 1) * group_size)) for g in range(n_groups)]
     # new_group is collective over the whole world: every rank creates every group, in the
     # same order, and keeps those it belongs to.
     gradient_groups = [
-        dist.new_group(list(range(g * group_size, (g + 1) * group_size)), timeout=timeout)
-        for g in range(n_groups)
-        if group_size > 1
+        dist.new_group(ranks, timeout=timeout) for ranks in graph_ranks if group_size > 1
     ]
     gradient_group = gradient_groups[global_rank // group_size] if gradient_groups else None
     if n_groups == 1:
         return None, None, gradient_group
-    graph_groups = [
-        dist.new_group(list(range(g * group_size, (g + 1) * group_size)), timeout=timeout)
-        for g in range(n_groups)
-    ]
+    graph_groups = [dist.new_group(ranks, timeout=timeout) for ranks in graph_ranks]
     data_groups = [
         dist.new_group([g * group_size + r for g in range(n_groups)], timeout=timeout)
         for r in range(group_size)

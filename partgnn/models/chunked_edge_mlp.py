@@ -210,8 +210,6 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
                 n_halo = exchange.n_halo if exchange is not None else 0
                 nodes = _NodeProjections(call.edge, h, n_halo, grad_h=grad_h)
         n_edges = rows.shape[0]
-        out = None
-        pieces: list[_Piece] = []
         # Kept graphs are not split further: what each chunk keeps would interleave in the C
         # heap with what it frees, and the holes its temporaries leave are not reused (2x
         # the live bytes in RSS at 1e6 edges); whole parts are one allocation per tensor.
@@ -220,28 +218,33 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
         boundary = _chunks(call.n_interior, n_edges, split=split)
         if not interior and not boundary:
             boundary = [(0, 0)]
-        halo = None
-        for index, (start, end) in enumerate(interior + boundary):
-            if pending is not None and index == len(interior):
-                halo = pending.wait()
+        out = None
+        pieces: list[_Piece] = []
+
+        def run(chunks: list[tuple[int, int]]) -> None:
+            nonlocal out
+            for start, end in chunks:
                 with _recording(ctx.autocast, call.keep_graphs):
-                    nodes.add_halo(halo)
-            with _recording(ctx.autocast, call.keep_graphs):
-                piece = _compute(call.edge, nodes, rows, src, dst, start, end, grad_rows)
-            if out is None:
-                out = piece.out.new_empty((n_edges, *piece.out.shape[1:]))
-            out[start:end] = piece.out.detach()
-            if call.keep_graphs:
-                # The graph needs these tensors, not their values (no operation of a chunk
-                # saves the chunk's output or the node terms it adds): their memory goes now.
-                for tensor in (piece.out, piece.node_terms):
-                    if tensor is not None and tensor._base is None:
-                        tensor.untyped_storage().resize_(0)
-                pieces.append(piece)
-        if pending is not None and halo is None:  # every edge is interior
+                    piece = _compute(call.edge, nodes, rows, src, dst, start, end, grad_rows)
+                if out is None:
+                    out = piece.out.new_empty((n_edges, *piece.out.shape[1:]))
+                out[start:end] = piece.out.detach()
+                if call.keep_graphs:
+                    # The graph needs these tensors, not their values (no operation of a
+                    # chunk saves the chunk's output or the node terms it adds): their memory
+                    # goes now.
+                    for tensor in (piece.out, piece.node_terms):
+                        if tensor is not None and tensor._base is None:
+                            tensor.untyped_storage().resize_(0)
+                    pieces.append(piece)
+
+        run(interior)
+        halo = None
+        if pending is not None:
             halo = pending.wait()
             with _recording(ctx.autocast, call.keep_graphs):
                 nodes.add_halo(halo)
+        run(boundary)
         ctx.pieces = pieces
         ctx.nodes = nodes if call.keep_graphs else None
         if ctx.nodes is not None:
