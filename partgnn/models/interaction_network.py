@@ -35,9 +35,13 @@ from partgnn.models.edge_aggregation import AGGREGATIONS, Aggregation, aggregate
 from partgnn.models.feature_scaler import FeatureScaler
 from partgnn.models.lean_mlp import first_layer, mlp_tail
 from partgnn.models.mlp import make_mlp
+from partgnn.models.replayed_exchange import ReplayedExchange
 
 #: ``x_owned -> [x_owned; x_halo]``; the identity on a whole graph.
 Exchange = Callable[[torch.Tensor], torch.Tensor]
+
+#: With checkpointing, the latents of every this many message-passing steps are kept.
+STEPS_PER_REGION = 2
 
 
 class InteractionNetwork(nn.Module):
@@ -55,11 +59,13 @@ class InteractionNetwork(nn.Module):
         shared_weights: One edge MLP and one node MLP for all steps (else one per step).
         residual: Add each update to the previous latent.
         layer_norm: LayerNorm in every MLP layer.
-        checkpoint: Keep only each step's latents for the backward pass and recompute the
-            MLPs there (edge MLPs in chunks of edges; the edge encoder inside the first edge
-            update): about one row of ``H`` per edge per step. Halo exchanges are not
-            repeated. Without it, LayerNorm and activations are still recomputed (about four
-            rows of ``H`` per edge per step, and faster).
+        checkpoint: Keep only the latents of every ``STEPS_PER_REGION``-th step for the
+            backward pass and recompute the rest there (regions of steps; edge MLPs in chunks
+            of edges; the edge encoder inside the first edge update): about half a row of
+            ``H`` per edge per step. Halo exchanges are not repeated (the recomputation
+            replays the rows received, :mod:`partgnn.models.replayed_exchange`). Without it,
+            LayerNorm and activations are still recomputed (about four rows of ``H`` per edge
+            per step; faster on small graphs).
 
     Shapes:
         - x: ``(N_local, F_node)``; rows ``[0, n_owned)`` are the owned nodes (all rows on a
@@ -149,40 +155,52 @@ class InteractionNetwork(nn.Module):
         # kept whole); else it runs on its own.
         e = edge_attr if lean else edge_mlp(self.edge_encoder, edge_attr)
         src, dst = edge_index
+        graph = _Graph(src, dst, n_owned, exchange, overlap, n_interior if overlap else None)
+        if lean:
+            # Regions of STEPS_PER_REGION steps are recomputed in the backward pass from their
+            # first step's latents: the edge latents of the other steps are not kept. The
+            # recomputation gets the halo rows the forward pass received (no exchange again).
+            graph.exchange = replay = ReplayedExchange(exchange, n_owned)
+            for first in range(0, self.steps, STEPS_PER_REGION):
+                last = min(first + STEPS_PER_REGION, self.steps)
+                h, e = activation_checkpoint(
+                    self._steps, first, last, h, e, graph, use_reentrant=False,
+                    context_fn=replay.region,
+                )  # fmt: skip
+        else:
+            h, e = self._steps(0, self.steps, h, e, graph)
+        # The head sees the final node latents of both endpoints: one more exchange.
+        logits = edge_mlp(self.edge_head, e, src=src, dst=dst, recompute=lean, **graph.nodes(h))
+        logits = logits.squeeze(-1)
+        if overlap:
+            logits = logits.index_select(0, _inverse(order))
+        return logits
 
-        def nodes(h: torch.Tensor) -> dict:
-            """How an edge MLP gets the latents of both endpoints: the halo rows exchanged
-            inside it (overlap), or exchanged here."""
-            if overlap:
-                return {"h": h, "exchange": exchange, "n_interior": n_interior}
-            return {"h": exchange(h)}
-
-        for step in range(self.steps):
+    def _steps(
+        self, first: int, last: int, h: torch.Tensor, e: torch.Tensor, graph: _Graph
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Message-passing steps ``[first, last)``: new node latents ``(n_owned, H)`` and edge
+        latents ``(E_local, H)`` from ``h`` and ``e`` (the edge features before step 0 in
+        lean mode, encoded inside it)."""
+        lean = self.checkpoint and torch.is_grad_enabled()
+        for step in range(first, last):
             index = 0 if len(self.edge_mlps) == 1 else step
-            latents = nodes(h)
+            latents = graph.nodes(h)
             e = edge_mlp(
                 self.edge_mlps[index],
                 e,
-                src=src,
-                dst=dst,
+                src=graph.src,
+                dst=graph.dst,
                 residual=self.residual,
                 recompute=lean,
                 row_encoder=self.edge_encoder if lean and step == 0 else None,
                 **latents,
             )
-            n_local = n_owned + exchange.n_halo if overlap else latents["h"].shape[0]
-            if lean:
-                h = activation_checkpoint(
-                    self._node_update, index, h, e, src, dst, n_local, use_reentrant=False
-                )
-            else:
-                h = self._node_update(index, h, e, src, dst, n_local)
-        # The head sees the final node latents of both endpoints: one more exchange.
-        logits = edge_mlp(self.edge_head, e, src=src, dst=dst, recompute=lean, **nodes(h))
-        logits = logits.squeeze(-1)
-        if overlap:
-            logits = logits.index_select(0, _inverse(order))
-        return logits
+            n_local = (
+                graph.n_owned + graph.exchange.n_halo if graph.overlap else latents["h"].shape[0]
+            )
+            h = self._node_update(index, h, e, graph.src, graph.dst, n_local)
+        return h, e
 
     def _node_update(
         self,
@@ -210,6 +228,29 @@ class InteractionNetwork(nn.Module):
 
 def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
+
+
+class _Graph:
+    """The local edges of one forward pass and how a step gets the halo rows."""
+
+    def __init__(
+        self,
+        src: torch.Tensor,
+        dst: torch.Tensor,
+        n_owned: int,
+        exchange: Exchange,
+        overlap: bool,
+        n_interior: int | None,
+    ) -> None:
+        self.src, self.dst, self.n_owned = src, dst, n_owned
+        self.exchange, self.overlap, self.n_interior = exchange, overlap, n_interior
+
+    def nodes(self, h: torch.Tensor) -> dict:
+        """How an edge MLP gets the latents of both endpoints: the halo rows exchanged inside
+        it (overlap), or exchanged here."""
+        if self.overlap:
+            return {"h": h, "exchange": self.exchange, "n_interior": self.n_interior}
+        return {"h": self.exchange(h)}
 
 
 def _interior_first(edge_index: torch.Tensor, n_owned: int) -> tuple[torch.Tensor, int]:

@@ -10,10 +10,11 @@ Linux with glibc only; :func:`heap_meter_available` says whether it works here.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from functools import cache
 
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from partgnn.models.c_library import c_function
 
 
 class _MallInfo2(ctypes.Structure):
@@ -36,12 +37,9 @@ class _MallInfo2(ctypes.Structure):
 
 @cache
 def _mallinfo2():
-    name = ctypes.util.find_library("c")
-    try:
-        function = ctypes.CDLL(name).mallinfo2
-    except (OSError, AttributeError, TypeError):
-        return None
-    function.restype = _MallInfo2
+    function = c_function("mallinfo2")
+    if function is not None:
+        function.restype = _MallInfo2
     return function
 
 
