@@ -41,7 +41,7 @@ from partgnn.models.lean_mlp import EdgeMLP
 EDGE_CHUNKS = 16
 #: ...each of at least this many edges (small graphs run in one chunk per part).
 MIN_CHUNK_EDGES = 4096
-#: After recomputing an edge MLP whose first layer's output over all edges (``E x H``, float32)
+#: After the chunks of an edge MLP whose first layer's output over all edges (``E x H``, float32)
 #: weighs at least this much, the freed heap pages go back to the system
 #: (:mod:`~partgnn.models.heap_release`; below it, re-faulting them costs more than they weigh:
 #: +20 % step time at 1e5 edges, none measurable at 1e6).
@@ -257,6 +257,7 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
             ctx.nodes.release_values()
         ctx.chunks = (interior, boundary)
         ctx.save_for_backward(h, halo, rows, src, dst)
+        _release_temporaries(call, rows)
         return out
 
     @staticmethod
@@ -298,11 +299,16 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
         if pending is not None:
             grad_h.index_add_(0, exchange.send_index, pending.wait())
         ctx.pieces, ctx.nodes = [], None
-        width = call.edge.mlp[0].out_features
-        if not call.keep_graphs and rows.shape[0] * width * 4 >= RELEASE_MIN_BYTES:
-            # The recomputed chunks' temporaries are freed; their pages go back to the system.
-            release_free_heap(rows.device)
+        _release_temporaries(call, rows)
         return None, grad_h, grads.rows, None, None, *grads.for_parameters(call.parameters)
+
+
+def _release_temporaries(call: _Call, rows: torch.Tensor) -> None:
+    """After the chunks of an event-sized edge MLP: their temporaries are freed, and their
+    pages go back to the system (:mod:`~partgnn.models.heap_release`)."""
+    width = call.edge.mlp[0].out_features
+    if not call.keep_graphs and rows.shape[0] * width * 4 >= RELEASE_MIN_BYTES:
+        release_free_heap(rows.device)
 
 
 def _compute(

@@ -5,9 +5,10 @@ Recomputing an edge MLP chunk by chunk allocates and frees the same chunk-sized 
 backward pass keeps (gradients, recomputed latents of the next region) are allocated between
 them. glibc returns free memory to the system only from the top of an arena, so the freed
 chunks stay resident: at 1e6 edges the peak RSS was 1.3x the bytes in use.
-:func:`release_free_heap` (``malloc_trim``) drops the free pages wherever they are; called once
-per recomputed edge MLP in the backward pass it cost no measurable time and cut the peak RSS
-from 3.95 to 3.02 GB (docs/BENCHMARKS.md, "Lean memory (issue 12)").
+:func:`release_free_heap` (``malloc_trim``) drops the free pages wherever they are; called after
+each chunked edge MLP of an event-sized graph, forward and backward, it cut the peak RSS at 1e6
+edges from 3.7-4.6 GB (run to run) to 3.03-3.08 GB for ~2 % more step time
+(docs/BENCHMARKS.md, "Lean memory (issue 12)").
 
 CUDA tensors are not in the C heap (torch's caching allocator holds them); elsewhere than glibc
 this does nothing.
