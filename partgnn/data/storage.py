@@ -331,6 +331,14 @@ class GraphFile(_EventStore):
         self._check_widths(graph, where=where)
         return graph
 
+    def n_edges(self, index: int) -> int:
+        """Edges of graph ``index`` (read from the file's index alone, nothing decoded)."""
+        key, group = self._group(index)
+        try:
+            return int(group["edge_index"].shape[1])
+        except (KeyError, OSError, IndexError) as err:
+            raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
+
     def _check_widths(self, graph: Data, *, where: str) -> None:
         """x and edge_attr have one column per feature the file's attributes name."""
         for field, names_attr in (("x", "node_features"), ("edge_attr", "edge_features")):

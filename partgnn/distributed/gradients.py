@@ -23,7 +23,11 @@ from partgnn.distributed.context import DistContext
 
 
 def all_reduce_gradients(
-    parameters: Iterable[nn.Parameter], context: DistContext, *, graph_parallel: bool
+    parameters: Iterable[nn.Parameter],
+    context: DistContext,
+    *,
+    graph_parallel: bool,
+    replicas: int | None = None,
 ) -> None:
     """Synchronises the gradients of ``parameters`` in place (one flat all-reduce per group).
 
@@ -34,6 +38,8 @@ def all_reduce_gradients(
         context: The run's distributed context.
         graph_parallel: Sum over the graph-parallel group and average over its replicas
             (halo mode); else average over the whole world.
+        replicas: Divide the sum over replicas by this (the replicas that had an event this
+            step; the others contributed zeros) instead of by all of them.
 
     .. warning::
         Collective: every rank calls it with the same parameters in the same order.
@@ -42,7 +48,7 @@ def all_reduce_gradients(
     if context.global_world_size == 1 or not parameters:
         return
     flat = _flatten(parameters)
-    _reduce(flat, context, graph_parallel=graph_parallel)
+    _reduce(flat, context, graph_parallel=graph_parallel, replicas=replicas)
     _write_back(parameters, flat)
 
 
@@ -132,9 +138,12 @@ class BucketedGradientReduce:
         self._ready = [set() for _ in self.buckets]
         self._launched = []
 
-    def finish(self) -> None:
+    def finish(self, *, replicas: int | None = None) -> None:
         """Launches the buckets still waiting (parameters this rank did not use get zeros),
         waits for all, and writes the reduced gradients back.
+
+        Args:
+            replicas: Average over this many replicas (as in :func:`all_reduce_gradients`).
 
         .. warning::
             Collective: every rank calls it after every backward pass it began.
@@ -149,9 +158,9 @@ class BucketedGradientReduce:
             if self.graph_parallel:
                 if self.context.n_graph_groups > 1:
                     dist.all_reduce(flat, group=self.context.data_parallel_group)
-                    flat /= self.context.n_graph_groups
+                    flat /= replicas or self.context.n_graph_groups
             else:
-                flat /= self.context.global_world_size
+                flat /= replicas or self.context.global_world_size
             _write_back(bucket, flat)
         self._active = False
         self._launched = []
@@ -181,15 +190,22 @@ class BucketedGradientReduce:
         self._launched.append((request, flat))
 
 
-def all_reduce_value(value: torch.Tensor, context: DistContext, *, graph_parallel: bool) -> float:
-    """A scalar reduced like the gradients: the event's sum over its group, the replicas' mean.
+def all_reduce_value(
+    value: torch.Tensor,
+    context: DistContext,
+    *,
+    graph_parallel: bool,
+    replicas: int | None = None,
+) -> float:
+    """A scalar reduced like the gradients: the event's sum over its group, the replicas' mean
+    (over ``replicas`` of them if given).
 
     Computed in float64. Collective, like :func:`all_reduce_gradients`.
     """
     if context.global_world_size == 1:
         return float(value)
     reduced = value.detach().to(torch.float64).reshape(1)
-    _reduce(reduced, context, graph_parallel=graph_parallel)
+    _reduce(reduced, context, graph_parallel=graph_parallel, replicas=replicas)
     return float(reduced)
 
 
@@ -203,13 +219,15 @@ def max_over_ranks(value: int, context: DistContext) -> int:
     return int(reduced.item())
 
 
-def _reduce(tensor: torch.Tensor, context: DistContext, *, graph_parallel: bool) -> None:
+def _reduce(
+    tensor: torch.Tensor, context: DistContext, *, graph_parallel: bool, replicas: int | None
+) -> None:
     if graph_parallel:
         if context.world_size > 1:
             dist.all_reduce(tensor, group=context.group)
         if context.n_graph_groups > 1:
             dist.all_reduce(tensor, group=context.data_parallel_group)
-            tensor /= context.n_graph_groups
+            tensor /= replicas or context.n_graph_groups
     else:
         dist.all_reduce(tensor)
-        tensor /= context.global_world_size
+        tensor /= replicas or context.global_world_size

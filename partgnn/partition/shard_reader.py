@@ -243,6 +243,10 @@ class ShardFile:
         or edge fields decoded)."""
         return self._read(index, lambda group: group["plan"][name][()])
 
+    def n_global_edges(self, index: int) -> int:
+        """Edges of event ``index``'s whole graph (read from the attributes alone)."""
+        return self._read(index, lambda group: int(group.attrs["n_global_edges"]))
+
     def edge_ids(self, index: int) -> np.ndarray:
         """Global ids of the rank's local edges of event ``index``, ``(E_local,)``."""
         return self.plan_array(index, "edge_ids")

@@ -95,6 +95,9 @@ class OptimConfig:
         warmup_steps: Steps of linear warm-up from 0 to ``lr``.
         schedule: ``constant`` or ``cosine`` (to 0 at the last step) after warm-up.
         grad_clip: Clip the global gradient norm to this value (``None``: no clipping).
+        lr_scaling: How the learning rate grows with the events per step ``G`` (graph groups
+            in halo mode, ranks in ddp mode): ``none``, ``linear`` (``lr x G``) or ``sqrt``
+            (``lr x sqrt(G)``).
     """
 
     epochs: int = 10
@@ -104,6 +107,7 @@ class OptimConfig:
     warmup_steps: int = 10
     schedule: Literal["constant", "cosine"] = "cosine"
     grad_clip: float | None = 1.0
+    lr_scaling: Literal["none", "linear", "sqrt"] = "none"
 
 
 @dataclass
@@ -122,6 +126,10 @@ class RunConfig:
             and gradients are all-reduced bucket by bucket during the backward pass. ``False``:
             every exchange blocks and gradients are reduced after the backward pass (the same
             results up to float rounding).
+        sampling: Which events each step trains on (:mod:`partgnn.train.sampling`):
+            ``random`` or ``size_buckets`` (each step's events of similar graph size, so graph
+            groups wait less for each other).
+        size_buckets: With ``size_buckets``: how many buckets of graph size.
         timeout_s: Timeout of collectives [s].
         checkpoint_every: Save a checkpoint every this many optimizer steps (and at the end).
         eval_every: Evaluate on the validation events every this many epochs.
@@ -139,6 +147,8 @@ class RunConfig:
     bf16: bool = False
     transport: Literal["auto", "all_to_all", "p2p"] = "auto"
     overlap: bool = True
+    sampling: Literal["random", "size_buckets"] = "random"
+    size_buckets: int = 4
     timeout_s: float = 300.0
     checkpoint_every: int = 50
     eval_every: int = 1
@@ -258,6 +268,7 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
     require(config.loss.pos_weight > 0, "loss.pos_weight", "must be > 0")
     require(config.run.checkpoint_every >= 1, "run.checkpoint_every", "must be >= 1")
     require(config.run.eval_every >= 1, "run.eval_every", "must be >= 1")
+    require(config.run.size_buckets >= 1, "run.size_buckets", "must be >= 1")
     require(config.run.cut_beta > 0, "run.cut_beta", "must be > 0")
     require(config.run.timeout_s > 0, "run.timeout_s", "must be > 0")
 

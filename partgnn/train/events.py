@@ -107,6 +107,10 @@ class WholeGraphSource:
     def __len__(self) -> int:
         return len(self.graphs)
 
+    def event_size(self, index: int) -> int:
+        """The event graph's edges (what size-bucketed sampling sorts by)."""
+        return self.graphs.n_edges(index)
+
     def item(self, index: int) -> TrainItem:
         graph = self.graphs[index]
         n_edges = graph.edge_index.shape[1]
@@ -151,6 +155,10 @@ class HaloSource:
     def __len__(self) -> int:
         return len(self.shard)
 
+    def event_size(self, index: int) -> int:
+        """The whole event graph's edges (the same on every rank)."""
+        return self.shard.n_global_edges(index)
+
     def _event_normaliser(self, event: RankEvent) -> float:
         return weighted_count(event.n_global_edges, event.n_global_true_edges, self.pos_weight)
 
@@ -186,6 +194,10 @@ class NaiveSource:
 
     def __len__(self) -> int:
         return len(self.shard)
+
+    def event_size(self, index: int) -> int:
+        """The whole event graph's edges (the same on every rank)."""
+        return self.shard.n_global_edges(index)
 
     def item(self, index: int) -> TrainItem:
         event = self.shard[index]

@@ -20,11 +20,14 @@ from partgnn.train.events import TrainItem
 
 
 class ItemSource(Protocol):
-    """What :class:`CachedSource` wraps: ``event_ids`` and ``item(index)``."""
+    """What :class:`CachedSource` wraps: ``event_ids``, ``item(index)`` and
+    ``event_size(index)``."""
 
     event_ids: list[int]
 
     def item(self, index: int) -> TrainItem: ...
+
+    def event_size(self, index: int) -> int: ...
 
 
 def item_nbytes(item: TrainItem) -> int:
@@ -87,6 +90,10 @@ class CachedSource:
             self.statistics.misses += 1
         self._keep(index, item)
         return item
+
+    def event_size(self, index: int) -> int:
+        """The event graph's edges (the wrapped source's)."""
+        return self.source.event_size(index)
 
     def prefetch(self, index: int) -> None:
         """Starts reading event ``index`` in the background unless it is cached or pending."""

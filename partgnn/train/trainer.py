@@ -10,12 +10,15 @@ Inputs are standardised with statistics fitted on the training events before the
 (:mod:`partgnn.train.standardisation`); decoded events are kept across epochs within
 ``data.cache_mb`` and otherwise read one step ahead (:mod:`partgnn.train.item_cache`).
 
-Event order: every epoch a permutation of the training events seeded by ``(seed, epoch)``, the
-same on every rank; checkpoints record the position in it, so ``resume`` continues exactly.
+Event order (:mod:`partgnn.train.sampling`): every epoch the training events are cut into steps
+of up to ``G`` events (graph groups in halo mode, ranks in ddp mode), randomly or by size
+bucket, seeded by ``(seed, epoch)``, the same on every rank; every event is used once per
+epoch. A step with fewer than ``G`` events (the last one) averages the gradient over the events
+it has; the groups without an event take part in the collectives with zeros. Checkpoints
+record the position in the epoch, so ``resume`` continues exactly.
 
 .. warning::
-    All ranks of the job run the same sequence of steps and collectives; the trainer makes the
-    step count equal on all ranks (events that do not fill a last step are skipped).
+    All ranks of the job run the same sequence of steps and collectives.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from partgnn.train.events import HaloSource, NaiveSource, TrainItem, WholeGraphS
 from partgnn.train.item_cache import CachedSource
 from partgnn.train.run_lock import RunLock
 from partgnn.train.run_log import RunLog
+from partgnn.train.sampling import epoch_steps
 from partgnn.train.standardisation import (
     FeatureStatistics,
     fit_feature_statistics,
@@ -168,13 +172,13 @@ class Trainer:
         n_val = min(config.data.val_events, max(n_events - 1, 0))
         self.train_indices = list(range(n_events - n_val))
         self.val_indices = list(range(n_events - n_val, n_events))
+        if not self.train_indices:
+            raise InputError(f"{self._data_path()}: no training events")
         self.events_per_step = self._events_per_step()
-        self.steps_per_epoch = len(self.train_indices) // self.events_per_step
-        if self.steps_per_epoch == 0:
-            raise InputError(
-                f"{self._data_path()}: {len(self.train_indices)} training events, but one step "
-                f"of mode {self.mode} needs {self.events_per_step}"
-            )
+        self.event_sizes = None
+        if config.run.sampling == "size_buckets":
+            self.event_sizes = [self.source.event_size(i) for i in self.train_indices]
+        self.steps_per_epoch = len(self._epoch_steps(0))
         self.total_steps = config.optim.epochs * self.steps_per_epoch
         if config.optim.max_steps is not None:
             self.total_steps = min(self.total_steps, config.optim.max_steps)
@@ -258,6 +262,15 @@ class Trainer:
         return 1
 
     def _lr_factor(self, step: int) -> float:
+        return self.lr_scale * self._schedule(step)
+
+    @property
+    def lr_scale(self) -> float:
+        """The learning rate's factor for ``G`` events per step (``optim.lr_scaling``)."""
+        scaling, events = self.config.optim.lr_scaling, self.events_per_step
+        return {"none": 1.0, "linear": float(events), "sqrt": math.sqrt(events)}[scaling]
+
+    def _schedule(self, step: int) -> float:
         warmup = self.config.optim.warmup_steps
         if warmup and step < warmup:
             return (step + 1) / warmup
@@ -326,16 +339,17 @@ class Trainer:
         started = time.perf_counter()
         try:
             while self.state.step < self.total_steps and not stopped_by:
-                order = self._epoch_order(self.state.epoch)
+                steps = self._epoch_steps(self.state.epoch)
                 while (
                     self.state.step_in_epoch < self.steps_per_epoch
                     and self.state.step < self.total_steps
                 ):
                     iteration_start = time.perf_counter()
-                    k = self.state.step_in_epoch * self.events_per_step
-                    indices = order[k : k + self.events_per_step]
-                    following = order[k + self.events_per_step : k + 2 * self.events_per_step]
-                    loss, seconds, data_seconds = self._train_step(indices, following)
+                    indices = steps[self.state.step_in_epoch]
+                    following = steps[self.state.step_in_epoch + 1 : self.state.step_in_epoch + 2]
+                    loss, seconds, data_seconds = self._train_step(
+                        indices, following[0] if following else []
+                    )
                     self.state.step += 1
                     self.state.step_in_epoch += 1
                     totals = self.state.totals
@@ -398,17 +412,27 @@ class Trainer:
         """The stop signal any rank received (0: none); every rank gets the same answer."""
         return max_over_ranks(stop.received, self.context)
 
-    def _epoch_order(self, epoch: int) -> list[int]:
-        generator = torch.Generator().manual_seed(self.config.run.seed * 100_003 + epoch)
-        permutation = torch.randperm(len(self.train_indices), generator=generator).tolist()
-        return [self.train_indices[i] for i in permutation]
+    def _epoch_steps(self, epoch: int) -> list[list[int]]:
+        """The events of each step of ``epoch`` (:func:`~partgnn.train.sampling.epoch_steps`)."""
+        run = self.config.run
+        return epoch_steps(
+            self.train_indices, self.events_per_step, seed=run.seed, epoch=epoch,
+            sampling=run.sampling, sizes=self.event_sizes, n_buckets=run.size_buckets,
+        )  # fmt: skip
 
-    def _my_index(self, indices: list[int]) -> int:
+    def _my_index(self, indices: list[int]) -> int | None:
+        """The event of ``indices`` this rank trains on (``None``: its group has none)."""
+        slot = 0
         if self.mode == "ddp":
-            return indices[self.context.global_rank]
-        if self.mode == "halo":
-            return indices[self.context.global_rank // self.context.world_size]
-        return indices[0]
+            slot = self.context.global_rank
+        elif self.mode == "halo":
+            slot = self.context.global_rank // self.context.world_size
+        return indices[slot] if slot < len(indices) else None
+
+    def _replicas(self, indices: list[int]) -> int | None:
+        """How many replicas' gradients a step with these events averages (``None``: all, in
+        the modes with one event per step)."""
+        return len(indices) if self.events_per_step > 1 else None
 
     def _train_step(self, indices: list[int], following: list[int]) -> tuple[float, float, float]:
         """One optimizer step on the events ``indices``; starts reading the ``following`` step's.
@@ -418,23 +442,31 @@ class Trainer:
             and the seconds spent getting this rank's event.
         """
         fetch_start = time.perf_counter()
-        item = self.source.item(self._my_index(indices))
-        self.workload.add(item)
-        if len(following) == len(indices):
-            self.source.prefetch(self._my_index(following))
+        index = self._my_index(indices)
+        item = None if index is None else self.source.item(index)
+        if item is not None:
+            self.workload.add(item)
+        following_index = self._my_index(following)
+        if following_index is not None:
+            self.source.prefetch(following_index)
         start = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
-        loss = self._loss(item)
         if self.gradient_reduce is not None:
             self.gradient_reduce.begin()
-        loss.backward()
-        self._combine_gradients()
+        if item is None:
+            # No event for this group in this step: zeros in the gradient average.
+            loss = torch.zeros((), dtype=self.dtype, device=self.device)
+        else:
+            loss = self._loss(item)
+            loss.backward()
+        replicas = self._replicas(indices)
+        self._combine_gradients(replicas)
         if self.config.optim.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
-        reported = self._reduce_loss(loss.detach())
+        reported = self._reduce_loss(loss.detach(), replicas)
         return reported, time.perf_counter() - start, start - fetch_start
 
     def _loss(self, item: TrainItem) -> torch.Tensor:
@@ -457,17 +489,23 @@ class Trainer:
             item.normaliser,
         )
 
-    def _combine_gradients(self) -> None:
+    def _combine_gradients(self, replicas: int | None) -> None:
         if self.gradient_reduce is not None:
-            self.gradient_reduce.finish()
+            self.gradient_reduce.finish(replicas=replicas)
             return
         all_reduce_gradients(
-            self.model.parameters(), self.context, graph_parallel=self.mode == "halo"
+            self.model.parameters(),
+            self.context,
+            graph_parallel=self.mode == "halo",
+            replicas=replicas,
         )
 
-    def _reduce_loss(self, loss: torch.Tensor) -> float:
-        """The step's loss: the event loss (halo: sum over ranks), else the mean over ranks."""
-        return all_reduce_value(loss, self.context, graph_parallel=self.mode == "halo")
+    def _reduce_loss(self, loss: torch.Tensor, replicas: int | None) -> float:
+        """The step's loss: the event loss (halo: sum over ranks), averaged over the step's
+        events (``replicas`` of them; else over all ranks)."""
+        return all_reduce_value(
+            loss, self.context, graph_parallel=self.mode == "halo", replicas=replicas
+        )
 
     # ----------------------------------------------------------------------------- evaluation
 

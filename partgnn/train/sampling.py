@@ -1,0 +1,85 @@
+"""Which training events each optimizer step of an epoch trains on.
+
+A step trains up to ``events_per_step`` events at once (one per graph group in halo mode, one per
+rank in ddp mode). Every training event is used exactly once per epoch: when the events do not
+fill the last step (or the last step of a size bucket), that step has fewer events, and the
+trainer averages the gradient over the events the step has (the groups without one contribute
+nothing).
+
+Two orders, both reproducible from ``(seed, epoch)`` and the same on every rank:
+
+- ``random``: a permutation of the events, cut into steps.
+- ``size_buckets``: events sorted by graph size (edges) and split into ``n_buckets`` buckets of
+  near-equal count; each step's events come from one bucket (so the groups of a step get events
+  of similar size and wait less for each other at the gradient all-reduce); the buckets' steps
+  are shuffled together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+
+import torch
+
+SAMPLINGS = ("random", "size_buckets")
+
+
+def epoch_steps(
+    events: Sequence[int],
+    events_per_step: int,
+    *,
+    seed: int,
+    epoch: int,
+    sampling: str = "random",
+    sizes: Sequence[int] | None = None,
+    n_buckets: int = 4,
+) -> list[list[int]]:
+    """The steps of one epoch, each a list of event indices.
+
+    Args:
+        events: The training events' indices.
+        events_per_step: Most events per step (the number of graph groups or replicas).
+        seed: The run's seed.
+        epoch: The epoch (orders differ between epochs).
+        sampling: ``random`` or ``size_buckets`` (see the module docstring).
+        sizes: With ``size_buckets``: each event's graph size (edges), in the order of
+            ``events``.
+        n_buckets: With ``size_buckets``: how many size buckets.
+
+    Returns:
+        Steps in training order; together they hold every event once. Every step has
+        ``events_per_step`` events except the last one (``random``) or the last one of each
+        bucket (``size_buckets``).
+
+    Raises:
+        ValueError: On an unknown sampling, no sizes for ``size_buckets``, or counts < 1.
+    """
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"unknown sampling {sampling!r} (choose {', '.join(SAMPLINGS)})")
+    if events_per_step < 1 or n_buckets < 1:
+        raise ValueError("events_per_step and n_buckets must be >= 1")
+    generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    if sampling == "random":
+        order = [events[i] for i in torch.randperm(len(events), generator=generator).tolist()]
+        return _cut(order, events_per_step)
+    if sizes is None or len(sizes) != len(events):
+        raise ValueError("size_buckets sampling needs one size per event")
+    steps = []
+    for bucket in size_buckets(events, sizes, n_buckets):
+        permutation = torch.randperm(len(bucket), generator=generator).tolist()
+        steps += _cut([bucket[i] for i in permutation], events_per_step)
+    return [steps[i] for i in torch.randperm(len(steps), generator=generator).tolist()]
+
+
+def size_buckets(events: Sequence[int], sizes: Sequence[int], n_buckets: int) -> list[list[int]]:
+    """``events`` sorted by size (ties by event index) and cut into ``n_buckets`` buckets of
+    near-equal count (fewer when there are fewer events); empty buckets are dropped."""
+    ordered = [event for _, event in sorted(zip(sizes, events, strict=True))]
+    n_buckets = min(n_buckets, len(ordered))
+    bounds = [round(b * len(ordered) / n_buckets) for b in range(n_buckets + 1)]
+    return [ordered[a:b] for a, b in pairwise(bounds) if b > a]
+
+
+def _cut(order: list[int], size: int) -> list[list[int]]:
+    return [order[k : k + size] for k in range(0, len(order), size)]
