@@ -10,9 +10,9 @@ Two orders, both reproducible from ``(seed, epoch)`` and the same on every rank:
 
 - ``random``: a permutation of the events, cut into steps.
 - ``size_buckets``: events sorted by graph size (edges) and split into ``n_buckets`` buckets of
-  near-equal count; each step's events come from one bucket (so the groups of a step get events
-  of similar size and wait less for each other at the gradient all-reduce); the buckets' steps
-  are shuffled together.
+  near-equal count, each a multiple of ``events_per_step`` but the last; each step's events
+  come from one bucket (so the groups of a step get events of similar size and wait less for
+  each other at the gradient all-reduce); the buckets' steps are shuffled together.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ def epoch_steps(
 
     Returns:
         Steps in training order; together they hold every event once. Every step has
-        ``events_per_step`` events except the last one (``random``) or the last one of each
-        bucket (``size_buckets``).
+        ``events_per_step`` events but one when that does not divide the events (``random``:
+        the last step; ``size_buckets``: one of the largest events' bucket).
 
     Raises:
         ValueError: On an unknown sampling, no sizes for ``size_buckets``, or counts < 1.
@@ -66,18 +66,23 @@ def epoch_steps(
     if sizes is None or len(sizes) != len(events):
         raise ValueError("size_buckets sampling needs one size per event")
     steps = []
-    for bucket in size_buckets(events, sizes, n_buckets):
+    for bucket in size_buckets(events, sizes, n_buckets, multiple=events_per_step):
         permutation = torch.randperm(len(bucket), generator=generator).tolist()
         steps += _cut([bucket[i] for i in permutation], events_per_step)
     return [steps[i] for i in torch.randperm(len(steps), generator=generator).tolist()]
 
 
-def size_buckets(events: Sequence[int], sizes: Sequence[int], n_buckets: int) -> list[list[int]]:
+def size_buckets(
+    events: Sequence[int], sizes: Sequence[int], n_buckets: int, *, multiple: int = 1
+) -> list[list[int]]:
     """``events`` sorted by size (ties by event index) and cut into ``n_buckets`` buckets of
-    near-equal count (fewer when there are fewer events); empty buckets are dropped."""
+    near-equal count, every bucket but the last a multiple of ``multiple`` events (fewer
+    buckets when there are too few events; none empty)."""
     ordered = [event for _, event in sorted(zip(sizes, events, strict=True))]
-    n_buckets = min(n_buckets, len(ordered))
-    bounds = [round(b * len(ordered) / n_buckets) for b in range(n_buckets + 1)]
+    n_units = -(-len(ordered) // multiple)  # whole steps, the last one maybe short
+    n_buckets = min(n_buckets, n_units)
+    bounds = [min(round(b * n_units / n_buckets) * multiple, len(ordered))
+              for b in range(n_buckets + 1)]  # fmt: skip
     return [ordered[a:b] for a, b in pairwise(bounds) if b > a]
 
 

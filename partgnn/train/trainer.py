@@ -106,12 +106,20 @@ class _Workload:
     owned_nodes: int = 0
     computed_edges: int = 0
     counted_edges: int = 0
+    step_seconds: float = 0.0
+    reduce_seconds: float = 0.0
 
     def add(self, item: TrainItem) -> None:
         self.computed_nodes += int(item.x.shape[0])
         self.owned_nodes += int(item.n_owned)
         self.computed_edges += int(item.edge_index.shape[1])
         self.counted_edges += item.n_counted
+
+    def add_time(self, step_seconds: float, reduce_seconds: float) -> None:
+        """A step's compute and communication time, and the part spent in the gradient
+        reduction (waiting for the slowest rank, then the all-reduce itself)."""
+        self.step_seconds += step_seconds
+        self.reduce_seconds += reduce_seconds
 
     def reduced(self, context: DistContext, device: torch.device) -> dict[str, float]:
         """The sums over all ranks, with the replicated fractions (excess / owned or counted)."""
@@ -123,6 +131,13 @@ class _Workload:
         if context.global_world_size > 1:
             dist.all_reduce(values)
         nodes, owned, edges, counted = (int(v) for v in values.tolist())
+        # Each rank's time in its own slot: the sum over ranks is every rank's time.
+        times = torch.zeros((2, context.global_world_size), dtype=torch.float64, device=device)
+        times[:, context.global_rank] = torch.tensor([self.step_seconds, self.reduce_seconds])
+        if context.global_world_size > 1:
+            dist.all_reduce(times)
+        step_s, reduce_s = times.cpu()
+        waiting = (reduce_s / step_s.clamp(min=1e-12)).tolist()
         return {
             "computed_nodes": nodes,
             "owned_nodes": owned,
@@ -130,6 +145,9 @@ class _Workload:
             "counted_edges": counted,
             "replicated_node_fraction": (nodes - owned) / owned if owned else float("nan"),
             "replicated_edge_fraction": (edges - counted) / counted if counted else float("nan"),
+            "step_seconds_per_rank": step_s.tolist(),
+            "gradient_wait_fraction_per_rank": waiting,
+            "gradient_wait_fraction": sum(waiting) / len(waiting),
         }
 
 
@@ -461,13 +479,17 @@ class Trainer:
             loss = self._loss(item)
             loss.backward()
         replicas = self._replicas(indices)
+        reduce_start = time.perf_counter()
         self._combine_gradients(replicas)
+        reduce_seconds = time.perf_counter() - reduce_start
         if self.config.optim.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
         reported = self._reduce_loss(loss.detach(), replicas)
-        return reported, time.perf_counter() - start, start - fetch_start
+        seconds = time.perf_counter() - start
+        self.workload.add_time(seconds, reduce_seconds)
+        return reported, seconds, start - fetch_start
 
     def _loss(self, item: TrainItem) -> torch.Tensor:
         autocast = (

@@ -3,11 +3,14 @@ equal the exact reference in float64 (one process: each step's weights move by t
 per-event full-graph gradients of the step's events), with no training event skipped.
 
 The dataset has 3 training events: with G = 2 every epoch has a full step (2 events, one per
-group) and a last step with 1 event (the second group contributes zeros; the mean is over 1).
+group) and a step with 1 event (the second group contributes zeros; the mean is over 1). The
+2 x 3 case draws each step's events from one of 2 size buckets (``run.sampling:
+size_buckets``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -29,31 +32,34 @@ GROUPS = 2
 EPOCHS = 2
 
 
-def _config(path: Path, dataset, mode: str, parts: int) -> Path:
+def _config(path: Path, dataset, mode: str, parts: int, sampling: str) -> Path:
     return write_config(
         path,
         mode=mode,
         data={"graphs": str(dataset["graphs"]), "shards": str(dataset[f"phi{parts}"])},
         optim={"epochs": EPOCHS},
-        run={"dir": str(path.with_suffix(""))},
+        run={"dir": str(path.with_suffix("")), "sampling": sampling, "size_buckets": 2},
     )
 
 
-@pytest.fixture(scope="module")
-def reference(dataset, tmp_path_factory) -> dict[str, torch.Tensor]:
+def _reference(dataset, folder: Path, sampling: str) -> dict[str, torch.Tensor]:
     """The exact reference, one process: per step, the mean of the per-event losses of the
     step's events (the trainer's full-mode event loss), back-propagated; then the trainer's
     clipping, AdamW and schedule."""
-    config_path = _config(tmp_path_factory.mktemp("reference") / "full.yaml", dataset, "full", 1)
-    config = load_config(config_path)
+    config = load_config(_config(folder / f"full-{sampling}.yaml", dataset, "full", 1, sampling))
     context = init_distributed(device="cpu", timeout_s=60)
     try:
         trainer = Trainer(config, context)
+        run = config.run
         steps = [
-            epoch_steps(trainer.train_indices, GROUPS, seed=config.run.seed, epoch=epoch)
+            epoch_steps(
+                trainer.train_indices, GROUPS, seed=run.seed, epoch=epoch, sampling=run.sampling,
+                sizes=[trainer.source.event_size(i) for i in trainer.train_indices],
+                n_buckets=run.size_buckets,
+            )
             for epoch in range(EPOCHS)
-        ]
-        assert [len(step) for step in steps[0]] == [2, 1]  # the case under test
+        ]  # fmt: skip
+        assert sorted(len(step) for step in steps[0]) == [1, 2]  # the case under test
         trainer.total_steps = sum(len(epoch) for epoch in steps)  # the cosine schedule's span
         for epoch in steps:
             for events in epoch:
@@ -88,20 +94,42 @@ def _launch(launcher: str, n_processes: int, config: Path, workdir: Path) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize(("parts", "sampling"), [(2, "random"), (3, "size_buckets")])
 def test_hybrid_groups_equal_the_exact_reference_under_torchrun_and_mpirun(
-    dataset, reference, tmp_path, parts
+    dataset, tmp_path, parts, sampling
 ):
+    reference = _reference(dataset, tmp_path, sampling)
     weights = {}
     for launcher in ("torchrun", "mpirun"):
-        config = _config(tmp_path / f"halo-{launcher}.yaml", dataset, "halo", parts)
+        config = _config(tmp_path / f"halo-{launcher}.yaml", dataset, "halo", parts, sampling)
         _launch(launcher, GROUPS * parts, config, tmp_path)
         run = config.with_suffix("")
         checkpoint = load_checkpoint(run / "checkpoints" / "last.pt")
         weights[launcher] = checkpoint["model"]
         assert checkpoint["step"] == 2 * EPOCHS  # 3 events, 2 groups: 2 steps per epoch
+        workload = json.loads((run / "summary.json").read_text())["workload"]
+        waiting = workload["gradient_wait_fraction_per_rank"]
+        assert len(waiting) == GROUPS * parts and all(0 <= w < 1 for w in waiting), workload
     for name, value in reference.items():
         got = weights["torchrun"][name]
         error = ((got - value).norm() / value.norm().clamp(min=1e-300)).item()
         assert error <= 1e-9, f"{name}: relative error {error:.3g} ({GROUPS} x {parts})"
         assert torch.equal(weights["mpirun"][name], got), f"{name}: mpirun != torchrun"
+
+
+@pytest.mark.parametrize(("scaling", "factor"), [("none", 1.0), ("linear", 4.0), ("sqrt", 2.0)])
+def test_the_learning_rate_scales_with_the_events_per_step(dataset, tmp_path, scaling, factor):
+    """optim.lr_scaling multiplies the whole schedule (warm-up included) by f(G)."""
+    config = load_config(_config(tmp_path / "full.yaml", dataset, "full", 1, "random"))
+    config.optim.lr_scaling = scaling
+    context = init_distributed(device="cpu", timeout_s=60)
+    try:
+        trainer = Trainer(config, context)
+        trainer.source.close()
+    finally:
+        destroy_distributed(context)
+    assert trainer.lr_scale == 1.0  # one event per step in mode full: nothing to scale
+    trainer.events_per_step = 4  # as with 4 graph groups
+    assert trainer.lr_scale == factor
+    for step in range(3):
+        assert trainer._lr_factor(step) == pytest.approx(factor * trainer._schedule(step))

@@ -27,7 +27,7 @@ def test_every_event_once_per_epoch_in_steps_of_at_most_g(sampling, events_per_s
         assert all(1 <= len(step) <= events_per_step for step in steps)
         assert all(len(set(step)) == len(step) for step in steps)  # groups: disjoint events
         short = [step for step in steps if len(step) < events_per_step]
-        assert len(short) <= (1 if sampling == "random" else 4)
+        assert len(short) == (1 if len(EVENTS) % events_per_step else 0)
 
 
 @pytest.mark.parametrize("sampling", ["random", "size_buckets"])
@@ -52,8 +52,11 @@ def test_random_order_is_the_seeded_permutation_cut_into_steps():
 
 
 def test_a_size_bucketed_step_holds_events_of_one_bucket():
-    buckets = size_buckets(EVENTS, SIZES, 4)
-    assert [len(bucket) for bucket in buckets] == [4, 4, 5, 4]
+    assert [len(bucket) for bucket in size_buckets(EVENTS, SIZES, 4)] == [4, 4, 5, 4]
+    # Buckets of whole steps (3 events each) but the last, which holds the largest events.
+    assert [len(bucket) for bucket in size_buckets(EVENTS, SIZES, 4, multiple=3)] == [6, 3, 3, 5]
+    buckets = size_buckets(EVENTS, SIZES, 4, multiple=2)
+    assert [len(bucket) for bucket in buckets] == [4, 4, 6, 3]
     size = dict(zip(EVENTS, SIZES, strict=True))
     for low, high in pairwise(buckets):
         assert max(size[e] for e in low) <= min(size[e] for e in high)

@@ -1,0 +1,71 @@
+"""Benchmark of learning-rate scaling with the number of graph groups (issue 13): the learning
+curve (validation loss per epoch) of halo training with G = 1, 2, 4 groups and
+``optim.lr_scaling`` none / linear / sqrt, on the same events, seed and epochs.
+
+With G groups a step trains G events and an epoch has 1/G of the steps; without scaling the
+model moves less per epoch. Events as in tools/bench_balance.py (pile-up drawn in a range,
+METIS shards; one rank per group here). Prints markdown for docs/BENCHMARKS.md:
+
+    .venv/bin/python tools/bench_lr_scaling.py --events 34 --epochs 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from _group_runs import train_halo, write_varied_events
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=34, help="events (2 of them validation)")
+    parser.add_argument("--pileup-min", type=int, default=140)
+    parser.add_argument("--pileup-max", type=int, default=200)
+    parser.add_argument("--pt-min", type=float, default=1.0)
+    parser.add_argument("--groups", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--scalings", nargs="+", default=["none", "linear", "sqrt"])
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=4, help="message-passing steps")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    runs = [(1, "none")] if 1 in args.groups else []
+    runs += [(g, s) for g in args.groups if g > 1 for s in args.scalings]
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        shards, sizes = write_varied_events(
+            folder, events=args.events, pileup=(args.pileup_min, args.pileup_max),
+            pt_min=args.pt_min, parts=1, seed=args.seed,
+        )  # fmt: skip
+        print(
+            f"{args.events} events (pile-up {args.pileup_min}-{args.pileup_max}, pT > "
+            f"{args.pt_min:g} GeV, {min(sizes):,}-{max(sizes):,} edges), 2 for validation; "
+            f"lr {args.lr:g} (AdamW, 5 warm-up steps, cosine), H = {args.hidden}, {args.steps} "
+            f"steps; {args.epochs} epochs; {os.cpu_count()} cores, one thread per rank\n"
+        )
+        results = {}
+        for groups, scaling in runs:
+            config = {
+                "data": {"shards": str(shards), "val_events": 2},
+                "model": {"hidden": args.hidden, "steps": args.steps},
+                "optim": {"epochs": args.epochs, "warmup_steps": 5, "lr": args.lr,
+                          "lr_scaling": scaling},
+                "run": {"seed": args.seed},
+            }  # fmt: skip
+            results[groups, scaling] = train_halo(folder, f"g{groups}-{scaling}", groups, config)
+    names = [f"G={g} {s}" for g, s in results]
+    print("| epoch | " + " | ".join(f"val loss, {n}" for n in names) + " |")
+    print("|---|" + "---|" * len(names))
+    for epoch in range(args.epochs):
+        losses = [result["val_loss"][epoch] for result in results.values()]
+        print(f"| {epoch + 1} | " + " | ".join(f"{loss:.4f}" for loss in losses) + " |")
+    print("| optimizer steps | " + " | ".join(str(r["steps"]) for r in results.values()) + " |")
+
+
+if __name__ == "__main__":
+    main()
