@@ -155,12 +155,13 @@ class InteractionNetwork(nn.Module):
         # kept whole); else it runs on its own.
         e = edge_attr if lean else edge_mlp(self.edge_encoder, edge_attr)
         src, dst = edge_index
-        graph = _Graph(src, dst, n_owned, exchange, overlap, n_interior if overlap else None)
         if lean:
             # Regions of STEPS_PER_REGION steps are recomputed in the backward pass from their
             # first step's latents: the edge latents of the other steps are not kept. The
             # recomputation gets the halo rows the forward pass received (no exchange again).
-            graph.exchange = replay = ReplayedExchange(exchange, n_owned)
+            exchange = replay = ReplayedExchange(exchange, n_owned)
+        graph = _Graph(src, dst, n_owned, exchange, overlap, n_interior if overlap else None)
+        if lean:
             for first in range(0, self.steps, STEPS_PER_REGION):
                 last = min(first + STEPS_PER_REGION, self.steps)
                 h, e = activation_checkpoint(

@@ -133,7 +133,9 @@ class _Workload:
         nodes, owned, edges, counted = (int(v) for v in values.tolist())
         # Each rank's time in its own slot: the sum over ranks is every rank's time.
         times = torch.zeros((2, context.global_world_size), dtype=torch.float64, device=device)
-        times[:, context.global_rank] = torch.tensor([self.step_seconds, self.reduce_seconds])
+        times[:, context.global_rank] = torch.tensor(
+            [self.step_seconds, self.reduce_seconds], dtype=torch.float64
+        )
         if context.global_world_size > 1:
             dist.all_reduce(times)
         step_s, reduce_s = times.cpu()
