@@ -26,6 +26,7 @@ from partgnn.cli import (
     data_commands,
     eval_commands,
     partition_commands,
+    plan_commands,
     report_commands,
     selfcheck_commands,
     train_commands,
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     partition_commands.register(subparsers)
     selfcheck_commands.register(subparsers)
     train_commands.register(subparsers)
+    plan_commands.register(subparsers)
     eval_commands.register(subparsers)
     report_commands.register(subparsers)
     config_commands.register(subparsers)

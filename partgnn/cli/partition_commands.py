@@ -142,6 +142,11 @@ def _print_summary(meta: dict) -> None:
         ("halo / owned nodes, worst rank", f"{summary['halo_ratio_max']:.4f}"),
         ("node imbalance (max / mean)", f"{summary['node_imbalance']:.4f}"),
         ("edge imbalance (max / mean local edges)", f"{summary['edge_imbalance']:.4f}"),
+        *(
+            [("work imbalance (edges, owned and halo nodes)", f"{summary['work_imbalance']:.4f}")]
+            if "work_imbalance" in summary  # shards written before partgnn recorded it
+            else []
+        ),
         ("neighbour ranks, worst rank", f"{summary['neighbours_max']:.1f}"),
         (
             f"bytes per exchange, all ranks (H = {summary['hidden']}, float32)",

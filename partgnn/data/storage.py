@@ -235,6 +235,35 @@ class LazyH5File:
         return {**self.__dict__, "_file": None, "_pid": None}
 
 
+class EventShape(NamedTuple):
+    """Sizes of one stored event graph, read from the file's index (nothing decoded).
+
+    Attributes:
+        nodes: Node rows (for a rank's shard: owned plus halo).
+        edges: Edges.
+        halo: Halo nodes among ``nodes`` (0 for a whole graph).
+        nbytes: Bytes of all the event's arrays once decoded.
+    """
+
+    nodes: int
+    edges: int
+    halo: int
+    nbytes: int
+
+
+def group_nbytes(group: h5py.Group) -> int:
+    """Decoded bytes of every dataset under an HDF5 group (sizes from the index alone)."""
+    total = 0
+
+    def add(_name: str, obj: object) -> None:
+        nonlocal total
+        if isinstance(obj, h5py.Dataset):
+            total += int(obj.size) * obj.dtype.itemsize
+
+    group.visititems(add)
+    return total
+
+
 class _EventStore:
     """Lazy reader of a partgnn HDF5 file: opens it, checks format and version, lists events."""
 
@@ -336,6 +365,19 @@ class GraphFile(_EventStore):
         key, group = self._group(index)
         try:
             return int(group["edge_index"].shape[1])
+        except (KeyError, OSError, IndexError) as err:
+            raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
+
+    def shape(self, index: int) -> EventShape:
+        """Nodes, edges and decoded bytes of graph ``index`` (from the file's index alone)."""
+        key, group = self._group(index)
+        try:
+            return EventShape(
+                nodes=int(group["x"].shape[0]),
+                edges=int(group["edge_index"].shape[1]),
+                halo=0,
+                nbytes=group_nbytes(group),
+            )
         except (KeyError, OSError, IndexError) as err:
             raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
 

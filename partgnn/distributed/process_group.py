@@ -233,7 +233,7 @@ def init_distributed(
     world_size, global_rank, local_rank = info.world_size, info.rank, info.local_rank
 
     group_size = _check_graph_parallel_size(graph_parallel_size, world_size, info.launcher)
-    torch_device = _resolve_device(device, local_rank)
+    torch_device = resolve_device(device, local_rank)
     backend = _resolve_backend(backend, torch_device)
     if torch_device.type == "cuda":
         # Before the rendezvous: NCCL binds its communicator to the current device.
@@ -708,7 +708,12 @@ def _check_graph_parallel_size(size: int | None, world_size: int, launcher: str)
     return size
 
 
-def _resolve_device(device: str | torch.device, local_rank: int) -> torch.device:
+def resolve_device(device: str | torch.device, local_rank: int) -> torch.device:
+    """The device a ``run.device`` spec names for the process of ``local_rank`` on its node.
+
+    Raises:
+        InputError: The spec is malformed, or names CUDA where there is none (or not that one).
+    """
     spec = str(device).strip().lower()
     if spec == "auto":
         spec = "cuda" if torch.cuda.is_available() else "cpu"

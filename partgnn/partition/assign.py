@@ -40,10 +40,10 @@ def partition_graph(
         graph: Event graph with ``num_nodes`` nodes; ``"metis"`` reads ``edge_index``
             ``(2, E)``, the geometric methods read ``pos`` ``(N, 3)``, hit ``(x, y, z)`` in mm.
         n_parts: Number of parts ``P >= 1``.
-        method: One of :data:`METHODS`: ``"metis"`` (k-way, nodes weighted by ``1 + degree``
-            so parts are balanced in edges), ``"phi"`` (``P`` wedges), ``"eta"`` (``P``
-            slices) or ``"phieta"`` (a phi x eta grid); geometric boundaries sit at population
-            quantiles, so parts are balanced in nodes.
+        method: One of :data:`METHODS`: ``"metis"`` (k-way, balanced in work: each rank's
+            edges, owned and halo nodes; :mod:`partgnn.partition.metis`), ``"phi"`` (``P``
+            wedges), ``"eta"`` (``P`` slices) or ``"phieta"`` (a phi x eta grid); geometric
+            boundaries sit at population quantiles, so parts are balanced in nodes.
         seed: METIS seed, in ``[0, 2**31)``; the geometric methods use no randomness.
         grid: ``(n_phi, n_eta)`` for ``"phieta"`` with ``n_phi * n_eta == P``; default the
             most square grid with ``n_phi >= n_eta`` (8 -> 4x2).

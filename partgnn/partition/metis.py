@@ -1,19 +1,29 @@
-"""METIS k-way partitioning of event graphs, balanced by the work of each part, not by nodes.
+"""METIS k-way partitioning of event graphs, balanced by the work of each rank, not by nodes.
 
 :func:`metis_partition` symmetrises the directed ``edge_index`` into the simple undirected graph
-METIS expects (CSR arrays from :func:`undirected_csr`), weights every node by ``1 + degree`` and
-calls ``pymetis.part_graph`` with a fixed seed, so a partition is reproducible.
+METIS expects (CSR arrays from :func:`undirected_csr`), weights every node and calls
+``pymetis.part_graph`` with a fixed seed, so a partition is reproducible.
 
-Why ``1 + degree``: under the halo contract (DESIGN.md) a rank computes every edge with an owned
-endpoint, so its edge work is about the sum of the degrees of its nodes. Degrees in a pile-up-200
-graph range from 0 to ~100 (median 15, mean 22), so unit weights balance nodes but
-leave the edges ~1.3x imbalanced at 8 parts; ``1 + degree`` brings that to ~1.03x (measured on a
-simulated pile-up-200 event; ``tests/partition/test_metis.py`` checks the gain on a small one).
-The ``1`` keeps node work (node updates, embedding memory) and isolated nodes in the balance.
+The default weighting, ``"work"``, balances what a rank computes (:mod:`partgnn.partition.work`:
+its local edges, owned nodes and halo nodes, in edge units). A node weighs
+``2 * OWNED_NODE_COST + degree``: summed over a part that is twice its owned-node work plus twice
+its interior edges plus its cut edges once, which is twice its work but for the cut edges' other
+half and the halo, which depend on the boundary METIS draws. Those are corrected afterwards: the
+parts' measured work sets METIS's target part weights (``tpwgts``) for
+:data:`WORK_REFINEMENTS` more partitions, and the one with the least work imbalance (max / mean)
+wins. METIS's balance tolerance is tightened from 3 % to :data:`WORK_UFACTOR` (1 %), which on
+pile-up-200 graphs also cut fewer edges than ``1 + degree`` weights (tools/bench_partition.py,
+docs/BENCHMARKS.md).
+
+``"degree"`` (``1 + degree``) balances edges only: degrees in a pile-up-200 graph range from 0 to
+~100 (median 15, mean 22), so unit weights leave the edges ~1.3x imbalanced at 8 parts and
+``1 + degree`` ~1.03x, but the work (edges plus owned and halo nodes) ~1.09x at 8 parts on a
+pT > 0.5 GeV graph, which ``"work"`` brings to ~1.01x. ``"unit"`` balances node counts only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from numbers import Integral
 from typing import Literal
 
@@ -21,9 +31,15 @@ import numpy as np
 import pymetis
 
 from partgnn.errors import InputError
+from partgnn.partition.work import OWNED_NODE_COST, imbalance, partition_work
 
-#: Node weightings :func:`metis_partition` accepts: ``"degree"`` (``1 + degree``) or ``"unit"``.
-VERTEX_WEIGHTINGS: tuple[str, ...] = ("degree", "unit")
+#: Node weightings :func:`metis_partition` accepts: ``"work"`` (edges, owned and halo nodes),
+#: ``"degree"`` (``1 + degree``) or ``"unit"``.
+VERTEX_WEIGHTINGS: tuple[str, ...] = ("work", "degree", "unit")
+#: Partitions after the first one that ``"work"`` tries, with targets from measured work.
+WORK_REFINEMENTS = 2
+#: METIS load imbalance tolerance for ``"work"``, in 1/1000 (METIS's default is 30).
+WORK_UFACTOR = 10
 
 # METIS is built with 32-bit indices (pymetis copies and warns on int64 arrays).
 _IDX = np.int32
@@ -36,7 +52,7 @@ def metis_partition(
     n_parts: int,
     *,
     seed: int = 0,
-    vertex_weights: Literal["degree", "unit"] = "degree",
+    vertex_weights: Literal["work", "degree", "unit"] = "work",
 ) -> np.ndarray:
     """Partitions a graph into ``n_parts`` parts with METIS k-way, deterministically for a seed.
 
@@ -58,8 +74,9 @@ def metis_partition(
         num_nodes: Number of nodes ``N``; nodes without edges are partitioned too.
         n_parts: Number of parts ``P >= 1``.
         seed: METIS random seed, in ``[0, 2**31)``; the same seed gives the same partition.
-        vertex_weights: ``"degree"`` weights node ``v`` by ``1 + deg(v)`` (undirected, simple
-            degree) to balance edge work; ``"unit"`` balances node counts only.
+        vertex_weights: ``"work"`` balances each rank's local edges, owned and halo nodes
+            (see the module docstring); ``"degree"`` weights node ``v`` by ``1 + deg(v)``
+            (undirected, simple degree) to balance edges; ``"unit"`` balances node counts.
 
     Returns:
         Part of every node, shape ``(N,)``, int64 in ``[0, n_parts)``.
@@ -84,21 +101,56 @@ def metis_partition(
     if adjncy.size == 0:
         return np.arange(num_nodes, dtype=np.int64) * n_parts // num_nodes
     degree = np.diff(xadj).astype(np.int64)
-    weights = 1 + degree if vertex_weights == "degree" else np.ones(num_nodes, dtype=np.int64)
+    if vertex_weights == "work":
+        weights = 2 * OWNED_NODE_COST + degree
+    elif vertex_weights == "degree":
+        weights = 1 + degree
+    else:
+        weights = np.ones(num_nodes, dtype=np.int64)
     if int(weights.sum()) > _IDX_MAX:
         raise InputError(f"graph too large for METIS (total vertex weight {int(weights.sum())})")
-    result = _part_graph(
-        n_parts,
-        xadj,
-        adjncy,
-        vweights=weights.astype(_IDX),
-        # k-way: METIS's own algorithm for P > 8, and at P <= 8 it cut fewer edges than recursive
-        # bisection on pile-up-200 graphs (recursive is pymetis's default there).
-        recursive=False,
-        options=pymetis.Options(seed=int(seed)),
-    )
-    part = np.asarray(result.vertex_part, dtype=np.int64)
-    return _fill_empty_parts(part, n_parts, weights, degree)
+
+    def partition(targets: np.ndarray | None = None, ufactor: int | None = None) -> np.ndarray:
+        result = _part_graph(
+            n_parts,
+            xadj,
+            adjncy,
+            vweights=weights.astype(_IDX),
+            tpwgts=None if targets is None else targets.tolist(),
+            # k-way: METIS's own algorithm for P > 8, and at P <= 8 it cut fewer edges than
+            # recursive bisection on pile-up-200 graphs (recursive is pymetis's default there).
+            recursive=False,
+            options=pymetis.Options(
+                seed=int(seed), **({} if ufactor is None else {"ufactor": ufactor})
+            ),
+        )
+        part = np.asarray(result.vertex_part, dtype=np.int64)
+        return _fill_empty_parts(part, n_parts, weights, degree)
+
+    if vertex_weights != "work":
+        return partition()
+    return _balance_work(partition, edges, n_parts)
+
+
+def _balance_work(
+    partition: Callable[[np.ndarray | None, int], np.ndarray], edges: np.ndarray, n_parts: int
+) -> np.ndarray:
+    """The least work-imbalanced of ``1 + WORK_REFINEMENTS`` METIS partitions, each with target
+    part weights shrunk where the previous one's work was above the mean."""
+    targets = None  # equal parts
+    best, best_imbalance = None, np.inf
+    for _ in range(1 + WORK_REFINEMENTS):
+        part = partition(targets, WORK_UFACTOR)
+        work = partition_work(edges, part, n_parts)
+        if imbalance(work) < best_imbalance:
+            best, best_imbalance = part, imbalance(work)
+        if not np.all(work > 0):
+            break
+        # Square root: a part's work per unit of weight changes with its boundary, so damp.
+        previous = np.full(n_parts, 1.0 / n_parts) if targets is None else targets
+        targets = previous * np.sqrt(work.mean() / work)
+        targets = targets / targets.sum()
+    return best
 
 
 def undirected_csr(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:

@@ -32,10 +32,12 @@ from torch_geometric.data import Data
 from partgnn.data.storage import (
     EDGE_FIELDS,
     NODE_FIELDS,
+    EventShape,
     LazyH5File,
     decode_attr,
     event_key,
     file_sha256,
+    group_nbytes,
 )
 from partgnn.errors import InputError, first_line
 from partgnn.partition.halo_plan import HaloPlan
@@ -246,6 +248,26 @@ class ShardFile:
     def n_global_edges(self, index: int) -> int:
         """Edges of event ``index``'s whole graph (read from the attributes alone)."""
         return self._read(index, lambda group: int(group.attrs["n_global_edges"]))
+
+    def shape(self, index: int, *, sector: bool = False) -> EventShape:
+        """Sizes of the rank's graph of event ``index`` (from the file's index alone).
+
+        Args:
+            index: Event index.
+            sector: The naive sector's graph (owned nodes plus replicated margin) instead of
+                the halo graph; the halo graph when the shard has no sector.
+        """
+
+        def read(group: h5py.Group) -> EventShape:
+            graph = group["sector"] if sector and "sector" in group else group
+            return EventShape(
+                nodes=int(graph["x"].shape[0]),
+                edges=int(graph["edge_index"].shape[1]),
+                halo=0 if graph is not group else int(group["plan"]["halo_nodes"].shape[0]),
+                nbytes=group_nbytes(group),
+            )
+
+        return self._read(index, read)
 
     def edge_ids(self, index: int) -> np.ndarray:
         """Global ids of the rank's local edges of event ``index``, ``(E_local,)``."""

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from partgnn.partition.halo_plan import HaloPlan
+from partgnn.partition.work import imbalance as _imbalance
+from partgnn.partition.work import rank_work
 
 #: Hidden size used when statistics quote bytes per exchange without being told one.
 DEFAULT_HIDDEN = 64
@@ -79,6 +81,15 @@ class PartitionStatistics:
     def edge_imbalance(self) -> float:
         return _imbalance(self.local_edges)
 
+    @property
+    def work(self) -> np.ndarray:
+        """Work per rank in edge units (local edges, owned and halo nodes), shape ``(P,)``."""
+        return rank_work(self.local_edges, self.owned_nodes, self.halo_nodes)
+
+    @property
+    def work_imbalance(self) -> float:
+        return _imbalance(self.work)
+
     def bytes_per_exchange(self, hidden: int = DEFAULT_HIDDEN, itemsize: int = 4) -> np.ndarray:
         """Bytes each rank sends in one halo exchange of ``hidden`` features, shape ``(P,)``.
 
@@ -96,6 +107,7 @@ class PartitionStatistics:
             "true_edge_cut_fraction": self.true_edge_cut_fraction,
             "node_imbalance": self.node_imbalance,
             "edge_imbalance": self.edge_imbalance,
+            "work_imbalance": self.work_imbalance,
             "owned_nodes": self.owned_nodes.tolist(),
             "halo_nodes": self.halo_nodes.tolist(),
             "halo_ratio": self.halo_ratio.tolist(),
@@ -149,6 +161,7 @@ def summarize(statistics: Sequence[PartitionStatistics], hidden: int = DEFAULT_H
             "halo_ratio_max": float(s.halo_ratio.max()),
             "node_imbalance": s.node_imbalance,
             "edge_imbalance": s.edge_imbalance,
+            "work_imbalance": s.work_imbalance,
             "neighbours_max": int(s.neighbours.max()),
             "bytes_per_exchange_total": int(s.bytes_per_exchange(hidden).sum()),
             "bytes_per_exchange_max_rank": int(s.bytes_per_exchange(hidden).max()),
@@ -165,8 +178,3 @@ def _mean_of_defined(values: list[float]) -> float:
     """The mean of the values that are not NaN (NaN when none is: e.g. graphs without edges)."""
     defined = [v for v in values if not np.isnan(v)]
     return float(np.mean(defined)) if defined else float("nan")
-
-
-def _imbalance(counts: np.ndarray) -> float:
-    mean = float(np.mean(counts))
-    return float(np.max(counts)) / mean if mean > 0 else 1.0

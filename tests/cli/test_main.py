@@ -27,7 +27,9 @@ def test_building_the_parser_imports_no_heavy_module():
     assert done.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("command", [[], ["train"], ["partition"], ["evaluate"], ["selfcheck"]])
+@pytest.mark.parametrize(
+    "command", [[], ["train"], ["partition"], ["evaluate"], ["selfcheck"], ["plan"]]
+)
 def test_help_answers_without_importing_torch(command):
     code = (
         "import sys\n"

@@ -1,0 +1,188 @@
+"""``partgnn plan``: predict each rank's peak memory for a run config, before running it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from partgnn.cli.arg_types import positive_int
+
+MIB = 2**20
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``plan`` to the ``partgnn`` parser."""
+    plan = subparsers.add_parser(
+        "plan",
+        help="predict each rank's peak memory for a run config; how many ranks fit X GB",
+        description=(
+            "Predicts the peak memory of every rank of a training run from the config's "
+            "shards (or graphs file) and model settings: the process, the decoded events and "
+            "one training step, whose bytes per edge and per node are measured on three "
+            "random probe graphs (a few seconds). With --memory-gb, also the fewest ranks "
+            "the largest event needs on a device of that size."
+        ),
+    )
+    plan.add_argument("--config", required=True, help="YAML run configuration (path or name)")
+    plan.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set model.checkpoint=true (repeatable)",
+    )
+    plan.add_argument(
+        "--memory-gb",
+        type=_positive_float,
+        default=None,
+        help="memory of one device (GB = 1e9 bytes): report the ranks the largest event needs",
+    )
+    plan.add_argument("--max-parts", type=positive_int, default=256, help="most ranks to try")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.set_defaults(run=run_plan)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    import torch
+
+    from partgnn.data.storage import GraphFile
+    from partgnn.distributed.process_group import resolve_device
+    from partgnn.train.config import load_config
+    from partgnn.train.footprint import measure_footprint
+    from partgnn.train.memory_plan import (
+        largest_event,
+        measure_base_bytes,
+        plan_ranks,
+        rank_shapes,
+        ranks_needed,
+    )
+
+    config = load_config(args.config, args.set)
+    device = resolve_device(config.run.device, 0)
+    shapes = rank_shapes(config)
+    node_features, edge_features = _feature_widths(config)
+    started = time.perf_counter()
+    torch.set_num_threads(1)
+    footprint = measure_footprint(config, node_features, edge_features, device)
+    probe_seconds = time.perf_counter() - started
+    base = measure_base_bytes() if device.type == "cpu" else 0
+    ranks = plan_ranks(shapes, footprint, base, config.data.cache_mb * MIB)
+    needed = None
+    if args.memory_gb is not None and config.data.graphs:
+        with GraphFile(config.data.graphs) as graphs:
+            index = largest_event(graphs)
+            needed = ranks_needed(
+                graphs,
+                index,
+                footprint,
+                base,
+                args.memory_gb * 1e9,
+                method=_method(config),
+                max_parts=args.max_parts,
+            )
+            event_shape = graphs.shape(index)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "device": str(device),
+                    "footprint": {
+                        "per_edge_bytes": footprint.per_edge,
+                        "per_node_bytes": footprint.per_node,
+                        "constant_bytes": footprint.constant,
+                    },
+                    "ranks": [{**vars(r), "total_bytes": r.total_bytes} for r in ranks],
+                    "peak_bytes": max(r.total_bytes for r in ranks),
+                    "ranks_needed": None
+                    if needed is None
+                    else {"memory_gb": args.memory_gb, "n_parts": needed.n_parts},
+                },
+                indent=2,
+            )
+        )
+        return 0
+    model = config.model
+    what = (
+        f"model {model.target}"
+        if model.target
+        else f"Interaction Network H = {model.hidden}, {model.steps} steps"
+    )
+    print(
+        f"memory plan: mode {config.mode}, {len(shapes)} rank(s) per graph group, {what}, "
+        f"checkpointing {'on' if model.checkpoint else 'off'}, {config.run.dtype}"
+        f"{', bf16 autocast' if config.run.bf16 else ''}, device {device}"
+    )
+    print(
+        f"one training step: {footprint.per_edge:.0f} B per edge + {footprint.per_node:.0f} B "
+        f"per node + {footprint.constant / MIB:.1f} MiB (measured on {len(footprint.probes)} "
+        f"probe graphs in {probe_seconds:.1f} s)"
+    )
+    if device.type == "cpu":
+        print(f"process: {base / MIB:.0f} MiB (an idle partgnn process on this machine)")
+    else:
+        print("device memory only: the CUDA context (a few hundred MiB) comes on top")
+    print()
+    print(_table(ranks))
+    print(
+        f"\npredicted peak of the largest rank: {max(r.total_bytes for r in ranks) / MIB:.0f} MiB"
+    )
+    if args.memory_gb is not None and needed is None:
+        print("--memory-gb needs data.graphs in the config (the events to partition)")
+    elif needed is not None:
+        event = f"the largest event ({event_shape.nodes:,} nodes, {event_shape.edges:,} edges)"
+        if needed.n_parts is None:
+            print(
+                f"{event} does not fit {args.memory_gb:g} GB per rank with up to "
+                f"{args.max_parts} ranks ({_method(config)})"
+            )
+            return 1
+        largest = max(r.total_bytes for r in needed.ranks)
+        print(
+            f"{event} needs {needed.n_parts} rank(s) of {args.memory_gb:g} GB "
+            f"({_method(config)}; largest rank {largest / MIB:.0f} MiB)"
+        )
+    return 0
+
+
+def _table(ranks) -> str:
+    lines = [
+        "| rank | nodes (halo) | edges | process MiB | data MiB | step MiB | peak MiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in ranks:
+        lines.append(
+            f"| {r.rank} | {r.nodes:,} ({r.halo:,}) | {r.edges:,} | {r.base_bytes / MIB:.0f} "
+            f"| {r.data_bytes / MIB:.0f} | {r.step_bytes / MIB:.0f} | {r.total_bytes / MIB:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def _feature_widths(config) -> tuple[int, int]:
+    """Node and edge feature widths of the config's events."""
+    from partgnn.data.storage import GraphFile
+    from partgnn.partition.shard_reader import ShardDirectory
+
+    if config.data.graphs:
+        with GraphFile(config.data.graphs) as graphs:
+            graph = graphs[0]
+    else:
+        with ShardDirectory(config.data.shards).open_rank(0) as shard:
+            graph = shard[0].graph
+    return int(graph.x.shape[1]), int(graph.edge_attr.shape[1])
+
+
+def _method(config) -> str:
+    """The partition method of the config's shards (METIS without shards)."""
+    if not config.data.shards:
+        return "metis"
+    from partgnn.partition.shard_reader import ShardDirectory
+
+    return str(ShardDirectory(config.data.shards).meta.get("method", "metis"))
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 (got {text})")
+    return value

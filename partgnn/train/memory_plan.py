@@ -1,0 +1,226 @@
+"""Per-rank peak memory of a training run, predicted before it starts (``partgnn plan``).
+
+A rank's peak is the sum of three parts, each from something known before the run:
+
+- **base**: the process itself (interpreter, torch, PyG, partgnn), measured once by starting an
+  idle partgnn process on this machine (:func:`measure_base_bytes`); 0 on CUDA, where the plan is
+  of device memory (the CUDA context, a few hundred MB outside torch's allocator, comes on top);
+- **data**: the decoded events the rank keeps (the item cache holds them up to
+  ``data.cache_mb``; past it, the current event and the one read ahead), sized from the shards'
+  or graphs file's index (:meth:`~partgnn.partition.shard_reader.ShardFile.shape`);
+- **step**: one training step of the configured model on the rank's largest graph, from the
+  bytes per edge and per node measured on probe graphs
+  (:func:`~partgnn.train.footprint.measure_footprint`).
+
+:func:`ranks_needed` answers the inverse question (how many ranks does an event need on a device
+with X GB) by partitioning the event for growing P and predicting each rank.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from partgnn.data.storage import EventShape, GraphFile
+from partgnn.errors import InputError
+from partgnn.partition.shard_reader import ShardDirectory
+from partgnn.train.config import TrainConfig
+from partgnn.train.footprint import Footprint
+
+#: Most ranks :func:`ranks_needed` tries.
+MAX_PARTS = 256
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """Predicted peak memory of one rank.
+
+    Attributes:
+        rank: Rank in its graph-parallel group (0 for whole-graph modes).
+        nodes: Local nodes (owned plus halo) of the rank's largest graph.
+        halo: Halo nodes among ``nodes``.
+        edges: Local edges of the rank's largest graph.
+        base_bytes: The process without data (0 on CUDA).
+        data_bytes: Decoded events kept.
+        step_bytes: One training step's tensors on the largest graph.
+    """
+
+    rank: int
+    nodes: int
+    halo: int
+    edges: int
+    base_bytes: float
+    data_bytes: float
+    step_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.base_bytes + self.data_bytes + self.step_bytes
+
+
+def measure_base_bytes() -> int:
+    """Peak RSS of a partgnn process that has imported its training stack and done nothing.
+
+    Read from the child's own ``VmHWM`` (its memory map's high-water mark): ``ru_maxrss`` would
+    carry this process's peak across ``fork`` and ``exec``.
+    """
+    code = (
+        "import resource, partgnn.train.trainer\n"
+        "try:\n"
+        "    status = open('/proc/self/status').read().split('VmHWM:')[1]\n"
+        "    print(int(status.split()[0]))\n"
+        "except (OSError, IndexError):\n"
+        "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=300
+    )
+    if done.returncode:
+        raise RuntimeError(f"could not start a partgnn process: {done.stderr.strip()[-200:]}")
+    return int(done.stdout.split()[-1]) * 1024  # KiB
+
+
+def rank_shapes(config: TrainConfig) -> list[list[EventShape]]:
+    """Sizes of every event each rank trains or validates on: one list per rank of the
+    graph-parallel group (one list for the whole-graph modes ``full`` and ``ddp``).
+
+    Raises:
+        InputError: The graphs file or shard directory is missing or malformed.
+    """
+    if config.mode in ("full", "ddp"):
+        with GraphFile(config.data.graphs) as graphs:
+            return [[graphs.shape(index) for index in range(len(graphs))]]
+    shards = ShardDirectory(config.data.shards)
+    shapes = []
+    for rank in range(shards.n_parts):
+        with shards.open_rank(rank) as shard:
+            shapes.append(
+                [shard.shape(index, sector=config.mode == "naive") for index in range(len(shard))]
+            )
+    return shapes
+
+
+def plan_ranks(
+    shapes: list[list[EventShape]], footprint: Footprint, base_bytes: float, cache_bytes: float
+) -> list[RankMemory]:
+    """Predicted peak memory of every rank from its events' sizes.
+
+    Args:
+        shapes: Per rank, the sizes of its events (:func:`rank_shapes`).
+        footprint: The model's step bytes per edge and per node.
+        base_bytes: The process without data.
+        cache_bytes: The item cache's budget (``data.cache_mb`` in bytes).
+    """
+    ranks = []
+    for rank, events in enumerate(shapes):
+        if not events:
+            raise InputError(f"rank {rank} has no events to plan for")
+        largest = max(events, key=lambda shape: footprint.bytes(shape.nodes, shape.edges))
+        ranks.append(
+            RankMemory(
+                rank=rank,
+                nodes=largest.nodes,
+                halo=largest.halo,
+                edges=largest.edges,
+                base_bytes=base_bytes,
+                data_bytes=data_bytes([shape.nbytes for shape in events], cache_bytes),
+                step_bytes=footprint.bytes(largest.nodes, largest.edges),
+            )
+        )
+    return ranks
+
+
+def data_bytes(event_bytes: list[int], cache_bytes: float) -> float:
+    """Bytes of decoded events a rank holds at once: all of them while they fit the cache;
+    past it, the cache full plus the event in use and the one read ahead."""
+    total = float(sum(event_bytes))
+    if total <= cache_bytes:
+        return total
+    return cache_bytes + 2.0 * max(event_bytes)
+
+
+@dataclass(frozen=True)
+class RanksNeeded:
+    """The answer of :func:`ranks_needed`.
+
+    Attributes:
+        n_parts: Smallest P whose largest rank fits, or ``None`` if none up to the limit does.
+        ranks: The per-rank prediction at ``n_parts`` (at the limit when none fits).
+        tried: ``(P, largest rank's bytes)`` for every P tried.
+    """
+
+    n_parts: int | None
+    ranks: list[RankMemory]
+    tried: list[tuple[int, float]]
+
+
+def ranks_needed(
+    graphs: GraphFile,
+    index: int,
+    footprint: Footprint,
+    base_bytes: float,
+    budget_bytes: float,
+    *,
+    method: str = "metis",
+    max_parts: int = MAX_PARTS,
+) -> RanksNeeded:
+    """The fewest ranks whose largest rank's predicted peak fits ``budget_bytes``, for one event.
+
+    The event is partitioned (``method``, seed 0) for each P tried; a rank's data is the event's
+    decoded bytes in proportion to its local edges (edge arrays dominate). P starts at the
+    estimate ``step bytes of the whole graph / room left per rank`` and grows by one.
+
+    Args:
+        graphs: The graphs file.
+        index: The event's index in it.
+        footprint: The model's step bytes per edge and per node.
+        base_bytes: The process without data.
+        budget_bytes: Memory of one device (or one rank's share of a host).
+        method: Partition method (:data:`~partgnn.partition.assign.METHODS`).
+        max_parts: Most ranks to try.
+    """
+    from partgnn.partition.assign import partition_graph
+    from partgnn.partition.work import partition_counts
+
+    graph = graphs[index]
+    shape = graphs.shape(index)
+    edge_index = graph.edge_index.numpy()
+    room = budget_bytes - base_bytes
+    whole = footprint.bytes(shape.nodes, shape.edges) + shape.nbytes
+    start = 1 if room <= 0 else max(1, min(max_parts, int(whole // room)))
+    tried: list[tuple[int, float]] = []
+    ranks: list[RankMemory] = []
+    for n_parts in range(start, max_parts + 1):
+        part = partition_graph(graph, n_parts, method, seed=0)
+        local_edges, owned, halo = partition_counts(edge_index, part, n_parts)
+        share = local_edges / max(shape.edges, 1)
+        ranks = [
+            RankMemory(
+                rank=rank,
+                nodes=int(owned[rank] + halo[rank]),
+                halo=int(halo[rank]),
+                edges=int(local_edges[rank]),
+                base_bytes=base_bytes,
+                data_bytes=float(shape.nbytes * share[rank]),
+                step_bytes=footprint.bytes(int(owned[rank] + halo[rank]), int(local_edges[rank])),
+            )
+            for rank in range(n_parts)
+        ]
+        largest = max(rank.total_bytes for rank in ranks)
+        tried.append((n_parts, largest))
+        if largest <= budget_bytes:
+            return RanksNeeded(n_parts, ranks, tried)
+        if room <= 0:
+            break
+    return RanksNeeded(None, ranks, tried)
+
+
+def largest_event(graphs: GraphFile) -> int:
+    """Index of the graph with the most edges (the first on ties)."""
+    edges = [graphs.shape(index).edges for index in range(len(graphs))]
+    if not edges:
+        raise InputError(f"{graphs.path}: no events")
+    return int(np.argmax(edges))

@@ -1,0 +1,104 @@
+"""Tests of partgnn.train.memory_plan and ``partgnn plan``: sizes from the shards, the sum."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from partgnn.cli.main import main
+from partgnn.data.storage import GraphFile
+from partgnn.partition.shard_reader import ShardDirectory
+from partgnn.train.config import load_config
+from partgnn.train.footprint import Footprint
+from partgnn.train.memory_plan import data_bytes, plan_ranks, rank_shapes, ranks_needed
+from tests.train.conftest import write_config
+
+FOOTPRINT = Footprint(per_edge=1000.0, per_node=500.0, constant=10.0, probes=())
+
+
+def _halo_config(dataset, tmp_path):
+    """Halo mode on the 2-rank phi shards of the tiny dataset."""
+    data = {"graphs": str(dataset["graphs"]), "shards": str(dataset["phi2"])}
+    return load_config(write_config(tmp_path / "c.yaml", mode="halo", data=data))
+
+
+def test_rank_shapes_read_the_shards_index(dataset, tmp_path):
+    shapes = rank_shapes(_halo_config(dataset, tmp_path))
+    assert len(shapes) == 2 and all(len(events) == 4 for events in shapes)
+    with ShardDirectory(dataset["phi2"]).open_rank(1) as shard:
+        event = shard[2]
+        assert shapes[1][2].nodes == event.graph.x.shape[0]
+        assert shapes[1][2].edges == event.graph.edge_index.shape[1]
+        assert shapes[1][2].halo == event.plan.n_halo
+    full = load_config(write_config(tmp_path / "f.yaml", data={"graphs": str(dataset["graphs"])}))
+    (whole,) = rank_shapes(full)
+    with GraphFile(dataset["graphs"]) as graphs:
+        graph = graphs[0]
+        assert whole[0].edges == graph.edge_index.shape[1] and whole[0].halo == 0
+        decoded = sum(
+            value.numel() * value.element_size()
+            for key, value in graph.items()
+            if hasattr(value, "numel") and key != "y"
+        )
+        # y is stored as uint8 and decoded as float32: the index counts what is stored.
+        assert decoded < whole[0].nbytes <= decoded + graph.y.numel()
+
+
+def test_plan_adds_process_data_and_the_largest_graphs_step(dataset, tmp_path):
+    shapes = rank_shapes(_halo_config(dataset, tmp_path))
+    ranks = plan_ranks(shapes, FOOTPRINT, base_bytes=100.0, cache_bytes=2**30)
+    for rank, events in zip(ranks, shapes, strict=True):
+        largest = max(events, key=lambda s: FOOTPRINT.bytes(s.nodes, s.edges))
+        assert rank.step_bytes == FOOTPRINT.bytes(largest.nodes, largest.edges)
+        assert rank.data_bytes == sum(s.nbytes for s in events)
+        assert rank.total_bytes == 100.0 + rank.data_bytes + rank.step_bytes
+
+
+def test_data_past_the_cache_budget_is_the_cache_plus_two_events():
+    assert data_bytes([10, 20, 30], cache_bytes=100) == 60
+    assert data_bytes([10, 20, 30], cache_bytes=25) == 25 + 2 * 30
+
+
+def test_ranks_needed_grows_p_until_the_largest_rank_fits(dataset):
+    with GraphFile(dataset["graphs"]) as graphs:
+        shape = graphs.shape(0)
+        whole = FOOTPRINT.bytes(shape.nodes, shape.edges) + shape.nbytes
+        answer = ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 0.6)
+        assert answer.n_parts is not None and answer.n_parts >= 2
+        assert answer.tried[-1] == (answer.n_parts, max(r.total_bytes for r in answer.ranks))
+        assert answer.tried[-1][1] <= whole * 0.6
+        assert all(largest > whole * 0.6 for _, largest in answer.tried[:-1])
+        assert ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 2).n_parts == 1
+        never = ranks_needed(graphs, 0, FOOTPRINT, 1e12, 1e9, max_parts=3)
+        assert never.n_parts is None
+
+
+@pytest.mark.slow
+def test_partgnn_plan_prints_every_rank(dataset, tmp_path, capsys):
+    config = write_config(
+        tmp_path / "c.yaml", mode="halo", model={"checkpoint": True},
+        data={"graphs": str(dataset["graphs"]), "shards": str(dataset["phi2"])},
+        run={"device": "cpu"},
+    )  # fmt: skip
+    assert main(["plan", "--config", str(config), "--json", "--memory-gb", "50"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in plan["ranks"]] == [0, 1]
+    assert plan["peak_bytes"] == max(r["total_bytes"] for r in plan["ranks"])
+    assert plan["ranks"][0]["base_bytes"] > 50 * 2**20  # torch alone is more
+    assert plan["ranks_needed"] == {"memory_gb": 50.0, "n_parts": 1}
+    assert main(["plan", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "| rank | nodes (halo) |" in out and "predicted peak of the largest rank" in out
+    assert np.isfinite(plan["footprint"]["per_edge_bytes"])
+
+
+def test_partgnn_plan_with_a_missing_shard_directory_is_one_line(tmp_path, capsys):
+    config = write_config(
+        tmp_path / "c.yaml", mode="halo",
+        data={"graphs": str(tmp_path / "g.h5"), "shards": str(tmp_path / "nowhere")},
+    )  # fmt: skip
+    assert main(["plan", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nowhere" in err[0]
