@@ -69,19 +69,18 @@ def run_plan(args: argparse.Namespace) -> int:
     base = measure_base_bytes() if device.type == "cpu" else 0
     ranks = plan_ranks(shapes, footprint, base, config.data.cache_mb * MIB)
     needed = None
+    method = _method(config)
     if args.memory_gb is not None and config.data.graphs:
         with GraphFile(config.data.graphs) as graphs:
-            index = largest_event(graphs)
             needed = ranks_needed(
                 graphs,
-                index,
+                largest_event(graphs),
                 footprint,
                 base,
                 args.memory_gb * 1e9,
-                method=_method(config),
+                method=method,
                 max_parts=args.max_parts,
             )
-            event_shape = graphs.shape(index)
     if args.json:
         print(
             json.dumps(
@@ -130,17 +129,17 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.memory_gb is not None and needed is None:
         print("--memory-gb needs data.graphs in the config (the events to partition)")
     elif needed is not None:
-        event = f"the largest event ({event_shape.nodes:,} nodes, {event_shape.edges:,} edges)"
+        event = f"the largest event ({needed.event.nodes:,} nodes, {needed.event.edges:,} edges)"
         if needed.n_parts is None:
             print(
                 f"{event} does not fit {args.memory_gb:g} GB per rank with up to "
-                f"{args.max_parts} ranks ({_method(config)})"
+                f"{args.max_parts} ranks ({method})"
             )
             return 1
         largest = max(r.total_bytes for r in needed.ranks)
         print(
             f"{event} needs {needed.n_parts} rank(s) of {args.memory_gb:g} GB "
-            f"({_method(config)}; largest rank {largest / MIB:.0f} MiB)"
+            f"({method}; largest rank {largest / MIB:.0f} MiB)"
         )
     return 0
 

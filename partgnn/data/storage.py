@@ -23,7 +23,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import h5py
 import numpy as np
@@ -35,6 +35,8 @@ import partgnn
 from partgnn.data.event import TABLES, Event
 from partgnn.data.output_files import SpaceGuard, atomic_output
 from partgnn.errors import InputError, first_line
+
+T = TypeVar("T")
 
 FORMAT_VERSION = 1
 EVENTS_FORMAT = "partgnn-events"
@@ -362,22 +364,25 @@ class GraphFile(_EventStore):
 
     def n_edges(self, index: int) -> int:
         """Edges of graph ``index`` (read from the file's index alone, nothing decoded)."""
-        key, group = self._group(index)
-        try:
-            return int(group["edge_index"].shape[1])
-        except (KeyError, OSError, IndexError) as err:
-            raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
+        return self._from_index(index, lambda group: int(group["edge_index"].shape[1]))
 
     def shape(self, index: int) -> EventShape:
         """Nodes, edges and decoded bytes of graph ``index`` (from the file's index alone)."""
-        key, group = self._group(index)
-        try:
-            return EventShape(
+        return self._from_index(
+            index,
+            lambda group: EventShape(
                 nodes=int(group["x"].shape[0]),
                 edges=int(group["edge_index"].shape[1]),
                 halo=0,
                 nbytes=group_nbytes(group),
-            )
+            ),
+        )
+
+    def _from_index(self, index: int, reader: Callable[[h5py.Group], T]) -> T:
+        """``reader`` applied to graph ``index``'s group; a damaged group is a one-line error."""
+        key, group = self._group(index)
+        try:
+            return reader(group)
         except (KeyError, OSError, IndexError) as err:
             raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
 

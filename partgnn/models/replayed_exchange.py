@@ -66,10 +66,10 @@ class ReplayedExchange:
             return self.exchange(x_owned)
         return _RecordedCall.apply(self, x_owned)
 
-    def start(self, x_owned: torch.Tensor) -> _Received | _Recorded:
+    def start(self, x_owned: torch.Tensor) -> ReceivedRows | _Recorded:
         """Starts the wrapped exchange (replayed: nothing to start)."""
         if self._replaying is not None:
-            return _Received(self._replayed())
+            return ReceivedRows(self._replayed())
         pending = self.exchange.start(x_owned)
         return pending if self._recording is None else _Recorded(pending, self._recording)
 
@@ -83,8 +83,8 @@ class ReplayedExchange:
         return self._replaying.popleft()
 
 
-class _Received:
-    """Halo rows already here (a replayed exchange)."""
+class ReceivedRows:
+    """Halo rows already here (a replayed or in-process exchange): ``wait()`` returns them."""
 
     def __init__(self, rows: torch.Tensor) -> None:
         self._rows = rows

@@ -142,8 +142,9 @@ def _balance_work(
     for _ in range(1 + WORK_REFINEMENTS):
         part = partition(targets, WORK_UFACTOR)
         work = partition_work(edges, part, n_parts)
-        if imbalance(work) < best_imbalance:
-            best, best_imbalance = part, imbalance(work)
+        work_imbalance = imbalance(work)
+        if work_imbalance < best_imbalance:
+            best, best_imbalance = part, work_imbalance
         if not np.all(work > 0):
             break
         # Square root: a part's work per unit of weight changes with its boundary, so damp.

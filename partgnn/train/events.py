@@ -131,7 +131,23 @@ class WholeGraphSource:
         )
 
 
-class HaloSource:
+class _RankShardSource:
+    """What the sources reading a rank's shard share: ``shard``, ``event_ids``, the event count
+    and the event sizes."""
+
+    def __init__(self, shards: ShardDirectory, context: DistContext) -> None:
+        self.shard = open_group_shard(shards, context)
+        self.event_ids = list(shards.meta["event_ids"])
+
+    def __len__(self) -> int:
+        return len(self.shard)
+
+    def event_size(self, index: int) -> int:
+        """The whole event graph's edges (the same on every rank)."""
+        return self.shard.n_global_edges(index)
+
+
+class HaloSource(_RankShardSource):
     """A rank's shard with its halo exchange (mode ``halo``)."""
 
     def __init__(
@@ -144,20 +160,12 @@ class HaloSource:
         counter: CommunicationCounter | None = None,
         overlap: bool = False,
     ) -> None:
-        self.shard = open_group_shard(shards, context)
-        self.event_ids = list(shards.meta["event_ids"])
+        super().__init__(shards, context)
         self.context = context
         self.pos_weight = pos_weight
         self.transport = transport
         self.counter = counter
         self.overlap = overlap
-
-    def __len__(self) -> int:
-        return len(self.shard)
-
-    def event_size(self, index: int) -> int:
-        """The whole event graph's edges (the same on every rank)."""
-        return self.shard.n_global_edges(index)
 
     def _event_normaliser(self, event: RankEvent) -> float:
         return weighted_count(event.n_global_edges, event.n_global_true_edges, self.pos_weight)
@@ -183,21 +191,13 @@ class HaloSource:
         )
 
 
-class NaiveSource:
+class NaiveSource(_RankShardSource):
     """A rank's independent sector, without exchange (mode ``naive``)."""
 
     def __init__(self, shards: ShardDirectory, context: DistContext, pos_weight: float) -> None:
-        self.shard = open_group_shard(shards, context)
-        self.event_ids = list(shards.meta["event_ids"])
+        super().__init__(shards, context)
         self.device = context.device
         self.pos_weight = pos_weight
-
-    def __len__(self) -> int:
-        return len(self.shard)
-
-    def event_size(self, index: int) -> int:
-        """The whole event graph's edges (the same on every rank)."""
-        return self.shard.n_global_edges(index)
 
     def item(self, index: int) -> TrainItem:
         event = self.shard[index]

@@ -28,6 +28,7 @@ import torch
 
 from partgnn.models.build import build_model
 from partgnn.models.memory_probe import HeapMeter, heap_meter_available
+from partgnn.models.replayed_exchange import ReceivedRows
 from partgnn.train.config import TrainConfig
 
 #: Probe graphs ``(nodes, edges)``: two edge densities and two sizes, so edges, nodes and the
@@ -141,16 +142,6 @@ def _step_peak(
     return int(meter.peak)
 
 
-class _Received:
-    """Rows already there: what :meth:`LoopbackExchange.start` returns."""
-
-    def __init__(self, rows: torch.Tensor) -> None:
-        self.rows = rows
-
-    def wait(self) -> torch.Tensor:
-        return self.rows
-
-
 class LoopbackExchange:
     """A halo exchange within one process: the halo rows are copies of owned rows
     ``send_index``, so a model runs its halo path (blocking or overlapped) without peers.
@@ -170,9 +161,9 @@ class LoopbackExchange:
     def __call__(self, x_owned: torch.Tensor) -> torch.Tensor:
         return torch.cat([x_owned, x_owned[self.send_index]])
 
-    def start(self, x_owned: torch.Tensor) -> _Received:
-        return _Received(x_owned.detach()[self.send_index].clone())
+    def start(self, x_owned: torch.Tensor) -> ReceivedRows:
+        return ReceivedRows(x_owned.detach()[self.send_index].clone())
 
-    def start_reverse(self, grad_halo: torch.Tensor) -> _Received:
+    def start_reverse(self, grad_halo: torch.Tensor) -> ReceivedRows:
         # Rows sent = halo rows here: each halo row's gradient returns to the row it copies.
-        return _Received(grad_halo.clone())
+        return ReceivedRows(grad_halo.clone())

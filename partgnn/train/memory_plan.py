@@ -147,11 +147,13 @@ class RanksNeeded:
     """The answer of :func:`ranks_needed`.
 
     Attributes:
+        event: Sizes of the event planned for.
         n_parts: Smallest P whose largest rank fits, or ``None`` if none up to the limit does.
         ranks: The per-rank prediction at ``n_parts`` (at the limit when none fits).
         tried: ``(P, largest rank's bytes)`` for every P tried.
     """
 
+    event: EventShape
     n_parts: int | None
     ranks: list[RankMemory]
     tried: list[tuple[int, float]]
@@ -212,10 +214,10 @@ def ranks_needed(
         largest = max(rank.total_bytes for rank in ranks)
         tried.append((n_parts, largest))
         if largest <= budget_bytes:
-            return RanksNeeded(n_parts, ranks, tried)
+            return RanksNeeded(shape, n_parts, ranks, tried)
         if room <= 0:
             break
-    return RanksNeeded(None, ranks, tried)
+    return RanksNeeded(shape, None, ranks, tried)
 
 
 def largest_event(graphs: GraphFile) -> int:
