@@ -3,7 +3,9 @@
 Simulates one pile-up-200 event, builds its graph (``--pt-min``, default no cut: ~1e5 nodes and
 ~1.1e6 edges), partitions it with METIS for each P, and trains a few steps with ``partgnn train``
 (mode full for P = 1, halo under torchrun for P > 1; one thread per rank), with and without
-activation checkpointing. Prints markdown rows for docs/BENCHMARKS.md:
+activation checkpointing. Before each run ``partgnn plan`` predicts every rank's peak; the rows
+show the prediction and its error against the measured peak RSS. Prints markdown rows for
+docs/BENCHMARKS.md:
 
     .venv/bin/python tools/bench_train.py --parts 1 2 4 --hidden 32 --steps 4 --train-steps 3
 """
@@ -48,10 +50,11 @@ def main() -> None:
             f"{os.cpu_count()} cores, one thread per rank\n"
         )
         print(
-            "| P | checkpointing | peak RSS per rank (MB) | max rank (MB) | step time (s) "
+            "| P | checkpointing | peak RSS per rank (MiB) | max rank (MiB) "
+            "| planned per rank (MiB) | plan error per rank | step time (s) "
             "| parallel efficiency t1 / (P tP) | MB exchanged per step |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         step_time_1 = {}
         for checkpointing in args.checkpointing:
             for n_parts in args.parts:
@@ -94,10 +97,16 @@ def main() -> None:
                         "partgnn",
                     ]
                 )
+                env = dict(os.environ, OMP_NUM_THREADS="1")
+                plan = subprocess.run(
+                    [str(bin_dir / "partgnn"), "plan", "--config", str(config), "--json"],
+                    env=env, capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                planned = [rank["total_bytes"] / 2**20 for rank in json.loads(plan.stdout)["ranks"]]
                 started = time.perf_counter()
                 done = subprocess.run(
                     [*launcher, "train", "--config", str(config)],
-                    env=dict(os.environ, OMP_NUM_THREADS="1"),
+                    env=env,
                     capture_output=True,
                     text=True,
                     check=False,
@@ -106,7 +115,7 @@ def main() -> None:
                     print(
                         f"| {n_parts} | {checkpointing} | failed (exit {done.returncode}, "
                         f"{time.perf_counter() - started:.0f} s): "
-                        f"{(done.stderr.strip().splitlines() or [''])[-1][:120]} | | | | |",
+                        f"{(done.stderr.strip().splitlines() or [''])[-1][:120]} | | | | | | |",
                         flush=True,
                     )
                     continue
@@ -122,10 +131,12 @@ def main() -> None:
                     else float("nan")
                 )
                 exchanged = summary["communication"]["bytes_sent"] / summary["steps"] / 1e6
+                errors = [100 * (p / m - 1) for p, m in zip(planned, memory, strict=True)]
                 print(
                     f"| {n_parts} | {checkpointing} | {' / '.join(f'{m:.0f}' for m in memory)} "
-                    f"| {max(memory):.0f} | {step_time:.2f} | {efficiency:.2f} "
-                    f"| {exchanged:.1f} |",
+                    f"| {max(memory):.0f} | {' / '.join(f'{p:.0f}' for p in planned)} "
+                    f"| {' / '.join(f'{e:+.1f} %' for e in errors)} | {step_time:.2f} "
+                    f"| {efficiency:.2f} | {exchanged:.1f} |",
                     flush=True,
                 )
 

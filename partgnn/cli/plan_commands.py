@@ -90,6 +90,8 @@ def run_plan(args: argparse.Namespace) -> int:
                         "per_edge_bytes": footprint.per_edge,
                         "per_node_bytes": footprint.per_node,
                         "constant_bytes": footprint.constant,
+                        "resident_factor": footprint.resident_factor,
+                        "released_factor": footprint.released_factor,
                     },
                     "ranks": [{**vars(r), "total_bytes": r.total_bytes} for r in ranks],
                     "peak_bytes": max(r.total_bytes for r in ranks),
@@ -112,9 +114,15 @@ def run_plan(args: argparse.Namespace) -> int:
         f"checkpointing {'on' if model.checkpoint else 'off'}, {config.run.dtype}"
         f"{', bf16 autocast' if config.run.bf16 else ''}, device {device}"
     )
+    released = (
+        f" (x {footprint.released_factor:.2f} where the recomputed edge MLPs give their heap back)"
+        if footprint.edge_width
+        else ""
+    )
     print(
         f"one training step: {footprint.per_edge:.0f} B per edge + {footprint.per_node:.0f} B "
-        f"per node + {footprint.constant / MIB:.1f} MiB (measured on {len(footprint.probes)} "
+        f"per node + {footprint.constant / MIB:.1f} MiB live, held x "
+        f"{footprint.resident_factor:.2f}{released} (measured on {len(footprint.probes) + 1} "
         f"probe graphs in {probe_seconds:.1f} s)"
     )
     if device.type == "cpu":

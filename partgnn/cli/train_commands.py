@@ -44,17 +44,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from partgnn.distributed.session import distributed_session
     from partgnn.train.config import load_config
+    from partgnn.train.stop_signals import StopSignals
     from partgnn.train.trainer import Trainer
     from partgnn.train.world_size import check_world_size
 
     config = load_config(args.config, args.set)
     graph_parallel_size = check_world_size(config)
-    with distributed_session(
-        device=config.run.device,
-        timeout_s=config.run.timeout_s,
-        graph_parallel_size=graph_parallel_size,
-    ) as context:
-        summary = Trainer(config, context).fit(resume=args.resume)
+    # Held until this returns: a SIGTERM during setup stops the run after its first step, and
+    # one sent to a rank that is already failing (torchrun's to the survivors of a lost rank)
+    # waits for its error report instead of ending it unsaid.
+    with (
+        StopSignals() as stop,
+        distributed_session(
+            device=config.run.device,
+            timeout_s=config.run.timeout_s,
+            graph_parallel_size=graph_parallel_size,
+        ) as context,
+    ):
+        summary = Trainer(config, context).fit(resume=args.resume, stop=stop)
     if summary.get("stopped_by"):
         if context.is_main:
             print(

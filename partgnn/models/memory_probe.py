@@ -5,16 +5,26 @@ CPU tensors live there) are read after every op while a :class:`HeapMeter` is ac
 backward pass's and recomputed forwards' ops included (a ``TorchDispatchMode`` follows autograd
 into the backward). A peak is therefore a peak of live tensors, up to one op's temporaries.
 Linux with glibc only; :func:`heap_meter_available` says whether it works here.
+
+What the operating system counts is more: freed chunks glibc keeps resident between live ones
+and one op's temporaries. :class:`ResidentMeter` measures that, the growth of the process's
+resident set (Linux ``VmHWM`` after resetting it), which is what a rank's peak RSS is made of.
 """
 
 from __future__ import annotations
 
 import ctypes
 from functools import cache
+from pathlib import Path
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from partgnn.models.c_library import c_function
+from partgnn.models.heap_release import release_free_heap
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
 class _MallInfo2(ctypes.Structure):
@@ -79,3 +89,38 @@ class HeapMeter(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         self.peak = max(self.peak, heap_bytes() - self.start)
         return out
+
+
+def _status_kib(field: str) -> int:
+    return int(_STATUS.read_text().split(f"{field}:")[1].split()[0])
+
+
+def resident_meter_available() -> bool:
+    """Whether this process can reset and read its resident-set high-water mark (Linux)."""
+    try:
+        _status_kib("VmHWM")
+        with open(_CLEAR_REFS, "w") as handle:
+            handle.write("5")
+    except (OSError, IndexError, ValueError):
+        return False
+    return True
+
+
+class ResidentMeter:
+    """Within ``with ResidentMeter() as meter:`` the process's resident set grows by at most
+    ``meter.peak`` bytes (read on exit).
+
+    On entry the C heap's free pages are given back (``malloc_trim``) and the kernel's
+    high-water mark is reset to the current resident set, so the peak is what the body itself
+    touched: live tensors, one op's temporaries and the freed chunks glibc kept resident.
+    """
+
+    def __enter__(self) -> ResidentMeter:
+        release_free_heap(torch.device("cpu"))
+        _CLEAR_REFS.write_text("5")  # VmHWM := VmRSS
+        self.start = _status_kib("VmHWM") * 1024
+        self.peak = 0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.peak = max(0, _status_kib("VmHWM") * 1024 - self.start)

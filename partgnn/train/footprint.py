@@ -14,8 +14,18 @@ loop-back one: :data:`PROBE_HALO_FRACTION` of the nodes are halo copies of owned
 overlapped with the interior edges when ``run.overlap`` is on, so the edge reordering and the
 chunked edge MLPs of that path are measured too.
 
-On the CPU a peak is glibc's bytes in use (:class:`~partgnn.models.memory_probe.HeapMeter`),
-on CUDA ``torch.cuda.max_memory_allocated``; both count live tensors, not the interpreter.
+A peak is a count of live bytes: glibc's bytes in use on the CPU
+(:class:`~partgnn.models.memory_probe.HeapMeter`), ``torch.cuda.max_memory_allocated`` on CUDA.
+What a rank holds is more: glibc keeps freed chunks resident between live ones (and one op's
+temporaries come and go between two counts); torch's CUDA allocator keeps freed blocks reserved.
+A fourth probe, large enough that its edge tensors are mapped whole as on a rank
+(:func:`resident_probe_graph`), measures that too (the growth of the resident set, Linux
+``VmHWM``; CUDA's peak reserved bytes), and the prediction is scaled by the ratio. The ratio
+depends on whether the chunked edge MLPs give their freed heap back (they do on graphs of event
+size, :func:`~partgnn.models.chunked_edge_mlp.releases_heap`), so with checkpointing that probe
+runs both ways: :attr:`Footprint.resident_factor` and :attr:`Footprint.released_factor`. On
+the pile-up-200 event with checkpointing the live bytes alone were 17-24 % below the ranks'
+peak RSS (docs/BENCHMARKS.md, "Memory planner").
 """
 
 from __future__ import annotations
@@ -27,7 +37,13 @@ import numpy as np
 import torch
 
 from partgnn.models.build import build_model
-from partgnn.models.memory_probe import HeapMeter, heap_meter_available
+from partgnn.models.chunked_edge_mlp import heap_released_after_every_edge_mlp, releases_heap
+from partgnn.models.memory_probe import (
+    HeapMeter,
+    ResidentMeter,
+    heap_meter_available,
+    resident_meter_available,
+)
 from partgnn.models.replayed_exchange import ReceivedRows
 from partgnn.train.config import TrainConfig
 
@@ -35,6 +51,20 @@ from partgnn.train.config import TrainConfig
 #: constant are told apart. Every one has >= 16 * 4096 edges (chunks of E / 16).
 PROBE_GRAPHS: tuple[tuple[int, int], ...] = ((16_384, 131_072), (8_192, 131_072), (16_384, 262_144))
 
+#: The graph that measures what the process holds per live byte has edge tensors ``(E, H)`` of
+#: at least this many float32 bytes: twice glibc's largest mmap threshold (32 MiB), so that, as
+#: on an event-sized rank, they are mapped and unmapped whole while the chunks' temporaries
+#: share the heap. (At exactly 32 MiB, E = 262,144 at H = 32, the held bytes were 1.6x the live
+#: ones without checkpointing; at 442k edges 1.1x, as on the ranks.)
+RESIDENT_PROBE_EDGE_BYTES = 64 * 2**20
+
+#: Nodes per edge of that graph (pile-up-200 events have ~13 edges per node).
+RESIDENT_PROBE_EDGES_PER_NODE = 16
+
+
+#: A first step this small runs before the probes, so one-off allocations (kernels' and
+#: threads' first use) are not counted in the probes.
+WARM_UP_GRAPH = (1_024, 8_192)
 
 #: Fraction of a probe graph's nodes that are halo nodes in the halo modes (4-12 % on METIS
 #: partitions of pile-up-200 graphs at P = 2-8).
@@ -43,24 +73,42 @@ PROBE_HALO_FRACTION = 0.08
 
 @dataclass(frozen=True)
 class Footprint:
-    """Peak bytes of one training step above its inputs: ``per_edge * E + per_node * N +
-    constant`` for a graph of ``N`` local nodes and ``E`` local edges.
+    """Peak bytes of one training step above its inputs: ``resident_factor * (per_edge * E +
+    per_node * N + constant)`` for a graph of ``N`` local nodes and ``E`` local edges.
 
     Attributes:
-        per_edge: Bytes per local edge.
-        per_node: Bytes per local node (owned or halo).
-        constant: Bytes independent of the graph (parameters' gradients, optimizer state).
-        probes: The measured ``(nodes, edges, peak bytes)`` the fit came from.
+        per_edge: Live bytes per local edge.
+        per_node: Live bytes per local node (owned or halo).
+        constant: Live bytes independent of the graph (parameters' gradients, optimizer state).
+        probes: The measured ``(nodes, edges, peak live bytes)`` the fit came from.
+        resident_factor: What the process holds per live byte at the step's peak (>= 1),
+            measured on :func:`resident_probe_graph`.
+        released_factor: The same where the edge MLPs give their freed heap back.
+        edge_width: Width of the edge MLPs' first layer, which tells the graphs that release
+            (``E * width``); 0 where none does (no checkpointing: the graphs are kept).
     """
 
     per_edge: float
     per_node: float
     constant: float
     probes: tuple[tuple[int, int, int], ...]
+    resident_factor: float = 1.0
+    released_factor: float = 1.0
+    edge_width: int = 0
 
     def bytes(self, nodes: int, edges: int) -> float:
         """Predicted peak bytes for ``nodes`` local nodes and ``edges`` local edges."""
+        return self.factor(edges) * self.live_bytes(nodes, edges)
+
+    def live_bytes(self, nodes: int, edges: int) -> float:
+        """Predicted peak bytes of live tensors for ``nodes`` nodes and ``edges`` edges."""
         return self.per_edge * edges + self.per_node * nodes + self.constant
+
+    def factor(self, edges: int) -> float:
+        """Bytes held per live byte at the peak of a step over ``edges`` local edges."""
+        if self.edge_width and releases_heap(edges, self.edge_width):
+            return self.released_factor
+        return self.resident_factor
 
 
 def measure_footprint(
@@ -80,18 +128,58 @@ def measure_footprint(
     if device.type == "cpu" and not heap_meter_available():
         raise RuntimeError("measuring memory on the CPU needs glibc's mallinfo2 (glibc >= 2.33)")
     generator = torch.Generator().manual_seed(0)
-    probes = tuple(
-        (
-            nodes,
-            edges,
-            _step_peak(config, node_features, edge_features, device, nodes, edges, generator),
-        )
-        for nodes, edges in PROBE_GRAPHS
-    )
+    recomputes = config.model.checkpoint and not config.model.target
+
+    def peak(nodes: int, edges: int) -> StepPeak:
+        return _step_peak(config, node_features, edge_features, device, nodes, edges, generator)
+
+    peak(*WARM_UP_GRAPH)
+    # First after the warm-up: held bytes measured on a heap with little history, as a rank's
+    # first step finds it.
+    resident_graph = resident_probe_graph(config.model.hidden)
+    held = peak(*resident_graph)
+    released = held
+    if recomputes:  # only recomputing edge MLPs give their heap back during training
+        with heap_released_after_every_edge_mlp():
+            released = peak(*resident_graph)
+    probes = tuple((nodes, edges, peak(nodes, edges).live) for nodes, edges in PROBE_GRAPHS)
     design = np.array([[edges, nodes, 1.0] for nodes, edges, _ in probes])
-    peaks = np.array([peak for _, _, peak in probes], dtype=np.float64)
+    peaks = np.array([live for _, _, live in probes], dtype=np.float64)
     per_edge, per_node, constant = np.linalg.lstsq(design, peaks, rcond=None)[0]
-    return Footprint(float(per_edge), float(per_node), float(constant), probes)
+    return Footprint(
+        float(per_edge),
+        float(per_node),
+        float(constant),
+        probes,
+        resident_factor=held.resident_factor,
+        released_factor=released.resident_factor,
+        edge_width=config.model.hidden if recomputes else 0,
+    )
+
+
+def resident_probe_graph(hidden: int) -> tuple[int, int]:
+    """``(nodes, edges)`` of the graph that measures the bytes held per live byte for latents of
+    width ``hidden`` (:data:`RESIDENT_PROBE_EDGE_BYTES`)."""
+    edges = max(PROBE_GRAPHS[-1][1], -(-RESIDENT_PROBE_EDGE_BYTES // (4 * hidden)))
+    return edges // RESIDENT_PROBE_EDGES_PER_NODE, edges
+
+
+@dataclass(frozen=True)
+class StepPeak:
+    """One probe step's peak above its inputs.
+
+    Attributes:
+        live: Most bytes of live tensors at once.
+        resident: Most bytes the process held beyond its start (0: could not be measured).
+    """
+
+    live: int
+    resident: int
+
+    @property
+    def resident_factor(self) -> float:
+        """Bytes held per live byte (1 where the resident growth was not measured)."""
+        return max(1.0, self.resident / self.live) if self.resident and self.live else 1.0
 
 
 def _step_peak(
@@ -102,7 +190,7 @@ def _step_peak(
     nodes: int,
     edges: int,
     generator: torch.Generator,
-) -> int:
+) -> StepPeak:
     """Peak bytes above its inputs of one training step (forward, backward, AdamW) on a random
     graph of ``nodes`` nodes and ``edges`` edges."""
     from partgnn.train.trainer import edge_loss
@@ -132,14 +220,22 @@ def _step_peak(
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-        start = torch.cuda.memory_allocated(device)
+        torch.cuda.empty_cache()
+        start = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
         torch.cuda.reset_peak_memory_stats(device)
         step()
         torch.cuda.synchronize(device)
-        return int(torch.cuda.max_memory_allocated(device) - start)
-    with HeapMeter() as meter:
+        return StepPeak(
+            live=int(torch.cuda.max_memory_allocated(device) - start[0]),
+            resident=int(torch.cuda.max_memory_reserved(device) - start[1]),
+        )
+    if not resident_meter_available():
+        with HeapMeter() as heap:
+            step()
+        return StepPeak(live=int(heap.peak), resident=0)
+    with ResidentMeter() as resident, HeapMeter() as heap:
         step()
-    return int(meter.peak)
+    return StepPeak(live=int(heap.peak), resident=int(resident.peak))
 
 
 class LoopbackExchange:

@@ -9,8 +9,8 @@ A rank's peak is the sum of three parts, each from something known before the ru
   ``data.cache_mb``; past it, the current event and the one read ahead), sized from the shards'
   or graphs file's index (:meth:`~partgnn.partition.shard_reader.ShardFile.shape`);
 - **step**: one training step of the configured model on the rank's largest graph, from the
-  bytes per edge and per node measured on probe graphs
-  (:func:`~partgnn.train.footprint.measure_footprint`).
+  live bytes per edge and per node measured on probe graphs, times what the process holds per
+  live byte (:func:`~partgnn.train.footprint.measure_footprint`).
 
 :func:`ranks_needed` answers the inverse question (how many ranks does an event need on a device
 with X GB) by partitioning the event for growing P and predicting each rank.

@@ -301,7 +301,7 @@ class Trainer:
 
     # ----------------------------------------------------------------------------- training
 
-    def fit(self, *, resume: bool | str = False) -> dict[str, Any]:
+    def fit(self, *, resume: bool | str = False, stop: StopSignals | None = None) -> dict[str, Any]:
         """Trains for the configured epochs (or steps); returns the summary.
 
         The main process holds the run directory's lock (:class:`RunLock`) throughout and first
@@ -313,6 +313,9 @@ class Trainer:
             resume: ``True``: continue from ``<run dir>/checkpoints/last.pt`` (it must exist);
                 ``"auto"``: continue from it when it exists, else start afresh (what a restarted
                 job wants); ``False``: start afresh.
+            stop: Stop signals the caller already holds (``partgnn train`` holds them from its
+                start until its error is reported, so a launcher's SIGTERM to a failing rank
+                does not cut its report short); by default the run holds its own.
         """
         lock = RunLock(self.run_dir).acquire() if self.context.is_main else None
         try:
@@ -323,8 +326,10 @@ class Trainer:
                 resume = True
             else:
                 resume = False
-            with StopSignals() as stop:
+            if stop is not None:
                 return self._fit(resume, stop)
+            with StopSignals() as own:
+                return self._fit(resume, own)
         finally:
             if lock is not None:
                 lock.release()

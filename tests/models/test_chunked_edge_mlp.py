@@ -141,3 +141,13 @@ def test_an_exchange_needs_owned_latents_and_the_interior_count():
 def _runs(log: list[str]) -> list[str]:
     """The log with repeats collapsed: ``[a, a, b] -> [a, b]``."""
     return [entry for index, entry in enumerate(log) if index == 0 or log[index - 1] != entry]
+
+
+def test_event_sized_edge_mlps_release_their_heap_and_the_planner_can_ask_every_one_to():
+    width = 32
+    large = chunked_edge_mlp.RELEASE_MIN_BYTES // (4 * width)
+    assert chunked_edge_mlp.releases_heap(large, width)
+    assert not chunked_edge_mlp.releases_heap(large - 1, width)
+    with chunked_edge_mlp.heap_released_after_every_edge_mlp():
+        assert chunked_edge_mlp.releases_heap(1, width)
+    assert not chunked_edge_mlp.releases_heap(1, width)

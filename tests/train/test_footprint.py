@@ -5,11 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 
+from partgnn.models.chunked_edge_mlp import RELEASE_MIN_BYTES
 from partgnn.models.memory_probe import heap_meter_available
 from partgnn.train import footprint
 from partgnn.train.config import load_config
 
 pytestmark = pytest.mark.skipif(not heap_meter_available(), reason="needs glibc mallinfo2")
+
+
+@pytest.fixture
+def small_resident_probe(monkeypatch):
+    """The held-bytes probe at test size (it is ~1e6 edges at H = 16)."""
+    monkeypatch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
 
 
 def _config(tmp_path, *overrides):
@@ -19,7 +26,7 @@ def _config(tmp_path, *overrides):
 
 
 @pytest.mark.parametrize("checkpoint", [False, True])
-def test_the_fit_predicts_a_larger_graph(tmp_path, checkpoint):
+def test_the_fit_predicts_a_larger_graph(tmp_path, checkpoint, small_resident_probe):
     config = _config(tmp_path, f"model.checkpoint={str(checkpoint).lower()}")
     cpu = torch.device("cpu")
     fit = footprint.measure_footprint(config, 4, 7, cpu)
@@ -27,10 +34,31 @@ def test_the_fit_predicts_a_larger_graph(tmp_path, checkpoint):
     # A graph outside the probes (more edges, another density): measured directly.
     nodes, edges = 24_000, 400_000
     measured = footprint._step_peak(config, 4, 7, cpu, nodes, edges, torch.Generator())
-    assert fit.bytes(nodes, edges) == pytest.approx(measured, rel=0.05)
+    assert fit.live_bytes(nodes, edges) == pytest.approx(measured.live, rel=0.05)
+    # What the process holds is more than the live bytes, never less.
+    assert fit.resident_factor >= 1 and fit.released_factor >= 1
+    assert fit.bytes(nodes, edges) >= fit.live_bytes(nodes, edges)
+    assert fit.edge_width == (16 if checkpoint else 0)  # only recomputing MLPs release
 
 
-def test_checkpointing_needs_less_per_edge_and_halo_mode_runs_the_exchange(tmp_path):
+def test_the_held_bytes_probe_maps_its_edge_tensors_whole_like_an_event_sized_rank():
+    assert footprint.resident_probe_graph(32) == (32_768, 524_288)  # (E, 32) float32: 64 MiB
+    assert footprint.resident_probe_graph(128) == (16_384, 262_144)  # never below the probes
+
+
+def test_graphs_whose_recomputed_edge_mlps_release_their_heap_use_the_released_factor():
+    fit = footprint.Footprint(1.0, 1.0, 0.0, (), resident_factor=1.5, released_factor=1.2,
+                              edge_width=32)  # fmt: skip
+    large = RELEASE_MIN_BYTES // (32 * 4)
+    assert fit.factor(large) == 1.2 and fit.factor(large - 1) == 1.5
+    assert fit.bytes(10, large) == pytest.approx(1.2 * (10 + large))
+    kept = footprint.Footprint(1.0, 1.0, 0.0, (), resident_factor=1.5, released_factor=1.2)
+    assert kept.factor(10 * large) == 1.5  # no checkpointing: nothing is released
+
+
+def test_checkpointing_needs_less_per_edge_and_halo_mode_runs_the_exchange(
+    tmp_path, small_resident_probe
+):
     cpu = torch.device("cpu")
     plain = footprint.measure_footprint(_config(tmp_path), 4, 7, cpu)
     lean = footprint.measure_footprint(_config(tmp_path, "model.checkpoint=true"), 4, 7, cpu)
