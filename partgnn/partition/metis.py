@@ -17,8 +17,8 @@ docs/BENCHMARKS.md).
 
 ``"degree"`` (``1 + degree``) balances edges only: degrees in a pile-up-200 graph range from 0 to
 ~100 (median 15, mean 22), so unit weights leave the edges ~1.3x imbalanced at 8 parts and
-``1 + degree`` ~1.03x, but the work (edges plus owned and halo nodes) ~1.09x at 8 parts on a
-pT > 0.5 GeV graph, which ``"work"`` brings to ~1.01x. ``"unit"`` balances node counts only.
+``1 + degree`` ~1.03x, but the work (edges plus owned and halo nodes) ~1.04x at 8 parts on a
+pT > 1 GeV graph, which ``"work"`` brings to ~1.01x. ``"unit"`` balances node counts only.
 """
 
 from __future__ import annotations

@@ -2,27 +2,30 @@
 
 Under the halo contract (DESIGN.md) rank ``r`` computes every edge with an owned endpoint (cut
 edges on both sides), updates its owned nodes, and projects the latents of its owned and halo
-nodes for the edge network. Counting the multiply-adds of one message-passing step of the
-Interaction Network with 2-layer MLPs of width ``H`` (partgnn's default):
+nodes for the edge network. A rank's work, in units of one local edge, is ``1`` per local edge,
+:data:`OWNED_NODE_COST` per owned node and :data:`HALO_NODE_COST` per halo node.
 
-- an edge: its latent's projection in the edge MLP's first layer and the second layer,
-  ``2 H^2``;
-- an owned node: the node MLP (``3H -> H -> H``, ``4 H^2``) and the two projections of its
-  latent for the edge MLP (source and target side, ``2 H^2``), ``6 H^2``;
-- a halo node: the two projections only, ``2 H^2``, plus one row sent and received per exchange.
-
-In units of one edge that is ``1`` per local edge, :data:`OWNED_NODE_COST` ``= 3`` per owned node
-and :data:`HALO_NODE_COST` ``= 1`` per halo node; the backward pass costs about twice the forward
-for every kind, so the ratios hold for a training step. The elementwise work (activations, layer
-norms, residuals, aggregation) is per row too and does not change the ratios much.
+The costs are measured, not counted. Counting multiply-adds of one message-passing step of the
+Interaction Network (2-layer MLPs of width ``H``) gives an owned node 3 edges (node MLP ``4 H^2``
+and two projections ``2 H^2``, against ``2 H^2`` per edge), but a step's time is not its
+multiply-adds: per edge it also gathers two node rows, scatters one and runs element-wise work,
+all memory-bound at ``H <= 64``. Timing every rank's step on its own (``tools/bench_work_model.py``,
+pile-up-200 events, METIS P = 2-8, H = 32 and 64, CPU, one thread) and fitting
+``seconds = a * edges + b * owned + c * halo + d`` gave an owned node 0.58-0.82 edges; with the
+counted cost of 3, partitions balanced by work left ranks idle longer than ones balanced by
+edges at H = 32 (3.1-5.3 % of a step against 0.5-2.8 %), with 1 less long at P = 4 and 8
+(docs/BENCHMARKS.md, "Does a rank's step time follow the work model?"). A halo node's cost came
+out between -3.4 and 4.5 edges (halo nodes are few, so it is poorly determined); it is kept at
+1 (its two projections and its row of the exchange). GPUs were not measured.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: Work of one owned node, in units of the work of one local edge (see the module docstring).
-OWNED_NODE_COST = 3
+#: Work of one owned node, in units of the work of one local edge (measured: see the module
+#: docstring).
+OWNED_NODE_COST = 1
 #: Work of one halo node, in units of the work of one local edge.
 HALO_NODE_COST = 1
 
