@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from partgnn.cli.arg_types import positive_int
+from partgnn.cli.arg_types import positive_float, positive_int
 
 MIB = 2**20
 
@@ -19,8 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Predicts the peak memory of every rank of a training run from the config's "
             "shards (or graphs file) and model settings: the process, the decoded events and "
-            "one training step, whose bytes per edge and per node are measured on three "
-            "random probe graphs (a few seconds). With --memory-gb, also the fewest ranks "
+            "one training step, whose bytes per edge and per node are measured on four "
+            "random probe graphs (~15 s). With --memory-gb, also the fewest ranks "
             "the largest event needs on a device of that size."
         ),
     )
@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     plan.add_argument(
         "--memory-gb",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         help="memory of one device (GB = 1e9 bytes): report the ranks the largest event needs",
     )
@@ -68,6 +68,7 @@ def run_plan(args: argparse.Namespace) -> int:
     probe_seconds = time.perf_counter() - started
     base = measure_base_bytes() if device.type == "cpu" else 0
     ranks = plan_ranks(shapes, footprint, base, config.data.cache_mb * MIB)
+    peak = max(r.total_bytes for r in ranks)
     needed = None
     method = _method(config)
     if args.memory_gb is not None and config.data.graphs:
@@ -94,7 +95,7 @@ def run_plan(args: argparse.Namespace) -> int:
                         "released_factor": footprint.released_factor,
                     },
                     "ranks": [{**vars(r), "total_bytes": r.total_bytes} for r in ranks],
-                    "peak_bytes": max(r.total_bytes for r in ranks),
+                    "peak_bytes": peak,
                     "ranks_needed": None
                     if needed is None
                     else {"memory_gb": args.memory_gb, "n_parts": needed.n_parts},
@@ -131,9 +132,7 @@ def run_plan(args: argparse.Namespace) -> int:
         print("device memory only: the CUDA context (a few hundred MiB) comes on top")
     print()
     print(_table(ranks))
-    print(
-        f"\npredicted peak of the largest rank: {max(r.total_bytes for r in ranks) / MIB:.0f} MiB"
-    )
+    print(f"\npredicted peak of the largest rank: {peak / MIB:.0f} MiB")
     if args.memory_gb is not None and needed is None:
         print("--memory-gb needs data.graphs in the config (the events to partition)")
     elif needed is not None:
@@ -186,10 +185,3 @@ def _method(config) -> str:
     from partgnn.partition.shard_reader import ShardDirectory
 
     return str(ShardDirectory(config.data.shards).meta.get("method", "metis"))
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 (got {text})")
-    return value

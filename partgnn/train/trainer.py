@@ -326,10 +326,8 @@ class Trainer:
                 resume = True
             else:
                 resume = False
-            if stop is not None:
-                return self._fit(resume, stop)
-            with StopSignals() as own:
-                return self._fit(resume, own)
+            with StopSignals() if stop is None else nullcontext(stop) as held:
+                return self._fit(resume, held)
         finally:
             if lock is not None:
                 lock.release()
