@@ -5,14 +5,16 @@ Simulates ``--events`` events with a whole pile-up drawn uniformly in ``[--pileu
 --pileup-max]`` (seeded), builds their graphs (``--pt-min`` cut), partitions them (METIS,
 ``--parts`` ranks per group) and trains halo mode with ``--groups`` graph groups under
 ``torchrun`` (one thread per rank), once per sampling (``random``, ``size_buckets``), with the
-same seed. Prints markdown for docs/BENCHMARKS.md:
+same seed, and repeats both for every training seed of ``--train-seeds`` (model initialisation
+and event order; the events stay those of ``--seed``). Prints markdown for docs/BENCHMARKS.md:
 
-    .venv/bin/python tools/bench_balance.py --events 18 --groups 2 --epochs 6
+    .venv/bin/python tools/bench_balance.py --events 18 --groups 2 --epochs 6 --train-seeds 0 1 2
 
 Gradient wait fraction: per rank, the seconds in the gradient reduction (waiting for the slowest
 group of the step, then the all-reduce itself) over the seconds of its steps (forward, backward,
 reduction, AdamW); the trainer's ``summary.json``, ``workload``. Learning curve: the validation
-loss after each epoch (``metrics.csv``).
+loss after each epoch (``metrics.csv``); with several training seeds, the mean and the sample
+standard deviation over them, and the difference size_buckets - random seed by seed.
 """
 
 from __future__ import annotations
@@ -40,7 +42,11 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--steps", type=int, default=4, help="message-passing steps")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the simulated events")
+    parser.add_argument(
+        "--train-seeds", type=int, nargs="+", default=None,
+        help="training seeds (initialisation, event order); default: --seed",
+    )  # fmt: skip
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as folder:
@@ -56,36 +62,75 @@ def main() -> None:
             f"{args.buckets} size buckets; H = {args.hidden}, {args.steps} steps; "
             f"{args.epochs} epochs; {os.cpu_count()} cores, one thread per rank\n"
         )
-        results = {sampling: _train(folder, shards, sampling, args) for sampling in SAMPLINGS}
-    print("| sampling | steps | mean step s | gradient wait fraction (mean / max over ranks) |")
-    print("|---|---|---|---|")
-    for sampling, result in results.items():
-        waiting = result["waiting"]
+        seeds = args.train_seeds or [args.seed]
+        runs = {
+            sampling: [_train(folder, shards, sampling, seed, args) for seed in seeds]
+            for sampling in SAMPLINGS
+        }
+    _print_waiting(runs)
+    _print_learning_curves(runs, args.epochs, seeds)
+
+
+def _print_waiting(runs: dict[str, list[dict]]) -> None:
+    """Steps, step time and gradient wait fraction per sampling, pooled over training seeds."""
+    print(
+        "| sampling | runs | steps | mean step s | gradient wait fraction (mean / max over ranks) |"
+    )
+    print("|---|---|---|---|---|")
+    pooled = {}
+    for sampling, results in runs.items():
+        waiting = np.concatenate([result["waiting"] for result in results])
+        step_s = float(np.mean([result["step_s"] for result in results]))
+        pooled[sampling] = (float(np.mean(waiting)), step_s)
         print(
-            f"| {sampling} | {result['steps']} | {result['step_s']:.3f} | "
-            f"{np.mean(waiting):.3f} / {max(waiting):.3f} |"
+            f"| {sampling} | {len(results)} | {results[0]['steps']} | {step_s:.3f} | "
+            f"{np.mean(waiting):.3f} / {np.max(waiting):.3f} |"
         )
-    random_wait = np.mean(results["random"]["waiting"])
-    bucket_wait = np.mean(results["size_buckets"]["waiting"])
+    (random_wait, random_s), (bucket_wait, bucket_s) = pooled["random"], pooled["size_buckets"]
     print(
         f"\nsize_buckets / random: wait fraction {bucket_wait / random_wait:.2f}x, step time "
-        f"{results['size_buckets']['step_s'] / results['random']['step_s']:.2f}x\n"
+        f"{bucket_s / random_s:.2f}x\n"
     )
-    print("| epoch | " + " | ".join(f"val loss, {s}" for s in SAMPLINGS) + " |")
-    print("|---|" + "---|" * len(SAMPLINGS))
-    for epoch in range(args.epochs):
-        losses = [results[s]["val_loss"][epoch] for s in SAMPLINGS]
-        print(f"| {epoch + 1} | " + " | ".join(f"{loss:.4f}" for loss in losses) + " |")
 
 
-def _train(folder: Path, shards: Path, sampling: str, args: argparse.Namespace) -> dict:
+def _print_learning_curves(runs: dict[str, list[dict]], epochs: int, seeds: list[int]) -> None:
+    """Validation loss after each epoch: one column per sampling (mean +- standard deviation
+    over seeds when there are several) and the per-seed difference size_buckets - random."""
+    curves = {s: np.array([r["val_loss"] for r in results]) for s, results in runs.items()}
+    difference = curves["size_buckets"] - curves["random"]
+    several = len(seeds) > 1
+    header = [f"val loss, {s}" for s in SAMPLINGS] + ["size_buckets - random"]
+    if several:
+        header[-1] += f" (mean +- sd, {len(seeds)} seeds)"
+    print("| epoch | " + " | ".join(header) + " |")
+    print("|---|" + "---|" * len(header))
+    for epoch in range(epochs):
+        cells = [_mean_sd(curves[s][:, epoch], several) for s in SAMPLINGS]
+        cells.append(_mean_sd(difference[:, epoch], several, signed=True))
+        print(f"| {epoch + 1} | " + " | ".join(cells) + " |")
+    if several:
+        worse = int(np.sum(difference[:, -1] > 0))
+        print(
+            f"\nafter epoch {epochs}: size_buckets worse than random for {worse} of "
+            f"{len(seeds)} seeds"
+        )
+
+
+def _mean_sd(values: np.ndarray, several: bool, signed: bool = False) -> str:
+    sign = "+" if signed else ""
+    if not several:
+        return f"{values[0]:{sign}.4f}"
+    return f"{values.mean():{sign}.4f} +- {values.std(ddof=1):.4f}"
+
+
+def _train(folder: Path, shards: Path, sampling: str, seed: int, args: argparse.Namespace) -> dict:
     config = {
         "data": {"shards": str(shards), "val_events": 2},
         "model": {"hidden": args.hidden, "steps": args.steps},
         "optim": {"epochs": args.epochs, "warmup_steps": 5},
-        "run": {"seed": args.seed, "sampling": sampling, "size_buckets": args.buckets},
+        "run": {"seed": seed, "sampling": sampling, "size_buckets": args.buckets},
     }
-    return train_halo(folder, sampling, args.groups * args.parts, config)
+    return train_halo(folder, f"{sampling}-{seed}", args.groups * args.parts, config)
 
 
 if __name__ == "__main__":

@@ -168,8 +168,13 @@ def ranks_needed(
     *,
     method: str = "metis",
     max_parts: int = MAX_PARTS,
+    headroom: float = 0.0,
 ) -> RanksNeeded:
     """The fewest ranks whose largest rank's predicted peak fits ``budget_bytes``, for one event.
+
+    A rank fits when its predicted peak times ``1 + headroom`` is at most ``budget_bytes``: the
+    prediction's error (measured within 15 % of the peak, and low with checkpointing) is kept
+    free.
 
     The event is partitioned (``method``, seed 0) for each P tried; a rank's data is the event's
     decoded bytes in proportion to its local edges (edge arrays dominate). P starts at the
@@ -183,6 +188,7 @@ def ranks_needed(
         budget_bytes: Memory of one device (or one rank's share of a host).
         method: Partition method (:data:`~partgnn.partition.assign.METHODS`).
         max_parts: Most ranks to try.
+        headroom: Share of the prediction kept free on top of it (0.15: 15 %).
     """
     from partgnn.partition.assign import partition_graph
     from partgnn.partition.work import partition_counts
@@ -190,7 +196,8 @@ def ranks_needed(
     graph = graphs[index]
     shape = graphs.shape(index)
     edge_index = graph.edge_index.numpy()
-    room = budget_bytes - base_bytes
+    usable = budget_bytes / (1.0 + headroom)
+    room = usable - base_bytes
     whole = footprint.bytes(shape.nodes, shape.edges) + shape.nbytes
     start = 1 if room <= 0 else max(1, min(max_parts, int(whole // room)))
     tried: list[tuple[int, float]] = []
@@ -213,7 +220,7 @@ def ranks_needed(
         ]
         largest = max(rank.total_bytes for rank in ranks)
         tried.append((n_parts, largest))
-        if largest <= budget_bytes:
+        if largest <= usable:
             return RanksNeeded(shape, n_parts, ranks, tried)
         if room <= 0:
             break

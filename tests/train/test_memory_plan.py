@@ -75,6 +75,17 @@ def test_ranks_needed_grows_p_until_the_largest_rank_fits(dataset):
         assert never.n_parts is None
 
 
+def test_ranks_needed_keeps_the_headroom_free(dataset):
+    with GraphFile(dataset["graphs"]) as graphs:
+        shape = graphs.shape(0)
+        whole = FOOTPRINT.bytes(shape.nodes, shape.edges) + shape.nbytes
+        assert ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 1.1).n_parts == 1
+        kept = ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 1.1, headroom=0.15)
+        assert kept.n_parts is not None and kept.n_parts >= 2
+        assert kept.tried[0][1] * 1.15 > whole * 1.1  # one rank would have been too tight
+        assert kept.tried[-1][1] * 1.15 <= whole * 1.1
+
+
 @pytest.mark.slow
 def test_partgnn_plan_prints_every_rank(dataset, tmp_path, capsys):
     config = write_config(
@@ -87,7 +98,7 @@ def test_partgnn_plan_prints_every_rank(dataset, tmp_path, capsys):
     assert [r["rank"] for r in plan["ranks"]] == [0, 1]
     assert plan["peak_bytes"] == max(r["total_bytes"] for r in plan["ranks"])
     assert plan["ranks"][0]["base_bytes"] > 50 * 2**20  # torch alone is more
-    assert plan["ranks_needed"] == {"memory_gb": 50.0, "n_parts": 1}
+    assert plan["ranks_needed"] == {"memory_gb": 50.0, "headroom": 0.15, "n_parts": 1}
     assert main(["plan", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert "| rank | nodes (halo) |" in out and "predicted peak of the largest rank" in out
