@@ -83,3 +83,11 @@ def train_halo(folder: Path, name: str, processes: int, config: dict) -> dict:
         "val_loss": [float(row["val_loss"]) for row in rows],
         "summary": summary,
     }
+
+
+def mean_sd(values: np.ndarray, signed: bool = False) -> str:
+    """``values`` as one number when there is one, else ``mean +- sample standard deviation``."""
+    sign = "+" if signed else ""
+    if len(values) == 1:
+        return f"{values[0]:{sign}.4f}"
+    return f"{np.mean(values):{sign}.4f} +- {np.std(values, ddof=1):.4f}"

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _group_runs import train_halo, write_varied_events
+from _group_runs import mean_sd, train_halo, write_varied_events
 
 SAMPLINGS = ("random", "size_buckets")
 
@@ -105,8 +105,8 @@ def _print_learning_curves(runs: dict[str, list[dict]], epochs: int, seeds: list
     print("| epoch | " + " | ".join(header) + " |")
     print("|---|" + "---|" * len(header))
     for epoch in range(epochs):
-        cells = [_mean_sd(curves[s][:, epoch], several) for s in SAMPLINGS]
-        cells.append(_mean_sd(difference[:, epoch], several, signed=True))
+        cells = [mean_sd(curves[s][:, epoch]) for s in SAMPLINGS]
+        cells.append(mean_sd(difference[:, epoch], signed=True))
         print(f"| {epoch + 1} | " + " | ".join(cells) + " |")
     if several:
         worse = int(np.sum(difference[:, -1] > 0))
@@ -114,13 +114,6 @@ def _print_learning_curves(runs: dict[str, list[dict]], epochs: int, seeds: list
             f"\nafter epoch {epochs}: size_buckets worse than random for {worse} of "
             f"{len(seeds)} seeds"
         )
-
-
-def _mean_sd(values: np.ndarray, several: bool, signed: bool = False) -> str:
-    sign = "+" if signed else ""
-    if not several:
-        return f"{values[0]:{sign}.4f}"
-    return f"{values.mean():{sign}.4f} +- {values.std(ddof=1):.4f}"
 
 
 def _train(folder: Path, shards: Path, sampling: str, seed: int, args: argparse.Namespace) -> dict:

@@ -1,12 +1,14 @@
 """Benchmark of learning-rate scaling with the number of graph groups (issue 13): the learning
 curve (validation loss per epoch) of halo training with G = 1, 2, 4 groups and
-``optim.lr_scaling`` none / linear / sqrt, on the same events, seed and epochs.
+``optim.lr_scaling`` none / linear / sqrt, on the same events, seed and epochs; with
+``--train-seeds``, every run once per training seed (initialisation and event order), the
+validation loss given as mean +- standard deviation over them.
 
 With G groups a step trains G events and an epoch has 1/G of the steps; without scaling the
 model moves less per epoch. Events as in tools/bench_balance.py (pile-up drawn in a range,
 METIS shards; one rank per group here). Prints markdown for docs/BENCHMARKS.md:
 
-    .venv/bin/python tools/bench_lr_scaling.py --events 34 --epochs 6
+    .venv/bin/python tools/bench_lr_scaling.py --events 34 --epochs 6 --train-seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from _group_runs import train_halo, write_varied_events
+import numpy as np
+from _group_runs import mean_sd, train_halo, write_varied_events
 
 
 def main() -> None:
@@ -31,7 +34,11 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--steps", type=int, default=4, help="message-passing steps")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the simulated events")
+    parser.add_argument(
+        "--train-seeds", type=int, nargs="+", default=None,
+        help="training seeds (initialisation, event order); default: --seed",
+    )  # fmt: skip
     args = parser.parse_args()
 
     runs = [(1, "none")] if 1 in args.groups else []
@@ -48,23 +55,35 @@ def main() -> None:
             f"lr {args.lr:g} (AdamW, 5 warm-up steps, cosine), H = {args.hidden}, {args.steps} "
             f"steps; {args.epochs} epochs; {os.cpu_count()} cores, one thread per rank\n"
         )
+        seeds = args.train_seeds or [args.seed]
         results = {}
         for groups, scaling in runs:
-            config = {
-                "data": {"shards": str(shards), "val_events": 2},
-                "model": {"hidden": args.hidden, "steps": args.steps},
-                "optim": {"epochs": args.epochs, "warmup_steps": 5, "lr": args.lr,
-                          "lr_scaling": scaling},
-                "run": {"seed": args.seed},
-            }  # fmt: skip
-            results[groups, scaling] = train_halo(folder, f"g{groups}-{scaling}", groups, config)
+            results[groups, scaling] = [
+                _train(folder, shards, groups, scaling, seed, args) for seed in seeds
+            ]
     names = [f"G={g} {s}" for g, s in results]
+    curves = [np.array([r["val_loss"] for r in per_seed]) for per_seed in results.values()]
+    if len(seeds) > 1:
+        print(f"validation loss: mean +- sd over training seeds {seeds}\n")
     print("| epoch | " + " | ".join(f"val loss, {n}" for n in names) + " |")
     print("|---|" + "---|" * len(names))
     for epoch in range(args.epochs):
-        losses = [result["val_loss"][epoch] for result in results.values()]
-        print(f"| {epoch + 1} | " + " | ".join(f"{loss:.4f}" for loss in losses) + " |")
-    print("| optimizer steps | " + " | ".join(str(r["steps"]) for r in results.values()) + " |")
+        print(f"| {epoch + 1} | " + " | ".join(mean_sd(c[:, epoch]) for c in curves) + " |")
+    steps = [str(per_seed[0]["steps"]) for per_seed in results.values()]
+    print("| optimizer steps | " + " | ".join(steps) + " |")
+
+
+def _train(
+    folder: Path, shards: Path, groups: int, scaling: str, seed: int, args: argparse.Namespace
+) -> dict:
+    config = {
+        "data": {"shards": str(shards), "val_events": 2},
+        "model": {"hidden": args.hidden, "steps": args.steps},
+        "optim": {"epochs": args.epochs, "warmup_steps": 5, "lr": args.lr,
+                  "lr_scaling": scaling},
+        "run": {"seed": seed},
+    }  # fmt: skip
+    return train_halo(folder, f"g{groups}-{scaling}-{seed}", groups, config)
 
 
 if __name__ == "__main__":
