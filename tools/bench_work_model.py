@@ -1,4 +1,5 @@
-"""Does a rank's step time follow its work (local edges + 3 x owned nodes + halo nodes)?
+"""Does a rank's step time follow its work (local edges + owned and halo nodes, each weighted
+by its cost in edges)?
 
 METIS partitions are balanced by that work since issue 13 (:mod:`partgnn.partition.work`);
 before, by ``1 + degree``. This benchmark checks the cost model against time: it simulates

@@ -95,8 +95,10 @@ def _status_kib(field: str) -> int:
     return int(_STATUS.read_text().split(f"{field}:")[1].split()[0])
 
 
+@cache
 def resident_meter_available() -> bool:
-    """Whether this process can reset and read its resident-set high-water mark (Linux)."""
+    """Whether this process can reset and read its resident-set high-water mark (Linux; asked
+    once per process, not before every probe step)."""
     try:
         _status_kib("VmHWM")
         with open(_CLEAR_REFS, "w") as handle:
