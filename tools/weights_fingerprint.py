@@ -1,0 +1,143 @@
+"""Fingerprints of trained weights: proof that a refactor left training's arithmetic unchanged.
+
+Simulates 4 small events (pile-up 3, no pT cut, seed 7), builds their graphs, partitions them by
+phi sectors for 2 ranks (with and without a 2-hop margin), and trains the same float64 model for
+2 epochs in each mode: ``full`` (one process), ``halo`` and ``naive`` and overlapping sectors
+(``torchrun``, 2 ranks, one thread each) and ``ddp`` (2 ranks), checkpointing and overlap on.
+Prints one JSON object: each run's SHA-256 over its final weights (``last.pt``'s model state,
+parameters in name order, raw bytes), so two commits are compared bit for bit::
+
+    .venv/bin/python tools/weights_fingerprint.py > before.json
+    # ... change the code ...
+    .venv/bin/python tools/weights_fingerprint.py --expect before.json
+
+With ``--expect`` it exits 1 and names every run whose weights differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+#: Mode, the shards it reads (``None``: the graphs file), and its processes.
+RUNS: dict[str, tuple[str, str | None, int]] = {
+    "full": ("full", None, 1),
+    "halo": ("halo", "phi2", 2),
+    "naive": ("naive", "phi2", 2),
+    "overlap": ("naive", "phi2-margin2", 2),
+    "ddp": ("ddp", None, 2),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--expect", type=Path, help="a previous run's JSON to compare with")
+    parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        fingerprints = fingerprint_runs(Path(folder), args.runs)
+    print(json.dumps(fingerprints, indent=1))
+    if args.expect is not None:
+        expected = json.loads(args.expect.read_text())
+        differ = [name for name in fingerprints if expected.get(name) != fingerprints[name]]
+        if differ:
+            print(f"weights differ from {args.expect}: {', '.join(differ)}", file=sys.stderr)
+            sys.exit(1)
+        print(f"weights bitwise equal to {args.expect}: {', '.join(fingerprints)}")
+
+
+def fingerprint_runs(folder: Path, runs: list[str]) -> dict[str, str]:
+    """Trains each of ``runs`` on a fresh small dataset in ``folder``; returns their hashes."""
+    from partgnn.data.geometry import default_geometry
+    from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
+    from partgnn.data.simulation import SimulationConfig, simulate_event
+    from partgnn.data.storage import write_graphs
+    from partgnn.partition.shard_writer import PartitionOptions, write_shards
+
+    geometry = default_geometry()
+    graphs = folder / "graphs.h5"
+    write_graphs(
+        graphs,
+        (
+            (graph, quality.to_dict())
+            for graph, quality in (
+                build_event_graph(
+                    simulate_event(geometry, SimulationConfig(pileup=3), event_id=i, seed=7),
+                    geometry,
+                    GraphBuildConfig(pt_min=0.0),
+                )
+                for i in range(4)
+            )
+        ),
+    )
+    write_shards(graphs, folder / "phi2", PartitionOptions(n_parts=2, method="phi"), progress=False)
+    write_shards(
+        graphs,
+        folder / "phi2-margin2",
+        PartitionOptions(n_parts=2, method="phi", margin=2),
+        progress=False,
+    )
+    return {name: _train(folder, name, *RUNS[name], graphs) for name in runs}
+
+
+def _train(
+    folder: Path, name: str, mode: str, shards: str | None, processes: int, graphs: Path
+) -> str:
+    run_dir = folder / f"run-{name}"
+    config = folder / f"{name}.yaml"
+    data = {"graphs": str(graphs), "val_events": 1}
+    if shards is not None:
+        data["shards"] = str(folder / shards)
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "mode": mode,
+                "data": data,
+                "model": {"hidden": 16, "steps": 3, "checkpoint": True},
+                "optim": {"epochs": 2, "lr": 0.003, "warmup_steps": 1},
+                "run": {
+                    "dir": str(run_dir),
+                    "device": "cpu",
+                    "dtype": "float64",
+                    "overlap": True,
+                    "progress": False,
+                    "tensorboard": False,
+                },
+            }
+        )
+    )
+    bin_dir = Path(sys.executable).parent
+    command = [str(bin_dir / "partgnn"), "train", "--config", str(config)]
+    if processes > 1:
+        command = [
+            str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node", str(processes),
+            "-m", "partgnn", "train", "--config", str(config),
+        ]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=540)
+    if result.returncode != 0:
+        sys.exit(f"{name}: training failed:\n{result.stderr[-3000:]}")
+    return _weights_hash(run_dir / "checkpoints" / "last.pt")
+
+
+def _weights_hash(checkpoint: Path) -> str:
+    import torch
+
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]
+    digest = hashlib.sha256()
+    for key in sorted(state):
+        digest.update(key.encode())
+        digest.update(state[key].contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+if __name__ == "__main__":
+    main()
