@@ -39,7 +39,7 @@ def main() -> int:
                 hidden=16, steps=3,
             ).to(context.device, torch.float64)  # fmt: skip
             logits = model(x, edge_index, edge_attr, exchange=exchange)
-            loss = partgnn.owned_edge_loss(logits, data, n_global_edges=graph.num_edges)
+            loss = partgnn.owned_edge_loss(logits, data, pos_weight=3.0)
             loss.backward()
             return model, logits
 

@@ -12,7 +12,7 @@ Everything here is also reachable as ``partgnn.NAME`` (imported on first use, so
     part = partgnn.local_graph(graph, plans[context.rank])    # owned + halo rows, local edges
     exchange = partgnn.make_exchange(plans[context.rank], context)
     logits = model(part.x, part.edge_index, part.edge_attr, exchange=exchange)  # (E_local,)
-    loss = partgnn.owned_edge_loss(logits, part, n_global_edges=graph.num_edges)
+    loss = partgnn.owned_edge_loss(logits, part, pos_weight=3.0)  # the event's whole sum / count
     loss.backward()                                           # the exchange's backward runs too
     partgnn.sum_gradients(model, context)                     # = the whole-graph gradient
 
@@ -36,7 +36,7 @@ from partgnn.distributed.halo_exchange import HaloExchanger, Transport
 from partgnn.distributed.session import distributed_session
 from partgnn.partition.assign import partition_graph
 from partgnn.partition.halo_plan import HaloPlan, build_halo_plans
-from partgnn.train.trainer import edge_loss
+from partgnn.train.loss import edge_loss, weighted_count
 
 if TYPE_CHECKING:
     from partgnn.train.config import TrainConfig
@@ -74,7 +74,8 @@ def local_graph(graph: Data, plan: HaloPlan) -> Data:
         ``edge_index`` ``(2, E_local)``, ``edge_attr`` ``(E_local, F_edge)`` and ``y``
         ``(E_local,)`` when the graph has them, ``edge_owned`` ``(E_local,)`` (the edges this
         rank counts: each global edge is counted by exactly one rank), ``edge_ids`` (their
-        global ids) and ``n_owned``.
+        global ids), ``n_owned``, and the whole event's ``n_global_edges`` and (with ``y``)
+        ``n_global_true_edges``, which :func:`owned_edge_loss` normalises by.
     """
     nodes = torch.from_numpy(plan.local_nodes)
     edges = torch.from_numpy(plan.edge_ids)
@@ -84,11 +85,13 @@ def local_graph(graph: Data, plan: HaloPlan) -> Data:
         edge_owned=torch.from_numpy(plan.edge_owned),
         edge_ids=edges,
         n_owned=plan.n_owned,
+        n_global_edges=int(graph.edge_index.shape[1]),
     )
     if graph.edge_attr is not None:
         part.edge_attr = graph.edge_attr[edges]
     if getattr(graph, "y", None) is not None:
         part.y = graph.y[edges]
+        part.n_global_true_edges = int((graph.y > 0.5).sum())
     return part
 
 
@@ -103,17 +106,23 @@ def make_exchange(
     return HaloExchanger.for_plan(plan, context, transport=transport)
 
 
-def owned_edge_loss(
-    logits: torch.Tensor, part: Data, *, n_global_edges: int, pos_weight: float = 1.0
-) -> torch.Tensor:
-    """Weighted BCE over the edges this rank counts, divided by the event's edge count.
+def owned_edge_loss(logits: torch.Tensor, part: Data, *, pos_weight: float = 1.0) -> torch.Tensor:
+    """Weighted BCE over the edges this rank counts, divided by the event's weighted edge count.
 
-    The losses of all ranks add up to the whole-graph loss ``sum / E``, so their gradients,
-    summed over the ranks (:func:`sum_gradients`), are the whole-graph gradient.
+    The normaliser is the trainer's (:mod:`partgnn.train.loss`): ``E + (pos_weight - 1) *
+    E_true`` of the whole event, from ``part`` (:func:`local_graph`). So the losses of all
+    ranks add up to the whole-graph loss, and their gradients, summed over the ranks
+    (:func:`sum_gradients`), are the whole-graph gradient of what ``partgnn train`` minimises.
+
+    Args:
+        logits: This rank's local edge logits ``(E_local,)``.
+        part: This rank's partition from :func:`local_graph` (with ``y``).
+        pos_weight: Weight of true edges (false edges weigh 1).
     """
     owned = part.edge_owned.to(logits.device)
     y = part.y.to(logits.device, logits.dtype)[owned]
-    return edge_loss(logits[owned], y, pos_weight, max(n_global_edges, 1))
+    normaliser = weighted_count(part.n_global_edges, part.n_global_true_edges, pos_weight)
+    return edge_loss(logits[owned], y, pos_weight, normaliser)
 
 
 def sum_gradients(model: nn.Module, context: DistContext) -> None:

@@ -258,8 +258,8 @@ def _worker(args: argparse.Namespace) -> None:
 
 def _profile_step(loss, optimizer, n_edges: int, iters: int) -> dict:
     """Heap bytes of one training step: kept after the forward, and the peak (see
-    :mod:`partgnn.models.memory_probe`)."""
-    from partgnn.models.memory_probe import HeapMeter
+    :mod:`partgnn.memory.meters`)."""
+    from partgnn.memory.meters import HeapMeter
 
     optimizer.zero_grad(set_to_none=True)
     with HeapMeter() as meter:

@@ -30,12 +30,12 @@ from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.models.build import build_model
+from partgnn.models.config import ModelConfig
 from partgnn.partition.halo_plan import build_halo_plans
 from partgnn.partition.metis import metis_partition
 from partgnn.partition.work import HALO_NODE_COST, OWNED_NODE_COST, imbalance, rank_work
-from partgnn.train.config import ModelConfig
 from partgnn.train.footprint import LoopbackExchange
-from partgnn.train.trainer import edge_loss
+from partgnn.train.loss import edge_loss
 
 WEIGHTINGS = ("degree", "work")
 

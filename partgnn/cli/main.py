@@ -20,7 +20,6 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from partgnn import __version__
 from partgnn.cli import (
     config_commands,
     data_commands,
@@ -32,6 +31,7 @@ from partgnn.cli import (
     train_commands,
 )
 from partgnn.errors import InputError, OutputError, PeerFailure, describe, exit_status
+from partgnn.version import __version__
 
 #: Set to 1 to see full tracebacks (same as ``--debug``).
 DEBUG_ENV = "PARTGNN_DEBUG"

@@ -54,7 +54,7 @@ def run_plan(args: argparse.Namespace) -> int:
     import torch
 
     from partgnn.data.storage import GraphFile
-    from partgnn.distributed.process_group import resolve_device
+    from partgnn.distributed.device import resolve_device
     from partgnn.train.config import load_config
     from partgnn.train.footprint import measure_footprint
     from partgnn.train.memory_plan import (

@@ -31,10 +31,10 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
-import partgnn
 from partgnn.data.event import TABLES, Event
 from partgnn.data.output_files import SpaceGuard, atomic_output
 from partgnn.errors import InputError, first_line
+from partgnn.version import __version__
 
 T = TypeVar("T")
 
@@ -528,7 +528,7 @@ def write_root_attrs(
     """
     h5.attrs["format"] = fmt
     h5.attrs["format_version"] = version
-    h5.attrs["partgnn_version"] = partgnn.__version__
+    h5.attrs["partgnn_version"] = __version__
     if timestamp:
         h5.attrs["created"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     write_attrs(h5, provenance or {})

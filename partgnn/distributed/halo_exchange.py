@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 import torch.distributed as dist
@@ -33,7 +33,7 @@ from partgnn.distributed.context import DistContext
 from partgnn.partition.halo_plan import HaloPlan
 
 Transport = Literal["auto", "all_to_all", "p2p"]
-TRANSPORTS: tuple[str, ...] = ("auto", "all_to_all", "p2p")
+TRANSPORTS: tuple[str, ...] = get_args(Transport)
 
 #: With ``transport="auto"``, groups larger than this use point-to-point.
 AUTO_P2P_MIN_RANKS = 5

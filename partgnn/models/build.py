@@ -24,13 +24,20 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 
 from partgnn.errors import InputError, first_line
+from partgnn.memory.heap_release import DEFAULT_HEAP_RELEASE, HeapReleasePolicy
 from partgnn.models.interaction_network import InteractionNetwork
 
 if TYPE_CHECKING:
-    from partgnn.train.config import ModelConfig
+    from partgnn.models.config import ModelConfig
 
 
-def build_model(config: ModelConfig, node_features: int, edge_features: int) -> nn.Module:
+def build_model(
+    config: ModelConfig,
+    node_features: int,
+    edge_features: int,
+    *,
+    heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE,
+) -> nn.Module:
     """The model a model config describes, for inputs of the given widths.
 
     Args:
@@ -38,6 +45,8 @@ def build_model(config: ModelConfig, node_features: int, edge_features: int) -> 
             of its hyper-parameters; with one, that class built with ``kwargs``.
         node_features: Width ``F_node`` of the node inputs.
         edge_features: Width ``F_edge`` of the edge inputs.
+        heap_release: When the Interaction Network's recomputed edge MLPs give freed C-heap
+            pages back (a model of one's own manages its own memory).
 
     Raises:
         InputError: The target cannot be imported, is not an ``nn.Module`` class, or refuses
@@ -56,6 +65,7 @@ def build_model(config: ModelConfig, node_features: int, edge_features: int) -> 
             residual=config.residual,
             layer_norm=config.layer_norm,
             checkpoint=config.checkpoint,
+            heap_release=heap_release,
         )
     cls = import_target(config.target)
     try:

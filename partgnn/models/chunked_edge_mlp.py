@@ -34,38 +34,17 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from partgnn.models.heap_release import release_free_heap
+from partgnn.memory.heap_release import (
+    DEFAULT_HEAP_RELEASE,
+    HeapReleasePolicy,
+    release_free_heap,
+)
 from partgnn.models.lean_mlp import EdgeMLP
 
 #: Forward and backward of a chunked edge MLP run over this many chunks of edges at most...
 EDGE_CHUNKS = 16
 #: ...each of at least this many edges (small graphs run in one chunk per part).
 MIN_CHUNK_EDGES = 4096
-#: After the chunks of an edge MLP whose first layer's output over all edges (``E x H``, float32)
-#: weighs at least this much, the freed heap pages go back to the system
-#: (:mod:`~partgnn.models.heap_release`; below it, re-faulting them costs more than they weigh:
-#: +20 % step time at 1e5 edges, none measurable at 1e6).
-RELEASE_MIN_BYTES = 128 * 2**20
-
-_release_forced = False
-
-
-def releases_heap(edges: int, width: int) -> bool:
-    """Whether a chunked edge MLP over ``edges`` edges whose first layer is ``width`` wide gives
-    its freed heap pages back after running (:data:`RELEASE_MIN_BYTES`)."""
-    return _release_forced or edges * width * 4 >= RELEASE_MIN_BYTES
-
-
-@contextmanager
-def heap_released_after_every_edge_mlp() -> Iterator[None]:
-    """Within it, every chunked edge MLP gives its freed heap back, whatever its size: how the
-    memory planner measures on a small probe graph what an event-sized graph's step holds."""
-    global _release_forced
-    previous, _release_forced = _release_forced, True
-    try:
-        yield
-    finally:
-        _release_forced = previous
 
 
 class PendingRows(Protocol):
@@ -104,6 +83,7 @@ def edge_mlp(
     row_encoder: nn.Sequential | None = None,
     exchange: AsyncExchange | None = None,
     n_interior: int | None = None,
+    heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE,
 ) -> torch.Tensor:
     """``mlp([h[src], h[dst], r])`` per edge (or ``mlp(r)`` without nodes), plus ``r`` when
     ``residual``, where ``r = row_encoder(rows)`` (``rows`` without an encoder).
@@ -123,6 +103,8 @@ def edge_mlp(
         exchange: Get the halo rows of ``h`` here, overlapped with the interior edges.
         n_interior: With ``exchange``: edges ``[0, n_interior)`` have both endpoints owned
             (the rest touch a halo node).
+        heap_release: After which chunked runs the freed C-heap pages go back to the system
+            (:mod:`~partgnn.memory.heap_release`; not where the chunks' graphs are kept).
 
     Returns:
         ``(E, out_features)``.
@@ -139,6 +121,7 @@ def edge_mlp(
         keep_graphs=not recompute and torch.is_grad_enabled(),
         exchange=exchange,
         n_interior=rows.shape[0] if n_interior is None else n_interior,
+        heap_release=heap_release,
     )
     return _ChunkedEdgeMLP.apply(call, h, rows, src, dst, *call.parameters)
 
@@ -152,6 +135,7 @@ class _Call:
     keep_graphs: bool
     exchange: AsyncExchange | None
     n_interior: int
+    heap_release: HeapReleasePolicy
 
 
 def _chunks(start: int, stop: int, *, split: bool = True) -> list[tuple[int, int]]:
@@ -325,8 +309,9 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
 
 def _release_temporaries(call: _Call, rows: torch.Tensor) -> None:
     """After the chunks of an event-sized edge MLP: their temporaries are freed, and their
-    pages go back to the system (:mod:`~partgnn.models.heap_release`)."""
-    if not call.keep_graphs and releases_heap(rows.shape[0], call.edge.mlp[0].out_features):
+    pages go back to the system (:mod:`~partgnn.memory.heap_release`)."""
+    width = call.edge.mlp[0].out_features
+    if not call.keep_graphs and call.heap_release.releases(rows.shape[0], width):
         release_free_heap(rows.device)
 
 

@@ -9,13 +9,13 @@ gather into it chunk by chunk. Mean divides the sums by the degrees; max (and th
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from torch_geometric.utils import scatter
 
 Aggregation = Literal["sum", "mean", "max", "sum_max"]
-AGGREGATIONS: tuple[str, ...] = ("sum", "mean", "max", "sum_max")
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 
 #: The sums' backward adds the second gather in this many chunks at most...
 GATHER_CHUNKS = 16

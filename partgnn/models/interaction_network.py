@@ -30,6 +30,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
+from partgnn.memory.heap_release import DEFAULT_HEAP_RELEASE, HeapReleasePolicy
 from partgnn.models.chunked_edge_mlp import edge_mlp
 from partgnn.models.edge_aggregation import AGGREGATIONS, Aggregation, aggregate_both_ways
 from partgnn.models.feature_scaler import FeatureScaler
@@ -66,6 +67,8 @@ class InteractionNetwork(nn.Module):
             replays the rows received, :mod:`partgnn.models.replayed_exchange`). Without it,
             LayerNorm and activations are still recomputed (about four rows of ``H`` per edge
             per step; faster on small graphs).
+        heap_release: After which recomputed edge MLPs the freed C-heap pages go back to the
+            system (default: event-sized ones; :mod:`~partgnn.memory.heap_release`).
 
     Shapes:
         - x: ``(N_local, F_node)``; rows ``[0, n_owned)`` are the owned nodes (all rows on a
@@ -89,6 +92,7 @@ class InteractionNetwork(nn.Module):
         residual: bool = True,
         layer_norm: bool = True,
         checkpoint: bool = False,
+        heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE,
     ) -> None:
         super().__init__()
         if aggregation not in AGGREGATIONS:
@@ -101,6 +105,7 @@ class InteractionNetwork(nn.Module):
         self.aggregation = aggregation
         self.residual = residual
         self.checkpoint = checkpoint
+        self.heap_release = heap_release
         mlp = {"layers": mlp_layers, "activation": activation, "layer_norm": layer_norm}
         self.input_scaler = FeatureScaler(node_features, edge_features)
         self.node_encoder = make_mlp(node_features, hidden, hidden, **mlp)
@@ -171,7 +176,10 @@ class InteractionNetwork(nn.Module):
         else:
             h, e = self._steps(0, self.steps, h, e, graph)
         # The head sees the final node latents of both endpoints: one more exchange.
-        logits = edge_mlp(self.edge_head, e, src=src, dst=dst, recompute=lean, **graph.nodes(h))
+        logits = edge_mlp(
+            self.edge_head, e, src=src, dst=dst, recompute=lean, heap_release=self.heap_release,
+            **graph.nodes(h),
+        )  # fmt: skip
         logits = logits.squeeze(-1)
         if overlap:
             logits = logits.index_select(0, _inverse(order))
@@ -195,6 +203,7 @@ class InteractionNetwork(nn.Module):
                 residual=self.residual,
                 recompute=lean,
                 row_encoder=self.edge_encoder if lean and step == 0 else None,
+                heap_release=self.heap_release,
                 **latents,
             )
             n_local = (

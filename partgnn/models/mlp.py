@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import itertools
+from typing import Literal, get_args
 
 from torch import nn
 
-#: Activation names accepted by :func:`make_mlp`.
-ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "relu": nn.ReLU,
-    "silu": nn.SiLU,
-    "gelu": nn.GELU,
-    "tanh": nn.Tanh,
-    "leaky_relu": nn.LeakyReLU,
-}
+#: Activation names accepted by :func:`make_mlp` (and by a run config's ``model.activation``).
+Activation = Literal["relu", "silu", "gelu", "tanh", "leaky_relu"]
+
+#: The module of each activation name.
+ACTIVATIONS: dict[str, type[nn.Module]] = dict(
+    zip(get_args(Activation), (nn.ReLU, nn.SiLU, nn.GELU, nn.Tanh, nn.LeakyReLU), strict=True)
+)
 
 
 def make_mlp(

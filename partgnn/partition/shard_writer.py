@@ -22,7 +22,6 @@ import torch
 from torch_geometric.data import Data
 from tqdm import tqdm
 
-import partgnn
 from partgnn.data.output_files import SpaceGuard, atomic_directory
 from partgnn.data.storage import (
     EDGE_FIELDS,
@@ -54,6 +53,7 @@ from partgnn.partition.statistics import (
     partition_statistics,
     summarize,
 )
+from partgnn.version import __version__
 
 T = TypeVar("T")
 
@@ -140,7 +140,7 @@ def write_shards(
     meta: dict[str, object] = {
         "format": SHARDS_FORMAT,
         "format_version": SHARDS_FORMAT_VERSION,
-        "partgnn_version": partgnn.__version__,
+        "partgnn_version": __version__,
         "method": options.method,
         "n_parts": options.n_parts,
         "seed": options.seed,

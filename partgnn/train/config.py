@@ -20,7 +20,9 @@ from typing import Any, Literal
 
 import yaml
 
+from partgnn.distributed.halo_exchange import Transport
 from partgnn.errors import InputError, first_line
+from partgnn.models.config import ModelConfig
 from partgnn.resources import resolve_config
 
 MODES = ("full", "halo", "naive", "ddp")
@@ -48,32 +50,6 @@ class DataConfig:
     boundary_shards: str | None = None
     standardise: bool = True
     cache_mb: float = 1024.0
-
-
-@dataclass
-class ModelConfig:
-    """The model: the built-in Interaction Network's hyper-parameters, or one's own class.
-
-    Attributes:
-        target: ``package.module:Class`` of one's own ``nn.Module`` (docs/MODEL_CONTRACT.md),
-            built as ``Class(node_features=..., edge_features=..., **kwargs)``; ``None``: the
-            Interaction Network (:class:`~partgnn.models.interaction_network.InteractionNetwork`)
-            of the fields below, which a ``target`` ignores.
-        kwargs: Keyword arguments of ``target`` (``--set model.kwargs.hidden=32``).
-    """
-
-    target: str | None = None
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    hidden: int = 64
-    steps: int = 6
-    mlp_layers: int = 2
-    activation: Literal["relu", "silu", "gelu", "tanh", "leaky_relu"] = "relu"
-    aggregation: Literal["sum", "mean", "max", "sum_max"] = "sum"
-    shared_weights: bool = False
-    residual: bool = True
-    layer_norm: bool = True
-    checkpoint: bool = False
 
 
 @dataclass
@@ -145,7 +121,7 @@ class RunConfig:
     device: str = "auto"
     dtype: Literal["float32", "float64"] = "float32"
     bf16: bool = False
-    transport: Literal["auto", "all_to_all", "p2p"] = "auto"
+    transport: Transport = "auto"
     overlap: bool = True
     sampling: Literal["random", "size_buckets"] = "random"
     size_buckets: int = 4

@@ -13,7 +13,8 @@ the partition boundary, and the loss normaliser:
   stored extended sector); no exchange; normaliser = the sector's own weighted edge count (each
   sector is trained as an independent graph); the boundary edges the rank would count are lost.
 
-Weighted edge count: ``sum over edges of (1 + (pos_weight - 1) * y)``.
+Weighted edge count: ``sum over edges of (1 + (pos_weight - 1) * y)``
+(:func:`~partgnn.train.loss.weighted_count`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchanger
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory, cut_edges
 from partgnn.train.group_shards import open_group_shard
+from partgnn.train.loss import weighted_count
 
 
 @dataclass
@@ -72,11 +74,6 @@ class TrainItem:
             self.n_owned = self.x.shape[0]
         if self.n_counted is None:
             self.n_counted = int(self.counted.sum())
-
-
-def weighted_count(n_edges: int, n_true: int, pos_weight: float) -> float:
-    """``sum(1 + (pos_weight - 1) * y)`` over ``n_edges`` edges of which ``n_true`` are true."""
-    return max(n_edges + (pos_weight - 1.0) * n_true, 1.0)
 
 
 class WholeGraphSource:

@@ -15,14 +15,14 @@ overlapped with the interior edges when ``run.overlap`` is on, so the edge reord
 chunked edge MLPs of that path are measured too.
 
 A peak is a count of live bytes: glibc's bytes in use on the CPU
-(:class:`~partgnn.models.memory_probe.HeapMeter`), ``torch.cuda.max_memory_allocated`` on CUDA.
+(:class:`~partgnn.memory.meters.HeapMeter`), ``torch.cuda.max_memory_allocated`` on CUDA.
 What a rank holds is more: glibc keeps freed chunks resident between live ones (and one op's
 temporaries come and go between two counts); torch's CUDA allocator keeps freed blocks reserved.
 A fourth probe, large enough that its edge tensors are mapped whole as on a rank
 (:func:`resident_probe_graph`), measures that too (the growth of the resident set, Linux
 ``VmHWM``; CUDA's peak reserved bytes), and the prediction is scaled by the ratio. The ratio
 depends on whether the chunked edge MLPs give their freed heap back (they do on graphs of event
-size, :func:`~partgnn.models.chunked_edge_mlp.releases_heap`), so with checkpointing that probe
+size, :class:`~partgnn.memory.heap_release.HeapReleasePolicy`), so with checkpointing that probe
 runs both ways: :attr:`Footprint.resident_factor` and :attr:`Footprint.released_factor`. On
 the pile-up-200 event with checkpointing the live bytes alone were 17-24 % below the ranks'
 peak RSS (docs/BENCHMARKS.md, "Memory planner").
@@ -30,22 +30,28 @@ peak RSS (docs/BENCHMARKS.md, "Memory planner").
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from partgnn.models.build import build_model
-from partgnn.models.chunked_edge_mlp import heap_released_after_every_edge_mlp, releases_heap
-from partgnn.models.memory_probe import (
+from partgnn.memory.heap_release import (
+    ALWAYS_RELEASE_HEAP,
+    DEFAULT_HEAP_RELEASE,
+    HeapReleasePolicy,
+)
+from partgnn.memory.meters import (
     HeapMeter,
     ResidentMeter,
     heap_meter_available,
     resident_meter_available,
 )
+from partgnn.models.build import build_model
 from partgnn.models.replayed_exchange import ReceivedRows
 from partgnn.train.config import TrainConfig
+from partgnn.train.events import TrainItem
+from partgnn.train.loss import weighted_count
+from partgnn.train.step import StepSettings, forward_backward
 
 #: Probe graphs ``(nodes, edges)``: two edge densities and two sizes, so edges, nodes and the
 #: constant are told apart. Every one has >= 16 * 4096 edges (chunks of E / 16).
@@ -106,7 +112,7 @@ class Footprint:
 
     def factor(self, edges: int) -> float:
         """Bytes held per live byte at the peak of a step over ``edges`` local edges."""
-        if self.edge_width and releases_heap(edges, self.edge_width):
+        if self.edge_width and DEFAULT_HEAP_RELEASE.releases(edges, self.edge_width):
             return self.released_factor
         return self.resident_factor
 
@@ -130,8 +136,12 @@ def measure_footprint(
     generator = torch.Generator().manual_seed(0)
     recomputes = config.model.checkpoint and not config.model.target
 
-    def peak(nodes: int, edges: int) -> StepPeak:
-        return _step_peak(config, node_features, edge_features, device, nodes, edges, generator)
+    def peak(
+        nodes: int, edges: int, heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE
+    ) -> StepPeak:
+        return _step_peak(
+            config, node_features, edge_features, device, nodes, edges, generator, heap_release
+        )
 
     peak(*WARM_UP_GRAPH)
     # First after the warm-up: held bytes measured on a heap with little history, as a rank's
@@ -140,8 +150,7 @@ def measure_footprint(
     held = peak(*resident_graph)
     released = held
     if recomputes:  # only recomputing edge MLPs give their heap back during training
-        with heap_released_after_every_edge_mlp():
-            released = peak(*resident_graph)
+        released = peak(*resident_graph, ALWAYS_RELEASE_HEAP)
     probes = tuple((nodes, edges, peak(nodes, edges).live) for nodes, edges in PROBE_GRAPHS)
     design = np.array([[edges, nodes, 1.0] for nodes, edges, _ in probes])
     peaks = np.array([live for _, _, live in probes], dtype=np.float64)
@@ -190,12 +199,13 @@ def _step_peak(
     nodes: int,
     edges: int,
     generator: torch.Generator,
+    heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE,
 ) -> StepPeak:
     """Peak bytes above its inputs of one training step (forward, backward, AdamW) on a random
-    graph of ``nodes`` nodes and ``edges`` edges."""
-    from partgnn.train.trainer import edge_loss
-
-    dtype = torch.float64 if config.run.dtype == "float64" else torch.float32
+    graph of ``nodes`` nodes and ``edges`` edges; the edge MLPs release heap as ``heap_release``
+    says."""
+    settings = StepSettings.of(config)
+    dtype = settings.dtype
     x = torch.randn(nodes, node_features, generator=generator).to(device, dtype)
     edge_attr = torch.randn(edges, edge_features, generator=generator).to(device, dtype)
     edge_index = torch.randint(0, nodes, (2, edges), generator=generator).to(device)
@@ -205,17 +215,28 @@ def _step_peak(
         n_halo = int(nodes * PROBE_HALO_FRACTION)
         send_index = torch.randperm(nodes - n_halo, generator=generator)[:n_halo].to(device)
         exchange = LoopbackExchange(send_index, nodes - n_halo, overlap=config.run.overlap)
-    autocast = (
-        torch.autocast(device.type, dtype=torch.bfloat16) if config.run.bf16 else nullcontext()
+    normaliser = weighted_count(edges, int(y.sum()), settings.pos_weight)
+    item = TrainItem(
+        event_id=0,
+        x=x,
+        edge_index=edge_index,
+        edge_attr=edge_attr,
+        y=y,
+        counted=torch.ones(edges, dtype=torch.bool, device=device),
+        boundary=torch.zeros(edges, dtype=torch.bool, device=device),
+        normaliser=normaliser,
+        event_normaliser=normaliser,
+        exchange=exchange,
+        n_owned=nodes - exchange.n_halo if exchange is not None else nodes,
     )
 
     def step() -> None:
         # Built inside the measurement: parameters, gradients and AdamW's state are counted.
-        model = build_model(config.model, node_features, edge_features).to(device, dtype)
+        model = build_model(
+            config.model, node_features, edge_features, heap_release=heap_release
+        ).to(device, dtype)
         optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.lr)
-        with autocast:
-            logits = model(x, edge_index, edge_attr, exchange=exchange)
-        edge_loss(logits.to(dtype), y, config.loss.pos_weight, float(edges)).backward()
+        forward_backward(model, item, settings)  # what every training step runs
         optimizer.step()
 
     if device.type == "cuda":

@@ -22,11 +22,11 @@ from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.errors import InputError
 from partgnn.models.build import build_model
+from partgnn.models.config import ModelConfig
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory
 from partgnn.train.checkpoints import load_checkpoint
-from partgnn.train.config import ModelConfig
 from partgnn.train.group_shards import open_group_shard
-from partgnn.train.trainer import DTYPES
+from partgnn.train.loss import DTYPES
 
 
 def load_trained_model(

@@ -1,10 +1,13 @@
 """The trainer: one loop for the modes full, halo, naive and ddp.
 
-Every optimizer step, each rank computes the weighted BCE of the edges it counts (see
-:mod:`partgnn.train.events`), back-propagates (through the halo exchanges in halo mode), and the
-gradients are combined: summed over the ranks of one event in halo mode (exact: the full-graph
-gradient), averaged over ranks in naive and ddp modes (and over data-parallel replicas in halo
-mode). Then clipping, AdamW and the warm-up schedule.
+What differs between the modes is the run's strategy (:mod:`partgnn.train.strategies`): its
+data source, the events per step and which one this rank trains, how gradients and losses
+combine, the validation split. Every optimizer step, each rank runs
+:func:`~partgnn.train.step.forward_backward` on its event (the weighted BCE of the edges it
+counts, :mod:`partgnn.train.loss`; back-propagated through the halo exchanges in halo mode), the
+strategy's gradient reduction combines the ranks' gradients (summed over the ranks of one event
+in halo mode: the full-graph gradient; averaged over data-parallel replicas), then clipping,
+AdamW and the warm-up schedule.
 
 Inputs are standardised with statistics fitted on the training events before the first step
 (:mod:`partgnn.train.standardisation`); decoded events are kept across epochs within
@@ -15,7 +18,8 @@ of up to ``G`` events (graph groups in halo mode, ranks in ddp mode), randomly o
 bucket, seeded by ``(seed, epoch)``, the same on every rank; every event is used once per
 epoch. A step with fewer than ``G`` events (the last one) averages the gradient over the events
 it has; the groups without an event take part in the collectives with zeros. Checkpoints
-record the position in the epoch, so ``resume`` continues exactly.
+record the position in the epoch, so ``resume`` continues exactly. Validation:
+:mod:`partgnn.train.validation`; what the run measures of itself: :mod:`partgnn.train.workload`.
 
 .. warning::
     All ranks of the job run the same sequence of steps and collectives.
@@ -25,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import resource
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -34,31 +37,17 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from partgnn.data.output_files import remove_stale_temporaries
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.gradients import (
-    BucketedGradientReduce,
-    all_reduce_gradients,
-    all_reduce_value,
-    max_over_ranks,
-)
+from partgnn.distributed.gradients import max_over_ranks
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError, first_line
-from partgnn.metrics.edge_counts import (
-    SCORE_BINS,
-    EdgeCounts,
-    best_score_cut,
-    count_edges,
-    score_histograms,
-)
 from partgnn.models.build import build_model
-from partgnn.partition.shard_reader import ShardDirectory
+from partgnn.models.config import ModelConfig
 from partgnn.train.checkpoints import LAST, TRAINING_STATE, load_checkpoint, save_checkpoint
-from partgnn.train.config import ModelConfig, TrainConfig
-from partgnn.train.events import HaloSource, NaiveSource, TrainItem, WholeGraphSource
+from partgnn.train.config import TrainConfig
 from partgnn.train.item_cache import CachedSource
 from partgnn.train.run_lock import RunLock
 from partgnn.train.run_log import RunLog
@@ -68,89 +57,11 @@ from partgnn.train.standardisation import (
     fit_feature_statistics,
     write_feature_statistics,
 )
+from partgnn.train.step import StepSettings, forward_backward
 from partgnn.train.stop_signals import StopSignals, signal_name
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-@dataclass
-class _EpochTotals:
-    """Running sums of one epoch (kept in checkpoints so a resumed epoch reports the same).
-
-    ``seconds`` is compute and communication of the steps; ``data_seconds`` getting their
-    events; ``wall_seconds`` everything between the first step's start and the last step's end
-    (data, steps, logging, checkpoints), so ``wall_seconds / seconds`` is the data path's cost.
-    """
-
-    loss: float = 0.0
-    steps: int = 0
-    seconds: float = 0.0
-    data_seconds: float = 0.0
-    wall_seconds: float = 0.0
-
-    def as_dict(self) -> dict[str, float]:
-        return dataclasses.asdict(self)
-
-
-@dataclass
-class _Workload:
-    """What the ranks computed in the training steps since the start (or resume).
-
-    Summed over steps (and, reduced, over ranks): nodes and edges a rank computes, against the
-    nodes it owns and the edges it counts in the loss. The excess is replication: halo nodes and
-    cut edges held twice (halo), the margin of overlapping sectors (overlap); 0 for full and
-    naive.
-    """
-
-    computed_nodes: int = 0
-    owned_nodes: int = 0
-    computed_edges: int = 0
-    counted_edges: int = 0
-    step_seconds: float = 0.0
-    reduce_seconds: float = 0.0
-
-    def add(self, item: TrainItem) -> None:
-        self.computed_nodes += int(item.x.shape[0])
-        self.owned_nodes += int(item.n_owned)
-        self.computed_edges += int(item.edge_index.shape[1])
-        self.counted_edges += item.n_counted
-
-    def add_time(self, step_seconds: float, reduce_seconds: float) -> None:
-        """A step's compute and communication time, and the part spent in the gradient
-        reduction (waiting for the slowest rank, then the all-reduce itself)."""
-        self.step_seconds += step_seconds
-        self.reduce_seconds += reduce_seconds
-
-    def reduced(self, context: DistContext, device: torch.device) -> dict[str, float]:
-        """The sums over all ranks, with the replicated fractions (excess / owned or counted)."""
-        values = torch.tensor(
-            [self.computed_nodes, self.owned_nodes, self.computed_edges, self.counted_edges],
-            dtype=torch.int64,
-            device=device,
-        )
-        if context.global_world_size > 1:
-            dist.all_reduce(values)
-        nodes, owned, edges, counted = (int(v) for v in values.tolist())
-        # Each rank's time in its own slot: the sum over ranks is every rank's time.
-        times = torch.zeros((2, context.global_world_size), dtype=torch.float64, device=device)
-        times[:, context.global_rank] = torch.tensor(
-            [self.step_seconds, self.reduce_seconds], dtype=torch.float64
-        )
-        if context.global_world_size > 1:
-            dist.all_reduce(times)
-        step_s, reduce_s = times.cpu()
-        waiting = (reduce_s / step_s.clamp(min=1e-12)).tolist()
-        return {
-            "computed_nodes": nodes,
-            "owned_nodes": owned,
-            "computed_edges": edges,
-            "counted_edges": counted,
-            "replicated_node_fraction": (nodes - owned) / owned if owned else float("nan"),
-            "replicated_edge_fraction": (edges - counted) / counted if counted else float("nan"),
-            "step_seconds_per_rank": step_s.tolist(),
-            "gradient_wait_fraction_per_rank": waiting,
-            "gradient_wait_fraction": sum(waiting) / len(waiting),
-        }
+from partgnn.train.strategies import strategy_for
+from partgnn.train.validation import evaluate
+from partgnn.train.workload import EpochTotals, Workload, bytes_exchanged, peak_memory_per_rank
 
 
 @dataclass
@@ -160,7 +71,7 @@ class TrainState:
     epoch: int = 0
     step: int = 0
     step_in_epoch: int = 0
-    totals: _EpochTotals = field(default_factory=_EpochTotals)
+    totals: EpochTotals = field(default_factory=EpochTotals)
 
 
 class Trainer:
@@ -180,21 +91,19 @@ class Trainer:
         self.run_dir = Path(config.run.dir)
         if context.is_main and self.run_dir.exists() and not self.run_dir.is_dir():
             raise InputError(f"{self.run_dir}: run.dir is a file, not a folder")
-        self.mode = config.mode
-        self.dtype = DTYPES[config.run.dtype]
         self.device = context.device
+        self.settings = StepSettings.of(config)
         self.counter = CommunicationCounter()
-        # Hops of the overlapping sectors naive mode trains on (0: plain naive sectors).
-        self.sector_margin = 0
-        self.workload = _Workload()
-        self.source = CachedSource(self._make_source(), int(config.data.cache_mb * 2**20))
+        self.strategy = strategy_for(config, context, self.counter)
+        self.workload = Workload()
+        self.source = CachedSource(self.strategy.make_source(), int(config.data.cache_mb * 2**20))
         n_events = len(self.source.event_ids)
         n_val = min(config.data.val_events, max(n_events - 1, 0))
         self.train_indices = list(range(n_events - n_val))
         self.val_indices = list(range(n_events - n_val, n_events))
         if not self.train_indices:
-            raise InputError(f"{self._data_path()}: no training events")
-        self.events_per_step = self._events_per_step()
+            raise InputError(f"{self.strategy.data_path}: no training events")
+        self.events_per_step = self.strategy.n_replicas
         self.event_sizes = None
         if config.run.sampling == "size_buckets":
             self.event_sizes = [self.source.event_size(i) for i in self.train_indices]
@@ -205,24 +114,19 @@ class Trainer:
         sample = self.source.item(self.train_indices[0])
         torch.manual_seed(config.run.seed)
         self.model = build_model(config.model, sample.x.shape[1], sample.edge_attr.shape[1]).to(
-            device=self.device, dtype=self.dtype
+            device=self.device, dtype=self.settings.dtype
         )
         self.feature_statistics: FeatureStatistics | None = None
         if config.data.standardise:
             self.feature_statistics = fit_feature_statistics(
                 (self.source.item(i) for i in self.train_indices),
                 group=self.context.group,
-                reduce=self.mode in ("halo", "naive") and self.context.world_size > 1,
+                reduce=self.strategy.reduces_feature_statistics,
             )
             scaler = getattr(self.model, "input_scaler", None)
             if scaler is not None:  # a model of one's own may take raw inputs
                 self.feature_statistics.apply_to(scaler)
-        # With overlap, gradients are reduced bucket by bucket during the backward pass.
-        self.gradient_reduce: BucketedGradientReduce | None = None
-        if config.run.overlap and context.global_world_size > 1:
-            self.gradient_reduce = BucketedGradientReduce(
-                self.model.parameters(), context, graph_parallel=self.mode == "halo"
-            )
+        self.gradient_reduce = self.strategy.gradient_reduce(list(self.model.parameters()))
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
         )
@@ -232,54 +136,6 @@ class Trainer:
         self.score_cut: float | None = None
 
     # ----------------------------------------------------------------------------- set-up
-
-    def _make_source(self) -> WholeGraphSource | HaloSource | NaiveSource:
-        config, context = self.config, self.context
-        pos_weight = config.loss.pos_weight
-        if self.mode in ("full", "ddp"):
-            if self.mode == "full" and context.global_world_size != 1:
-                raise InputError(
-                    f"mode full runs on one process (the world size is "
-                    f"{context.global_world_size}); use mode ddp or halo"
-                )
-            return WholeGraphSource(
-                config.data.graphs, self.device, pos_weight, config.data.boundary_shards
-            )
-        shards = ShardDirectory(config.data.shards, world_size=context.world_size)
-        if self.mode == "naive" and context.n_graph_groups != 1:
-            raise InputError(
-                f"{config.data.shards}: naive mode runs one sector per rank: shards are for "
-                f"{shards.n_parts} ranks but the world size is {context.global_world_size}"
-            )
-        if self.mode == "halo":
-            return HaloSource(
-                shards,
-                context,
-                pos_weight,
-                transport=config.run.transport,
-                counter=self.counter,
-                overlap=config.run.overlap,
-            )
-        self.sector_margin = int(shards.meta.get("margin", 0))
-        return NaiveSource(shards, context, pos_weight)
-
-    @property
-    def strategy(self) -> str:
-        """What the run compares as: ``full``, ``ddp``, ``halo``, ``naive`` or ``overlap``
-        (naive mode on sectors extended by ``sector_margin`` hops)."""
-        return "overlap" if self.mode == "naive" and self.sector_margin > 0 else self.mode
-
-    def _data_path(self) -> str:
-        return str(
-            self.config.data.graphs if self.mode in ("full", "ddp") else self.config.data.shards
-        )
-
-    def _events_per_step(self) -> int:
-        if self.mode == "ddp":
-            return self.context.global_world_size
-        if self.mode == "halo":
-            return self.context.n_graph_groups
-        return 1
 
     def _lr_factor(self, step: int) -> float:
         return self.lr_scale * self._schedule(step)
@@ -353,7 +209,7 @@ class Trainer:
         progress = tqdm(
             total=self.total_steps,
             initial=self.state.step,
-            desc=f"train {self.mode}",
+            desc=f"train {self.config.mode}",
             unit="step",
             disable=not (self.config.run.progress and self.context.is_main),
         )
@@ -403,15 +259,15 @@ class Trainer:
                 if epoch_done:
                     self.state.epoch += 1
                     self.state.step_in_epoch = 0
-                    self.state.totals = _EpochTotals()
+                    self.state.totals = EpochTotals()
             self._checkpoint()
         finally:
             progress.close()
             self.source.close()
         summary = {
-            "mode": self.mode,
-            "strategy": self.strategy,
-            "sector_margin": self.sector_margin,
+            "mode": self.config.mode,
+            "strategy": self.strategy.name,
+            "sector_margin": self.strategy.sector_margin,
             "world_size": self.context.global_world_size,
             "graph_parallel_size": self.context.world_size,
             "steps": self.state.step,
@@ -421,7 +277,7 @@ class Trainer:
             "wall_time_s": time.perf_counter() - started,
             "final": last_eval,
             "stopped_by": signal_name(stopped_by) if stopped_by else None,
-            "communication": self._reduced_counter(),
+            "communication": bytes_exchanged(self.counter, self.context, self.device),
             "workload": self.workload.reduced(self.context, self.device),
             "event_cache": dataclasses.asdict(self.source.statistics),
         }
@@ -443,20 +299,6 @@ class Trainer:
             sampling=run.sampling, sizes=self.event_sizes, n_buckets=run.size_buckets,
         )  # fmt: skip
 
-    def _my_index(self, indices: list[int]) -> int | None:
-        """The event of ``indices`` this rank trains on (``None``: its group has none)."""
-        slot = 0
-        if self.mode == "ddp":
-            slot = self.context.global_rank
-        elif self.mode == "halo":
-            slot = self.context.global_rank // self.context.world_size
-        return indices[slot] if slot < len(indices) else None
-
-    def _replicas(self, indices: list[int]) -> int | None:
-        """How many replicas' gradients a step with these events averages (``None``: all, in
-        the modes with one event per step)."""
-        return len(indices) if self.events_per_step > 1 else None
-
     def _train_step(self, indices: list[int], following: list[int]) -> tuple[float, float, float]:
         """One optimizer step on the events ``indices``; starts reading the ``following`` step's.
 
@@ -465,144 +307,59 @@ class Trainer:
             and the seconds spent getting this rank's event.
         """
         fetch_start = time.perf_counter()
-        index = self._my_index(indices)
+        index = self.strategy.event_of_rank(indices)
         item = None if index is None else self.source.item(index)
         if item is not None:
             self.workload.add(item)
-        following_index = self._my_index(following)
+        following_index = self.strategy.event_of_rank(following)
         if following_index is not None:
             self.source.prefetch(following_index)
         start = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
-        if self.gradient_reduce is not None:
-            self.gradient_reduce.begin()
+        self.gradient_reduce.begin()
         if item is None:
             # No event for this group in this step: zeros in the gradient average.
-            loss = torch.zeros((), dtype=self.dtype, device=self.device)
+            loss = torch.zeros((), dtype=self.settings.dtype, device=self.device)
         else:
-            loss = self._loss(item)
-            loss.backward()
-        replicas = self._replicas(indices)
+            loss = forward_backward(self.model, item, self.settings)
+        replicas = self.strategy.replicas_in_step(indices)
         reduce_start = time.perf_counter()
-        self._combine_gradients(replicas)
+        self.gradient_reduce.finish(replicas=replicas)
         reduce_seconds = time.perf_counter() - reduce_start
         if self.config.optim.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
-        reported = self._reduce_loss(loss.detach(), replicas)
+        reported = self.strategy.reduce_loss(loss, replicas)
         seconds = time.perf_counter() - start
         self.workload.add_time(seconds, reduce_seconds)
         return reported, seconds, start - fetch_start
 
-    def _loss(self, item: TrainItem) -> torch.Tensor:
-        autocast = (
-            torch.autocast(self.device.type, dtype=torch.bfloat16)
-            if self.config.run.bf16
-            else nullcontext()
-        )
-        with autocast:
-            logits = self.model(
-                item.x.to(self.dtype),
-                item.edge_index,
-                item.edge_attr.to(self.dtype),
-                exchange=item.exchange,
-            )
-        return edge_loss(
-            logits.to(self.dtype)[item.counted],
-            item.y.to(self.dtype)[item.counted],
-            self.config.loss.pos_weight,
-            item.normaliser,
-        )
-
-    def _combine_gradients(self, replicas: int | None) -> None:
-        if self.gradient_reduce is not None:
-            self.gradient_reduce.finish(replicas=replicas)
-            return
-        all_reduce_gradients(
-            self.model.parameters(),
-            self.context,
-            graph_parallel=self.mode == "halo",
-            replicas=replicas,
-        )
-
-    def _reduce_loss(self, loss: torch.Tensor, replicas: int | None) -> float:
-        """The step's loss: the event loss (halo: sum over ranks), averaged over the step's
-        events (``replicas`` of them; else over all ranks)."""
-        return all_reduce_value(
-            loss, self.context, graph_parallel=self.mode == "halo", replicas=replicas
-        )
-
     # ----------------------------------------------------------------------------- evaluation
 
-    @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Loss and edge metrics on the validation events (counts reduced across ranks).
-
-        Besides the metrics at the default cut, ``best_cut`` is the score cut that maximises
-        the edge F-beta score (``run.cut_beta``) on these events (``best_cut_efficiency``,
-        ``best_cut_purity`` there).
-        """
-        self.model.eval()
-        counts = EdgeCounts()
-        histograms = torch.zeros(2, SCORE_BINS, dtype=torch.int64, device=self.device)
-        loss_sum = torch.zeros(1, dtype=torch.float64, device=self.device)
-        # The whole events' weighted edge count: every rank of a halo group and every naive
-        # sector knows it, so only rank 0 of each group contributes it.
-        contributes = self.mode in ("full", "ddp") or self.context.rank == 0
-        normaliser = torch.zeros(1, dtype=torch.float64, device=self.device)
-        indices = self.val_indices
-        if self.mode == "ddp":
-            # Each rank evaluates every world_size-th validation event.
-            indices = indices[self.context.global_rank :: self.context.global_world_size]
-        elif self.mode == "halo" and self.context.n_graph_groups > 1:
-            group_index = self.context.global_rank // self.context.world_size
-            indices = indices[group_index :: self.context.n_graph_groups]
-        for index in indices:
-            item = self.source.item(index)
-            logits = self.model(
-                item.x.to(self.dtype),
-                item.edge_index,
-                item.edge_attr.to(self.dtype),
-                exchange=item.exchange,
-            )
-            counted = item.counted
-            loss_sum += edge_loss(
-                logits[counted], item.y.to(self.dtype)[counted], self.config.loss.pos_weight, 1.0
-            ).to(torch.float64)
-            scores = torch.sigmoid(logits[counted])
-            counts = counts + count_edges(
-                scores, item.y[counted], item.boundary[counted], lost_y=item.lost_y
-            )
-            histograms = histograms + score_histograms(scores, item.y[counted], lost_y=item.lost_y)
-            if contributes:
-                normaliser += item.event_normaliser
-        if self.context.global_world_size > 1:
-            counts = counts.all_reduce(None, self.device)
-            dist.all_reduce(loss_sum)
-            dist.all_reduce(normaliser)
-            dist.all_reduce(histograms)
-        metrics = counts.summary()
-        metrics["loss"] = float(loss_sum / normaliser.clamp(min=1.0))
-        best = best_score_cut(histograms, beta=self.config.run.cut_beta)
-        metrics.update({f"best_cut{'' if k == 'cut' else '_' + k}": v for k, v in best.items()})
-        return metrics
+        """Loss and edge metrics on the validation events
+        (:func:`~partgnn.train.validation.evaluate`)."""
+        return evaluate(
+            self.model, self.source, self.val_indices, self.strategy, self.settings,
+            cut_beta=self.config.run.cut_beta,
+        )  # fmt: skip
 
     def _evaluate_and_log(self, log: RunLog | None) -> dict[str, Any]:
         metrics = self.evaluate() if self.val_indices else {}
         if "best_cut" in metrics:
             self.score_cut = metrics["best_cut"]
-        memory = self._peak_memory_per_rank()
+        memory = peak_memory_per_rank(self.context, self.device)
         totals = self.state.totals
-        communication = self._reduced_counter()
+        communication = bytes_exchanged(self.counter, self.context, self.device)
         row = {
             "epoch": self.state.epoch,
             "step": self.state.step,
             "lr": self.scheduler.get_last_lr()[0],
-            "train_loss": totals.loss / totals.steps if totals.steps else float("nan"),
-            "step_time_s": totals.seconds / totals.steps if totals.steps else float("nan"),
-            "data_time_s": totals.data_seconds / totals.steps if totals.steps else float("nan"),
+            "train_loss": totals.mean(totals.loss),
+            "step_time_s": totals.mean(totals.seconds),
+            "data_time_s": totals.mean(totals.data_seconds),
             "epoch_wall_s": totals.wall_seconds,
             "epoch_step_s": totals.seconds,
             "peak_memory_mb_max": max(memory),
@@ -613,32 +370,6 @@ class Trainer:
         if log is not None:
             log.metrics(row)
         return row
-
-    def _peak_memory_per_rank(self) -> list[float]:
-        """Peak memory of every rank [MB]: CUDA peak allocation on GPUs, peak RSS on CPUs."""
-        if self.device.type == "cuda":
-            peak = torch.cuda.max_memory_allocated(self.device) / 2**20
-        else:
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        if self.context.global_world_size == 1:
-            return [round(peak, 1)]
-        gathered = torch.zeros(
-            self.context.global_world_size, dtype=torch.float64, device=self.device
-        )
-        gathered[self.context.global_rank] = peak
-        dist.all_reduce(gathered)
-        return [round(v, 1) for v in gathered.tolist()]
-
-    def _reduced_counter(self) -> dict[str, int]:
-        """Bytes all ranks sent and received in halo exchanges since the start (or resume)."""
-        values = torch.tensor(
-            [self.counter.bytes_sent, self.counter.bytes_received],
-            dtype=torch.int64,
-            device=self.device,
-        )
-        if self.context.global_world_size > 1:
-            dist.all_reduce(values)
-        return {"bytes_sent": int(values[0]), "bytes_received": int(values[1])}
 
     # ----------------------------------------------------------------------------- checkpoints
 
@@ -678,19 +409,6 @@ class Trainer:
             epoch=int(checkpoint["epoch"]),
             step=int(checkpoint["step"]),
             step_in_epoch=int(checkpoint["step_in_epoch"]),
-            totals=_EpochTotals(**checkpoint["totals"]),
+            totals=EpochTotals(**checkpoint["totals"]),
         )
         self.score_cut = checkpoint.get("score_cut")
-
-
-def edge_loss(
-    logits: torch.Tensor, y: torch.Tensor, pos_weight: float, normaliser: float
-) -> torch.Tensor:
-    """Weighted BCE summed over edges and divided by ``normaliser``.
-
-    True edges weigh ``pos_weight``, false edges 1. With the event's *global* weighted edge
-    count as normaliser, the losses of the ranks of one event add up to the full-graph loss.
-    """
-    weight = 1.0 + (pos_weight - 1.0) * y
-    total = F.binary_cross_entropy_with_logits(logits, y, weight=weight, reduction="sum")
-    return total / normaliser

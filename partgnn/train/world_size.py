@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from partgnn.distributed.process_group import detect_launcher
+from partgnn.distributed.launch_env import detect_launcher
 from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.train.config import TrainConfig

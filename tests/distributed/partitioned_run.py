@@ -19,10 +19,19 @@ from tests.distributed.launch import assert_all_succeeded, launch
 
 
 def run_on_shards(
-    graphs_file: Path, tmp_path: Path, world_size: int, module: str, methods: tuple[str, ...]
+    graphs_file: Path,
+    tmp_path: Path,
+    world_size: int,
+    module: str,
+    methods: tuple[str, ...],
+    cases: set[tuple],
 ) -> list[dict]:
     """Writes ``tmp_path/<method>`` shards, runs ``module`` on ``world_size`` ranks, and returns
-    what every rank saved (``--out tmp_path/results`` becomes ``results.rank<r>``)."""
+    what every rank saved (``--out tmp_path/results`` becomes ``results.rank<r>``).
+
+    Every rank must have saved a result for exactly the keys ``cases``: a case a worker skipped
+    (or one it added) fails here, not silently.
+    """
     for method in methods:
         write_shards(
             graphs_file,
@@ -38,9 +47,15 @@ def run_on_shards(
         workdir=tmp_path / "logs",
     )
     assert_all_succeeded(results)
-    return [
-        torch.load(out.with_name(f"results.rank{r}"), weights_only=False) for r in range(world_size)
-    ]
+    ranks = []
+    for rank in range(world_size):
+        path = out.with_name(f"results.rank{rank}")
+        assert path.is_file(), f"rank {rank} saved no results ({path})"
+        saved = torch.load(path, weights_only=False)
+        missing, extra = cases - set(saved), set(saved) - cases
+        assert not missing and not extra, f"rank {rank}: missing {missing}, unexpected {extra}"
+        ranks.append(saved)
+    return ranks
 
 
 def worker_main(compute: Callable[[RankEvent, DistContext], dict]) -> None:

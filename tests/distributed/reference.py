@@ -8,7 +8,7 @@ from torch_geometric.data import Data
 
 from partgnn.cli.selfcheck import relative_error
 from partgnn.models.interaction_network import InteractionNetwork
-from partgnn.train.trainer import edge_loss as train_edge_loss
+from partgnn.train.loss import edge_loss as train_edge_loss
 
 __all__ = [
     "DTYPES",

@@ -11,6 +11,7 @@ measured errors as markdown rows."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -51,8 +52,11 @@ def reference(graphs_file: Path) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 def test_partitioned_run_equals_full_graph(graphs_file, reference, tmp_path, world_size):
+    cases = set(
+        itertools.product(METHODS, DTYPES, (False, True), ("all_to_all", "p2p"), (False, True))
+    )
     ranks = run_on_shards(
-        graphs_file, tmp_path, world_size, "tests.distributed.exactness_worker", METHODS
+        graphs_file, tmp_path, world_size, "tests.distributed.exactness_worker", METHODS, cases
     )
     n_edges = next(iter(reference.values()))[0].shape[0]
     rows = []

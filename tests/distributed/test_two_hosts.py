@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from partgnn.distributed.process_group import interface_towards
+from partgnn.distributed.rendezvous import interface_towards
 from tests.distributed.launch import child_env
 from tests.distributed.two_hosts import two_hosts, unavailable_reason
 
@@ -29,7 +29,7 @@ def test_each_host_reaches_the_other_through_its_veth_end():
         for host in (0, 1):
             other = hosts.addresses[1 - host]
             code = (
-                "from partgnn.distributed.process_group import interface_towards as f; "
+                "from partgnn.distributed.rendezvous import interface_towards as f; "
                 f"print(f({other!r}), f({hosts.addresses[host]!r}))"
             )
             done = subprocess.run(

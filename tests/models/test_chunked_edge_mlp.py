@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from partgnn.memory.heap_release import ALWAYS_RELEASE_HEAP, DEFAULT_HEAP_RELEASE
 from partgnn.models import chunked_edge_mlp
 from partgnn.models.chunked_edge_mlp import edge_mlp
 from partgnn.models.mlp import make_mlp
@@ -143,11 +144,19 @@ def _runs(log: list[str]) -> list[str]:
     return [entry for index, entry in enumerate(log) if index == 0 or log[index - 1] != entry]
 
 
-def test_event_sized_edge_mlps_release_their_heap_and_the_planner_can_ask_every_one_to():
-    width = 32
-    large = chunked_edge_mlp.RELEASE_MIN_BYTES // (4 * width)
-    assert chunked_edge_mlp.releases_heap(large, width)
-    assert not chunked_edge_mlp.releases_heap(large - 1, width)
-    with chunked_edge_mlp.heap_released_after_every_edge_mlp():
-        assert chunked_edge_mlp.releases_heap(1, width)
-    assert not chunked_edge_mlp.releases_heap(1, width)
+@pytest.mark.parametrize(
+    ("policy", "releases"), [(DEFAULT_HEAP_RELEASE, False), (ALWAYS_RELEASE_HEAP, True)]
+)
+def test_a_recomputed_edge_mlp_releases_its_heap_as_its_policy_says(monkeypatch, policy, releases):
+    released = []
+    monkeypatch.setattr(chunked_edge_mlp, "release_free_heap", released.append)
+    edge_index, _, send_index, h = _graph()
+    h = torch.cat([h, h[send_index]])  # owned and halo rows
+    mlp = make_mlp(3 * H, H, H).double()
+    rows = torch.randn(edge_index.shape[1], H, dtype=torch.float64, requires_grad=True)
+    out = edge_mlp(mlp, rows, h=h, src=edge_index[0], dst=edge_index[1], recompute=True,
+                   heap_release=policy)  # fmt: skip
+    out.sum().backward()
+    # A 700-edge graph is far below event size: only a policy releasing after every MLP does,
+    # once in the forward pass and once in the backward pass.
+    assert released == ([torch.device("cpu")] * 2 if releases else [])

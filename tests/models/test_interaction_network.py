@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch_geometric.utils import scatter
 
+from partgnn.memory.meters import HeapMeter, heap_meter_available
 from partgnn.models import chunked_edge_mlp, edge_aggregation
 from partgnn.models.interaction_network import AGGREGATIONS, InteractionNetwork
-from partgnn.models.memory_probe import HeapMeter, heap_meter_available
 
 
 def _graph(n_nodes: int, n_edges: int, dtype=torch.float64, seed: int = 0):

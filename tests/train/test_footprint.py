@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from partgnn.models.chunked_edge_mlp import RELEASE_MIN_BYTES
-from partgnn.models.memory_probe import heap_meter_available
+from partgnn.memory.heap_release import RELEASE_MIN_BYTES
+from partgnn.memory.meters import heap_meter_available
 from partgnn.train import footprint
 from partgnn.train.config import load_config
 

@@ -23,6 +23,7 @@ from partgnn.distributed.process_group import destroy_distributed, init_distribu
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.config import load_config
 from partgnn.train.sampling import epoch_steps
+from partgnn.train.step import training_loss
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import child_env
 from tests.train.conftest import write_config
@@ -64,7 +65,10 @@ def _reference(dataset, folder: Path, sampling: str) -> dict[str, torch.Tensor]:
         for epoch in steps:
             for events in epoch:
                 trainer.optimizer.zero_grad()
-                losses = [trainer._loss(trainer.source.item(index)) for index in events]
+                losses = [
+                    training_loss(trainer.model, trainer.source.item(index), trainer.settings)
+                    for index in events
+                ]
                 (sum(losses) / len(events)).backward()
                 torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), config.optim.grad_clip)
                 trainer.optimizer.step()

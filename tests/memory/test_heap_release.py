@@ -10,14 +10,20 @@ import sys
 import pytest
 import torch
 
-from partgnn.models.heap_release import _malloc_trim, release_free_heap
+from partgnn.memory.heap_release import (
+    ALWAYS_RELEASE_HEAP,
+    DEFAULT_HEAP_RELEASE,
+    RELEASE_MIN_BYTES,
+    _malloc_trim,
+    release_free_heap,
+)
 
 # In a fresh process (the C heap's state is the process's): 4 MB blocks live in the heap (mmap
 # threshold fixed above them), each followed by a small kept tensor, as chunk temporaries and
 # kept tensors interleave; freeing the blocks cannot shrink the heap from its top.
 _SCENARIO = """
 import ctypes, json, os, torch
-from partgnn.models.heap_release import release_free_heap
+from partgnn.memory.heap_release import release_free_heap
 ctypes.CDLL("libc.so.6").mallopt(-3, 32 * 2**20)  # M_MMAP_THRESHOLD
 def rss():
     with open("/proc/self/statm") as statm:
@@ -49,3 +55,11 @@ def test_freed_blocks_between_kept_ones_go_back_to_the_system():
 
 def test_nothing_to_release_for_tensors_outside_the_c_heap():
     assert release_free_heap(torch.device("meta")) is False
+
+
+def test_event_sized_computations_release_and_the_planner_can_ask_every_one_to():
+    width = 32
+    large = RELEASE_MIN_BYTES // (4 * width)
+    assert DEFAULT_HEAP_RELEASE.releases(large, width)
+    assert not DEFAULT_HEAP_RELEASE.releases(large - 1, width)
+    assert ALWAYS_RELEASE_HEAP.releases(1, width)

@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from partgnn.models.c_library import c_function
-from partgnn.models.heap_release import release_free_heap
+from partgnn.memory.c_library import c_function
+from partgnn.memory.heap_release import release_free_heap
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")

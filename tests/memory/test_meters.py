@@ -1,11 +1,11 @@
-"""Tests of partgnn.models.memory_probe: live heap bytes and the resident set's growth."""
+"""Tests of partgnn.memory.meters: live heap bytes and the resident set's growth."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from partgnn.models.memory_probe import (
+from partgnn.memory.meters import (
     HeapMeter,
     ResidentMeter,
     heap_meter_available,

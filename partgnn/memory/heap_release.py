@@ -10,6 +10,9 @@ each chunked edge MLP of an event-sized graph, forward and backward, it cut the 
 edges from 3.7-4.6 GB (run to run) to 3.03-3.08 GB for ~2 % more step time
 (docs/BENCHMARKS.md, "Lean memory (issue 12)").
 
+Which computations release is a :class:`HeapReleasePolicy` passed to them (the model holds one):
+by default only those whose temporaries weigh :data:`RELEASE_MIN_BYTES` or more.
+
 CUDA tensors are not in the C heap (torch's caching allocator holds them); elsewhere than glibc
 this does nothing.
 """
@@ -17,11 +20,12 @@ this does nothing.
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from functools import cache
 
 import torch
 
-from partgnn.models.c_library import c_function
+from partgnn.memory.c_library import c_function
 
 
 @cache
@@ -42,3 +46,33 @@ def release_free_heap(device: torch.device) -> bool:
     if device.type != "cpu" or malloc_trim is None:
         return False
     return bool(malloc_trim(0))
+
+
+#: After the chunks of an edge MLP whose first layer's output over all edges (``E x H``, float32)
+#: weighs at least this much, the freed heap pages go back to the system (below it, re-faulting
+#: them costs more than they weigh: +20 % step time at 1e5 edges, none measurable at 1e6).
+RELEASE_MIN_BYTES = 128 * 2**20
+
+
+@dataclass(frozen=True)
+class HeapReleasePolicy:
+    """Which chunked computations give their freed heap pages back after running.
+
+    Attributes:
+        min_bytes: Release after a computation over ``E`` rows of width ``W`` when its float32
+            ``E x W`` output weighs at least this much (0: after every one, how the memory
+            planner measures on a small probe graph what an event-sized graph's step holds).
+    """
+
+    min_bytes: int = RELEASE_MIN_BYTES
+
+    def releases(self, rows: int, width: int) -> bool:
+        """Whether a computation over ``rows`` rows of width ``width`` releases afterwards."""
+        return rows * width * 4 >= self.min_bytes
+
+
+#: Release after event-sized computations only (what training does).
+DEFAULT_HEAP_RELEASE = HeapReleasePolicy()
+
+#: Release after every computation, whatever its size.
+ALWAYS_RELEASE_HEAP = HeapReleasePolicy(min_bytes=0)

@@ -1,0 +1,74 @@
+"""One training step's computation on one rank: forward pass, loss, backward pass.
+
+:func:`forward_backward` is what the trainer runs for every event and what the memory planner
+(:mod:`partgnn.train.footprint`) measures, so the planner cannot drift from training. Combining
+the gradients across ranks and the optimizer step are the trainer's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from partgnn.train.config import TrainConfig
+from partgnn.train.events import TrainItem
+from partgnn.train.loss import DTYPES, autocast, edge_loss
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """What a step's arithmetic depends on besides the model and the event.
+
+    Attributes:
+        dtype: Parameter and activation dtype (``run.dtype``).
+        bf16: Forward pass under bf16 autocast (``run.bf16``).
+        pos_weight: Weight of true edges in the loss (``loss.pos_weight``).
+    """
+
+    dtype: torch.dtype
+    bf16: bool
+    pos_weight: float
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> StepSettings:
+        """The settings of a run config."""
+        return cls(DTYPES[config.run.dtype], config.run.bf16, config.loss.pos_weight)
+
+
+def edge_logits(model: nn.Module, item: TrainItem, dtype: torch.dtype) -> torch.Tensor:
+    """The model's logits of ``item``'s local edges ``(E_local,)`` (a collective in halo mode:
+    the model calls the item's exchange)."""
+    return model(
+        item.x.to(dtype), item.edge_index, item.edge_attr.to(dtype), exchange=item.exchange
+    )
+
+
+def training_loss(model: nn.Module, item: TrainItem, settings: StepSettings) -> torch.Tensor:
+    """The loss of the edges this rank counts, over the item's normaliser (a scalar with its
+    autograd graph); the forward pass runs under bf16 autocast if the settings say so."""
+    with autocast(item.x.device, settings.bf16):
+        logits = edge_logits(model, item, settings.dtype)
+    return edge_loss(
+        logits.to(settings.dtype)[item.counted],
+        item.y.to(settings.dtype)[item.counted],
+        settings.pos_weight,
+        item.normaliser,
+    )
+
+
+def forward_backward(model: nn.Module, item: TrainItem, settings: StepSettings) -> torch.Tensor:
+    """Forward pass, loss and backward pass of one event on this rank: the parameters'
+    ``.grad`` accumulate this rank's part of the gradient.
+
+    .. warning::
+        In halo mode a collective of the graph group (forward and backward exchanges): every
+        rank of the group calls it for the same event.
+
+    Returns:
+        The loss, detached.
+    """
+    loss = training_loss(model, item, settings)
+    loss.backward()
+    return loss.detach()

@@ -1,0 +1,72 @@
+"""Loss and edge metrics of a model on the validation events, reduced over the ranks of a run."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from partgnn.metrics.edge_counts import (
+    SCORE_BINS,
+    EdgeCounts,
+    best_score_cut,
+    count_edges,
+    score_histograms,
+)
+from partgnn.train.item_cache import ItemSource
+from partgnn.train.loss import edge_loss
+from partgnn.train.step import StepSettings, edge_logits
+from partgnn.train.strategies import Strategy
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    source: ItemSource,
+    indices: list[int],
+    strategy: Strategy,
+    settings: StepSettings,
+    *,
+    cut_beta: float,
+) -> dict[str, float]:
+    """Loss and edge metrics on the validation events ``indices`` (counts reduced across ranks).
+
+    Each rank evaluates the events its strategy gives it and counts the edges it counts in
+    training; the loss is the sum over events of the weighted BCE over the sum of their
+    weighted edge counts. Besides the metrics at the default cut, ``best_cut`` is the score cut
+    that maximises the edge F-beta score (``cut_beta``) on these events
+    (``best_cut_efficiency``, ``best_cut_purity`` there).
+
+    .. warning::
+        Collective over the whole job (the model's exchanges, then the reductions).
+    """
+    model.eval()
+    context, device = strategy.context, strategy.context.device
+    counts = EdgeCounts()
+    histograms = torch.zeros(2, SCORE_BINS, dtype=torch.int64, device=device)
+    loss_sum = torch.zeros(1, dtype=torch.float64, device=device)
+    normaliser = torch.zeros(1, dtype=torch.float64, device=device)
+    for index in strategy.validation_events(indices):
+        item = source.item(index)
+        logits = edge_logits(model, item, settings.dtype)
+        counted = item.counted
+        loss_sum += edge_loss(
+            logits[counted], item.y.to(settings.dtype)[counted], settings.pos_weight, 1.0
+        ).to(torch.float64)
+        scores = torch.sigmoid(logits[counted])
+        counts = counts + count_edges(
+            scores, item.y[counted], item.boundary[counted], lost_y=item.lost_y
+        )
+        histograms = histograms + score_histograms(scores, item.y[counted], lost_y=item.lost_y)
+        if strategy.counts_event_normaliser:
+            normaliser += item.event_normaliser
+    if context.global_world_size > 1:
+        counts = counts.all_reduce(None, device)
+        dist.all_reduce(loss_sum)
+        dist.all_reduce(normaliser)
+        dist.all_reduce(histograms)
+    metrics = counts.summary()
+    metrics["loss"] = float(loss_sum / normaliser.clamp(min=1.0))
+    best = best_score_cut(histograms, beta=cut_beta)
+    metrics.update({f"best_cut{'' if k == 'cut' else '_' + k}": v for k, v in best.items()})
+    return metrics
