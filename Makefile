@@ -25,11 +25,12 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(PY) -m partgnn.demo --out $(DEMO_DIR) $(if $(TRACKML_SAMPLE),--trackml-sample $(TRACKML_SAMPLE))
 
+# Both print the 25 slowest tests; `make test-fast` leaves out the tests marked slow.
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" --durations=25
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.subprocesses import run_command
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 EXAMPLES = REPOSITORY / "examples"
@@ -43,7 +44,7 @@ for rank in range(n_tasks):
                SLURM_STEP_NUM_TASKS=str(n_tasks), SLURM_STEP_NODELIST="localhost",
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     tasks.append(subprocess.Popen(args, env=env))
-codes = [task.wait(timeout=600) for task in tasks]
+codes = [task.wait(timeout=200) for task in tasks]
 sys.exit(max(codes, key=abs))
 """
 
@@ -65,7 +66,7 @@ def shell_env(tmp_path: Path) -> dict[str, str]:
 
 
 def _run(command: list[str], env: dict[str, str], cwd: Path) -> str:
-    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+    done = run_command(command, env=env, cwd=cwd)
     assert done.returncode == 0, (
         f"{' '.join(command)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )

@@ -9,24 +9,13 @@ from pathlib import Path
 import pytest
 
 from tests.distributed.launch import REPOSITORY, child_env, free_port
+from tests.subprocesses import run_command
 
 BIN = Path(sys.executable).parent
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(
-            command,
-            cwd=REPOSITORY,
-            env=child_env(),
-            capture_output=True,
-            text=True,
-            timeout=240,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as err:
-        pytest.fail(f"{' '.join(command)} timed out:\n{err.stderr}")
+    return run_command(command, cwd=REPOSITORY, env=child_env())
 
 
 def _assert_ok(done: subprocess.CompletedProcess, ranks: int, launcher: str) -> None:

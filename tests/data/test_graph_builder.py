@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -343,10 +342,8 @@ def test_simulated_pileup_200_with_pt_cut(
 def test_simulated_pileup_200_without_pt_cut(
     simulated_event: Event, geometry: DetectorGeometry
 ) -> None:
-    start = time.perf_counter()
+    # Its speed is a benchmark (tools/bench_data.py), not a test.
     data, quality = build_event_graph(simulated_event, geometry)
-    seconds = time.perf_counter() - start
     assert quality.n_nodes == len(simulated_event.hits) > 5e4
     assert 5e5 <= quality.n_edges <= 2.5e6
-    assert seconds < 30  # the target is 10 s on one core; generous for a loaded test machine
     _check_truth(data, quality)

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.subprocesses import DEADLINE_S
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 
 
@@ -48,7 +50,7 @@ def launch(
     args: list[str],
     *,
     workdir: Path,
-    timeout: float = 240.0,
+    timeout: float = DEADLINE_S,
     grace: float = 20.0,
 ) -> list[RankResult]:
     """Starts ``python -m module *args`` as ``world_size`` ranks and waits for all of them.

@@ -4,8 +4,9 @@ Three real processes (gloo over loopback, a 300 s process-group timeout) run
 tests/distributed/failure_worker.py: FeaStConv failing on the rank that owns no node, one rank
 passing a wrong number of rows, then a normal forward (the group still works), then a layer
 raising on rank 0 that nobody catches. The failing rank raises its own exception, the others
-PeerFailure naming it, each within seconds; at the end every rank exits non-zero well before the
-timeout (the launcher's deadline, 120 s, would otherwise kill them).
+PeerFailure naming it; at the end every rank exits non-zero. No failure waits for the timeout:
+the launcher's deadline (120 s) sits below it, so a rank that waited would be killed and fail
+the test (no scenario is timed: a loaded machine must not break the test).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import pytest
 from tests.distributed.launch import launch
 
 pytestmark = pytest.mark.slow
-
-AGREED_WITHIN_S = 5.0
 
 
 def test_rank_local_exceptions_fail_every_rank_within_seconds(tmp_path):
@@ -50,8 +49,6 @@ def test_rank_local_exceptions_fail_every_rank_within_seconds(tmp_path):
         else:
             assert bad["error"] == "PeerFailure" and "rank 1: ValueError" in bad["message"], bad
         assert record["recovered"]["error"] is None, record["recovered"]
-        for name, outcome in record.items():
-            assert outcome["seconds"] < AGREED_WITHIN_S, (rank, name, outcome)
 
     for result in results:
         assert result.returncode not in (0, None), f"rank {result.rank}: {result.returncode}"

@@ -329,7 +329,9 @@ def test_missing_peer_fails_init_within_timeout(tmp_path, out_dir):
     message = rec["error"]
     assert "\n" not in message
     assert f"launcher env, rank 0 of 2, rendezvous 127.0.0.1:{port}" in message, message
-    assert 2.5 < rec["elapsed"] < 20, rec
+    # It waited for its 3 s timeout (a loaded machine only waits longer); a hang is killed at
+    # the helper's 60 s deadline.
+    assert rec["elapsed"] > 2.5, rec
 
 
 @pytest.mark.parametrize("mode", ["silent_peer", "exiting_peer"])
@@ -341,8 +343,8 @@ def test_dead_peer_makes_the_collective_fail_not_hang(tmp_path, out_dir, mode):
     rank0 = results[0]
     assert rank0.returncode not in (0, None), report(results)
     (rec,) = read_ranks(out_dir, 1, results)
-    # A silent peer is caught by the timeout; a dead one as soon as its socket closes.
-    assert rec["elapsed"] < timeout_s + 10, rec
+    # A silent peer is caught by the timeout; a dead one as soon as its socket closes. Either
+    # way rank 0 ended before the helper's 60 s deadline (else its returncode would be None).
     if mode == "silent_peer":
         assert rec["elapsed"] > timeout_s - 1, rec
         assert results[1].returncode is None  # Still asleep: killed by the helper.

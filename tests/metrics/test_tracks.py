@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 
 import numpy as np
 import pandas as pd
@@ -383,10 +382,11 @@ def test_combine_sums_counts_and_averages_scores() -> None:
     )
 
 
-# --- speed and end to end -------------------------------------------------------------------
+# --- event size and end to end ----------------------------------------------------------------
 
 
-def test_large_event_is_fast() -> None:
+def test_an_event_sized_graph_builds_and_scores() -> None:
+    # Its speed is a benchmark (tools/bench_tracks.py), not a test.
     rng = np.random.default_rng(3)
     n_hits, n_edges = 100_000, 1_000_000
     particle_id = rng.integers(0, 10_000, n_hits)
@@ -395,15 +395,13 @@ def test_large_event_is_fast() -> None:
     edge_index = rng.integers(0, n_hits, (2, n_edges))
     scores = rng.random(n_edges)
     for method in METHODS:
-        start = time.perf_counter()
         labels = build_tracks(edge_index, scores, n_hits, cut=0.999, method=method)
-        track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight)
-        assert time.perf_counter() - start < 1.0, method
-    start = time.perf_counter()
+        assert labels.shape == (n_hits,), method
+        metrics = track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight)
+        assert 0.0 <= metrics.efficiency <= 1.0, method
     # Mostly right labels: 90% of hits on their particle's track.
     labels = np.where(rng.random(n_hits) < 0.9, particle_id, -1)
     metrics = track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight)
-    assert time.perf_counter() - start < 1.0
     assert metrics.efficiency > 0.9
 
 

@@ -57,7 +57,8 @@ def _wait_for(path: Path, process: subprocess.Popen, timeout: float = 120) -> No
     deadline = time.monotonic() + timeout
     while not path.exists():
         assert process.poll() is None, "the run ended before the checkpoint appeared"
-        assert time.monotonic() < deadline, f"{path} did not appear"
+        if time.monotonic() > deadline:
+            pytest.fail(f"{path} did not appear within {timeout:g} s")
         time.sleep(0.05)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from partgnn.train.sampling import epoch_steps
 from partgnn.train.step import training_loss
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import child_env
+from tests.subprocesses import run_command
 from tests.train.conftest import write_config
 
 BIN = Path(sys.executable).parent
@@ -85,14 +85,8 @@ def _launch(launcher: str, n_processes: int, config: Path, workdir: Path) -> Non
         "mpirun": [str(BIN / "mpirun"), "-n", str(n_processes)],
     }[launcher]
     env = child_env(PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    done = subprocess.run(
-        [*command, str(BIN / "partgnn"), "train", "--config", str(config)],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    done = run_command(
+        [*command, str(BIN / "partgnn"), "train", "--config", str(config)], cwd=workdir, env=env
     )
     assert done.returncode == 0, f"{launcher}: exit {done.returncode}\n{done.stderr[-3000:]}"
 

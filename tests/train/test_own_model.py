@@ -70,9 +70,7 @@ def test_own_model_in_halo_mode_equals_full_mode(dataset, tmp_path: Path):
     finally:
         destroy_distributed(context)
     halo = _config(tmp_path / "halo.yaml", dataset, "halo", "phi2")
-    results = launch(
-        2, "partgnn", ["train", "--config", str(halo)], workdir=tmp_path / "logs", timeout=600
-    )
+    results = launch(2, "partgnn", ["train", "--config", str(halo)], workdir=tmp_path / "logs")
     assert_all_succeeded(results)
 
     weights = {

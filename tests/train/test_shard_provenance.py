@@ -9,7 +9,6 @@ naming the file, fast (no exchange is attempted, no timeout waited for).
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -127,9 +126,9 @@ def test_mixed_shards_are_refused_on_every_rank(mixed, tmp_path, other, command)
             run={"dir": str(tmp_path / "run"), "timeout_s": 600},
         )
         args = ["train", "--config", str(config)]
-    start = time.monotonic()
+    # The launcher's deadline (120 s) sits below the collective timeout (600 s): a rank that
+    # waited for a peer until the timeout would be killed and have no exit status.
     results = launch(2, "partgnn", args, workdir=tmp_path / "logs", timeout=120)
-    assert time.monotonic() - start < 60
     detail = "seed is 7 but meta.json says 0" if other == "seed7" else "method is 'phi'"
     for result in results:
         assert result.returncode == 2, result.stderr[-2000:]

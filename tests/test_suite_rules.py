@@ -1,0 +1,85 @@
+"""Rules the test suite keeps so that its verdicts mean the same on a loaded machine.
+
+- No test asserts on a clock: speed is measured by the benchmarks in tools/, and a test that
+  must tell a hang from a failure relies on a deadline instead (tests/subprocesses.py).
+- No test waits for a command longer than pytest's own timeout allows: the command's deadline
+  fires first, and its output appears in the failure.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.subprocesses import PYTEST_TIMEOUT_S
+
+TESTS = Path(__file__).resolve().parent
+CLOCKS = {"perf_counter", "monotonic", "time", "perf_counter_ns", "monotonic_ns"}
+
+
+def _clock_assertions(tree: ast.AST) -> list[int]:
+    """Lines of ``assert`` statements that call ``time.<clock>()``."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assert)
+        for call in ast.walk(node.test)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in CLOCKS
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == "time"
+    ]
+
+
+def _long_timeouts(tree: ast.AST) -> list[int]:
+    """Lines passing a literal ``timeout=`` of pytest's timeout or more."""
+    return [
+        keyword.value.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for keyword in node.keywords
+        if keyword.arg == "timeout"
+        and isinstance(keyword.value, ast.Constant)
+        and isinstance(keyword.value.value, int | float)
+        and keyword.value.value >= PYTEST_TIMEOUT_S
+    ]
+
+
+def _test_files() -> list[Path]:
+    return sorted(TESTS.rglob("*.py"))
+
+
+def test_no_test_asserts_on_a_clock():
+    found = {
+        str(path.relative_to(TESTS)): lines
+        for path in _test_files()
+        if (lines := _clock_assertions(ast.parse(path.read_text())))
+    }
+    assert found == {}
+
+
+def test_no_command_may_outlive_pytests_timeout():
+    found = {
+        str(path.relative_to(TESTS)): lines
+        for path in _test_files()
+        if (lines := _long_timeouts(ast.parse(path.read_text())))
+    }
+    assert found == {}
+
+
+def test_the_deadline_constant_is_pytests_timeout(pytestconfig):
+    assert float(pytestconfig.getini("timeout")) == PYTEST_TIMEOUT_S
+
+
+def test_the_rules_find_what_they_forbid():
+    code = (
+        "import time\n"
+        "start = time.perf_counter()\n"
+        "assert time.perf_counter() - start < 1.0\n"
+        "subprocess.run(cmd, timeout=600)\n"
+        "subprocess.run(cmd, timeout=60)\n"
+    )
+    tree = ast.parse(code)
+    assert _clock_assertions(tree) == [3]
+    assert _long_timeouts(tree) == [4]

@@ -1,0 +1,64 @@
+"""Benchmark of track building and track metrics on an event-sized graph (1e5 hits, 1e6 edges).
+
+Random edges and scores (seed 3), 1e4 particles: the time of ``build_tracks`` plus
+``track_metrics`` for each track-building method, and of ``track_metrics`` alone on labels
+that are 90 % right. Best of ``--repeats``; one thread. Prints markdown rows for
+docs/BENCHMARKS.md (the target, from issue 8: under 1 s each)::
+
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_tracks.py --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+import torch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--hits", type=int, default=100_000)
+    parser.add_argument("--edges", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    from partgnn.metrics.tracks import build_tracks, track_metrics
+
+    rng = np.random.default_rng(3)
+    particle_id = rng.integers(0, 10_000, args.hits)
+    particle_pt = rng.exponential(1.0, 10_000)[particle_id]
+    weight = rng.random(args.hits)
+    edge_index = rng.integers(0, args.hits, (2, args.edges))
+    scores = rng.random(args.edges)
+
+    def best_of(run) -> float:
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    print(f"{args.hits:,} hits, {args.edges:,} edges; {os.cpu_count()} cores, one thread\n")
+    print(f"| what | seconds (best of {args.repeats}) |")
+    print("|---|---|")
+    for method in ("components", "walk"):
+
+        def build_and_score(method=method) -> None:
+            labels = build_tracks(edge_index, scores, args.hits, cut=0.999, method=method)
+            track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight)
+
+        print(f"| build_tracks ({method}) + track_metrics | {best_of(build_and_score):.3f} |")
+    labels = np.where(rng.random(args.hits) < 0.9, particle_id, -1)
+    seconds = best_of(
+        lambda: track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight)
+    )
+    print(f"| track_metrics (90 % right labels) | {seconds:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
