@@ -284,7 +284,28 @@ def _outputs(args: list[str]) -> list[Path]:
     return found
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+#: One case of each kind (corrupted file, wrong shape, bad meta.json, unsafe checkpoint, bad
+#: output path, mismatched inputs) runs in the fast tier (``make test-fast``); every case runs in
+#: the full suite. Each starts the command in a fresh process (~3 s of imports).
+FAST_CASES = {
+    "graphs file corrupted mid-file: train",
+    "one event whose x has another width: partition",
+    "meta.json n_parts is a string",
+    "checkpoint holding a pickle that would run code",
+    "--out is a folder: infer",
+    "--out under a file: partition",
+    "run.dir is a file",
+    "evaluate --events from another simulation",
+}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, id=case.name, marks=() if case.name in FAST_CASES else pytest.mark.slow)
+        for case in CASES
+    ],
+)
 def test_bad_input_is_one_line_and_a_non_zero_exit(case: Case, pipeline, tmp_path):
     args = [str(a) for a in case.make(pipeline, tmp_path)]
     before = {p: p.exists() for p in _outputs(args)}
@@ -312,3 +333,7 @@ def test_debug_keeps_the_traceback(pipeline, tmp_path):
         assert done.returncode != 0
         assert "Traceback (most recent call last)" in done.stderr
         assert "x has 5 columns" in done.stderr
+
+
+def test_the_fast_tier_names_cases_of_the_table():
+    assert {case.name for case in CASES} >= FAST_CASES
