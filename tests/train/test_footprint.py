@@ -21,17 +21,34 @@ def small_resident_probe(monkeypatch):
     monkeypatch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
 
 
-def _config(tmp_path, *overrides):
+def _config(*overrides):
     return load_config(
         None, ["data.graphs=unused.h5", "model.hidden=16", "model.steps=2", *overrides]
     )
 
 
+def _checkpointing(checkpoint: bool) -> str:
+    return f"model.checkpoint={str(checkpoint).lower()}"
+
+
+@pytest.fixture(scope="module")
+def fits() -> dict[bool, footprint.Footprint]:
+    """The footprints without and with checkpointing, measured once for the module (the
+    held-bytes probe at test size)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
+        cpu = torch.device("cpu")
+        return {
+            checkpoint: footprint.measure_footprint(_config(_checkpointing(checkpoint)), 4, 7, cpu)
+            for checkpoint in (False, True)
+        }
+
+
 @pytest.mark.parametrize("checkpoint", [False, True])
-def test_the_fit_predicts_a_larger_graph(tmp_path, checkpoint, small_resident_probe):
-    config = _config(tmp_path, f"model.checkpoint={str(checkpoint).lower()}")
+def test_the_fit_predicts_a_larger_graph(fits, checkpoint):
+    config = _config(_checkpointing(checkpoint))
     cpu = torch.device("cpu")
-    fit = footprint.measure_footprint(config, 4, 7, cpu)
+    fit = fits[checkpoint]
     assert fit.per_edge > 0 and fit.per_node > 0
     # A graph outside the probes (more edges, another density): measured directly.
     nodes, edges = 24_000, 400_000
@@ -59,13 +76,11 @@ def test_graphs_whose_recomputed_edge_mlps_release_their_heap_use_the_released_f
 
 
 def test_checkpointing_needs_less_per_edge_and_halo_mode_runs_the_exchange(
-    tmp_path, small_resident_probe
+    fits, small_resident_probe
 ):
     cpu = torch.device("cpu")
-    plain = footprint.measure_footprint(_config(tmp_path), 4, 7, cpu)
-    lean = footprint.measure_footprint(_config(tmp_path, "model.checkpoint=true"), 4, 7, cpu)
-    assert lean.per_edge < 0.5 * plain.per_edge
-    halo = _config(tmp_path, "mode=halo", "data.shards=unused")
+    assert fits[True].per_edge < 0.5 * fits[False].per_edge
+    halo = _config("mode=halo", "data.shards=unused")
     assert footprint.measure_footprint(halo, 4, 7, cpu).per_edge > 0
 
 
@@ -87,7 +102,7 @@ class _CyclicGarbage:
 
 
 def test_garbage_left_from_before_does_not_lower_a_probe_peak(monkeypatch):
-    config = _config(None, "model.checkpoint=false")
+    config = _config("model.checkpoint=false")
     cpu = torch.device("cpu")
 
     def peak() -> int:
