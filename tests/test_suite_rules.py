@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.subprocesses import PYTEST_TIMEOUT_S
@@ -46,26 +47,22 @@ def _long_timeouts(tree: ast.AST) -> list[int]:
     ]
 
 
-def _test_files() -> list[Path]:
-    return sorted(TESTS.rglob("*.py"))
+def _breaches(rule: Callable[[ast.AST], list[int]]) -> dict[str, list[int]]:
+    """The lines of every test file that ``rule`` finds, by file."""
+    found = {}
+    for path in sorted(TESTS.rglob("*.py")):
+        lines = rule(ast.parse(path.read_text()))
+        if lines:
+            found[str(path.relative_to(TESTS))] = lines
+    return found
 
 
 def test_no_test_asserts_on_a_clock():
-    found = {
-        str(path.relative_to(TESTS)): lines
-        for path in _test_files()
-        if (lines := _clock_assertions(ast.parse(path.read_text())))
-    }
-    assert found == {}
+    assert _breaches(_clock_assertions) == {}
 
 
 def test_no_command_may_outlive_pytests_timeout():
-    found = {
-        str(path.relative_to(TESTS)): lines
-        for path in _test_files()
-        if (lines := _long_timeouts(ast.parse(path.read_text())))
-    }
-    assert found == {}
+    assert _breaches(_long_timeouts) == {}
 
 
 def test_the_deadline_constant_is_pytests_timeout(pytestconfig):
