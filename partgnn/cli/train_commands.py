@@ -30,6 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="override a config field, e.g. --set optim.lr=0.001 (repeatable)",
     )
     train.add_argument(
+        "--device",
+        help="auto, cpu, cuda or cuda:N: where every rank computes (overrides run.device)",
+    )
+    train.add_argument(
         "--resume",
         nargs="?",
         const=True,
@@ -48,7 +52,8 @@ def run_train(args: argparse.Namespace) -> int:
     from partgnn.train.trainer import Trainer
     from partgnn.train.world_size import check_world_size
 
-    config = load_config(args.config, args.set)
+    overrides = [*args.set, *([f"run.device={args.device}"] if args.device else [])]
+    config = load_config(args.config, overrides)
     graph_parallel_size = check_world_size(config)
     # Held until this returns: a SIGTERM during setup stops the run after its first step, and
     # one sent to a rank that is already failing (torchrun's to the survivors of a lost rank)
