@@ -395,7 +395,10 @@ class Trainer:
 
     def _resume(self) -> None:
         path = self.run_dir / "checkpoints" / LAST
-        checkpoint = load_checkpoint(path, self.device, required=TRAINING_STATE)
+        # Read onto the CPU: loading copies the weights and AdamW's moments onto the parameters'
+        # device, and leaves AdamW's step counters on the CPU, where (non-fused) AdamW reads
+        # them; mapped to a GPU, each would cost a host synchronisation per parameter and step.
+        checkpoint = load_checkpoint(path, "cpu", required=TRAINING_STATE)
         try:
             saved = dataclasses.asdict(ModelConfig(**checkpoint["config"]["model"]))
         except (KeyError, TypeError) as err:

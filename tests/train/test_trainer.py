@@ -14,6 +14,7 @@ import torch
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
+from partgnn.train import trainer as trainer_module
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.config import load_config
 from partgnn.train.standardisation import SCALER_FILE
@@ -272,3 +273,35 @@ def test_bad_config_is_one_line_before_anything_starts(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.strip() == f"partgnn: error: {config}: optim.lr must be > 0 (got -1.0)"
+
+
+def test_resume_reads_the_checkpoint_onto_the_cpu(dataset, tmp_path, monkeypatch):
+    """Loading then puts the weights and AdamW's moments on the parameters' device and keeps
+    AdamW's step counters on the CPU (on a GPU, counters there cost a host sync per parameter
+    and step)."""
+    config = load_config(
+        write_config(
+            tmp_path / "full.yaml",
+            data={"graphs": str(dataset["graphs"])},
+            optim={"max_steps": 2},
+            run={"dir": str(tmp_path / "run")},
+        )
+    )
+    devices = []
+    load = trainer_module.load_checkpoint
+
+    def recording_load(path, device, **kwargs):
+        devices.append(str(device))
+        return load(path, device, **kwargs)
+
+    context = init_distributed(device="cpu", timeout_s=60)
+    try:
+        Trainer(config, context).fit()
+        monkeypatch.setattr(trainer_module, "load_checkpoint", recording_load)
+        resumed = Trainer(config, context)
+        resumed.fit(resume=True)
+    finally:
+        destroy_distributed(context)
+    assert devices == ["cpu"]
+    states = list(resumed.optimizer.state.values())
+    assert states and all(state["step"].device.type == "cpu" for state in states)
