@@ -36,6 +36,8 @@ def test_selfcheck_under_torchrun():
         "-m",
         "partgnn",
         "selfcheck",
+        "--device",
+        "cpu",
         "--timeout",
         "60",
     ]
@@ -50,6 +52,8 @@ def test_selfcheck_under_mpirun():
         "2",
         str(BIN / "partgnn"),
         "selfcheck",
+        "--device",
+        "cpu",
         "--transport",
         "p2p",
         "--timeout",
@@ -59,5 +63,5 @@ def test_selfcheck_under_mpirun():
 
 
 def test_selfcheck_in_one_process():
-    done = _run([str(BIN / "partgnn"), "selfcheck", "--timeout", "30"])
+    done = _run([str(BIN / "partgnn"), "selfcheck", "--device", "cpu", "--timeout", "30"])
     _assert_ok(done, 1, "single")

@@ -56,14 +56,14 @@ def main() -> int:
     if mode == "missing_peer":
         start = time.monotonic()
         try:
-            init_distributed(timeout_s=float(arg))
+            init_distributed(device="cpu", timeout_s=float(arg))
         except DistributedError as err:
             _write(out_dir, 0, {"error": str(err), "elapsed": time.monotonic() - start})
             return 0
         return 1
 
     if mode == "allreduce":
-        ctx = init_distributed(timeout_s=60)
+        ctx = init_distributed(device="cpu", timeout_s=60)
         value = torch.tensor([float(ctx.global_rank + 1)])
         dist.all_reduce(value, group=ctx.group)
         _write(out_dir, ctx.global_rank, {**_basics(ctx), "sum": value.item()})
@@ -71,7 +71,7 @@ def main() -> int:
         return 0
 
     if mode == "groups":
-        ctx = init_distributed(timeout_s=60, graph_parallel_size=int(arg))
+        ctx = init_distributed(device="cpu", timeout_s=60, graph_parallel_size=int(arg))
         in_graph = torch.tensor([float(ctx.global_rank)])
         dist.all_reduce(in_graph, group=ctx.group)
         in_data = torch.tensor([float(ctx.global_rank)])
@@ -90,7 +90,7 @@ def main() -> int:
 
     if mode in ("silent_peer", "exiting_peer"):
         timeout_s = float(arg)
-        ctx = init_distributed(timeout_s=timeout_s)
+        ctx = init_distributed(device="cpu", timeout_s=timeout_s)
         if ctx.global_rank != 0:
             if mode == "exiting_peer":
                 os._exit(0)  # Like a crash: no destroy, sockets closed by the kernel.

@@ -230,7 +230,7 @@ def test_timeout_from_environment():
 
 
 def test_single_process_is_a_real_group_of_one():
-    ctx = init_distributed(environ={})
+    ctx = init_distributed(device="cpu", environ={})
     try:
         assert (ctx.launcher, ctx.rank, ctx.world_size, ctx.global_world_size) == (
             "single",
@@ -244,7 +244,7 @@ def test_single_process_is_a_real_group_of_one():
         dist.all_reduce(value, group=ctx.group)
         assert value.item() == 2.0
         with pytest.raises(DistributedError, match="already initialised"):
-            init_distributed(environ={})
+            init_distributed(device="cpu", environ={})
     finally:
         destroy_distributed(ctx)
     assert not dist.is_initialized()

@@ -41,13 +41,14 @@ def dataset(tmp_path_factory) -> dict[str, Path]:
 
 
 def write_config(path: Path, **sections) -> Path:
-    """A small training config: 4-step IN, H = 16, float64, no progress bar or TensorBoard."""
+    """A small training config: 4-step IN, H = 16, float64 on the CPU (as the in-process
+    references compute, also on a machine with GPUs), no progress bar or TensorBoard."""
     config = {
         "mode": "full",
         "data": {"val_events": 1},
         "model": {"hidden": 16, "steps": 3},
         "optim": {"epochs": 1, "lr": 0.003, "warmup_steps": 1},
-        "run": {"dtype": "float64", "progress": False, "tensorboard": False},
+        "run": {"device": "cpu", "dtype": "float64", "progress": False, "tensorboard": False},
     }
     for name, values in sections.items():
         if isinstance(values, dict):
