@@ -28,9 +28,9 @@ from partgnn.distributed.launch_env import LaunchInfo, detect_launcher, expand_h
 from partgnn.distributed.rendezvous import (
     DistributedError,
     complete_from_mpi,
-    interface_towards,
     mpi_comm_world,
     rendezvous,
+    socket_interface_variables,
 )
 from partgnn.errors import InputError, first_line
 
@@ -115,9 +115,10 @@ def init_distributed(
         split from it, and later batched point-to-point calls find it ready. A NCCL collective
         that exceeds the timeout is caught by PyTorch's watchdog thread, which by default aborts
         the process (``TORCH_NCCL_ASYNC_ERROR_HANDLING``) rather than raising in Python: the job
-        still ends instead of hanging. Across nodes, gloo and NCCL choose their network
-        interface from the host name; set ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` if it
-        resolves to a loopback or wrong interface.
+        still ends instead of hanging. Across nodes, gloo and NCCL would choose their network
+        interface from the host name; unless ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` is
+        set, each rank sets the one of its backend to the interface towards the rendezvous
+        host (:func:`~partgnn.distributed.rendezvous.socket_interface_variables`).
     """
     env = os.environ if environ is None else environ
     if not dist.is_available():
@@ -145,12 +146,7 @@ def init_distributed(
 
     where = f"launcher {info.launcher}, rank {global_rank} of {world_size}"
     store, init_method, address = rendezvous(info, comm, timeout, where)
-    if backend == "gloo" and "GLOO_SOCKET_IFNAME" not in os.environ and info.master_addr:
-        interface = interface_towards(info.master_addr)
-        if interface is not None:
-            # gloo otherwise binds to the address its host name resolves to, which on a
-            # multi-homed host (or a network namespace) may not be the one peers can reach.
-            os.environ["GLOO_SOCKET_IFNAME"] = interface
+    os.environ.update(socket_interface_variables(backend, info.master_addr, os.environ))
     where += f", rendezvous {address}, backend {backend}"
     try:
         dist.init_process_group(

@@ -13,6 +13,7 @@ import ipaddress
 import os
 import socket
 import struct
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -133,6 +134,27 @@ def interface_towards(address: str) -> str | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+#: The variable each backend reads its network interface from.
+SOCKET_INTERFACE_VARIABLES = {"gloo": "GLOO_SOCKET_IFNAME", "nccl": "NCCL_SOCKET_IFNAME"}
+
+
+def socket_interface_variables(
+    backend: str, master_addr: str | None, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The environment variable to set so that ``backend`` talks through the interface towards
+    the rendezvous host (:func:`interface_towards`): ``{}`` when the user set it, the host is
+    loopback or unknown, or the backend has none.
+
+    gloo and NCCL otherwise bind to the address their host name resolves to, which on a
+    multi-homed host (or a network namespace) may not be the one peers can reach.
+    """
+    name = SOCKET_INTERFACE_VARIABLES.get(backend)
+    if name is None or name in environ or not master_addr:
+        return {}
+    interface = interface_towards(master_addr)
+    return {} if interface is None else {name: interface}
 
 
 #: ioctl request for an interface's IPv4 address (linux/sockios.h).
