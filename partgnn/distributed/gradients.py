@@ -7,13 +7,15 @@ on different events are data-parallel replicas and are **averaged**. Without gra
 (modes full, naive, ddp) every rank is a replica: gradients are averaged over the world.
 
 :func:`all_reduce_gradients` reduces after the backward pass; :class:`BucketedGradientReduce`
-reduces during it, bucket by bucket as the gradients become final (as DDP does).
+reduces during it, bucket by bucket as the gradients become final (as DDP does). Both are a
+:class:`GradientReduce` (:class:`GradientReduceAfterBackward` wraps the first), which is what a
+training strategy hands the trainer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -73,6 +75,33 @@ def _write_back(parameters: list[nn.Parameter], flat: torch.Tensor) -> None:
 
 #: Gradient bytes per bucket of :class:`BucketedGradientReduce`.
 BUCKET_BYTES = 256 * 1024
+
+
+class GradientReduce(Protocol):
+    """Combines gradients across ranks: :meth:`begin` before the backward pass, :meth:`finish`
+    after it."""
+
+    def begin(self) -> None: ...
+
+    def finish(self, *, replicas: int | None = None) -> None: ...
+
+
+class GradientReduceAfterBackward:
+    """All gradients in one all-reduce after the backward pass
+    (:func:`all_reduce_gradients`)."""
+
+    def __init__(
+        self, parameters: list[nn.Parameter], context: DistContext, graph_parallel: bool
+    ) -> None:
+        self.parameters, self.context, self.graph_parallel = parameters, context, graph_parallel
+
+    def begin(self) -> None:
+        """Nothing to arm: the reduction waits for the whole backward pass."""
+
+    def finish(self, *, replicas: int | None = None) -> None:
+        all_reduce_gradients(
+            self.parameters, self.context, graph_parallel=self.graph_parallel, replicas=replicas
+        )
 
 
 class BucketedGradientReduce:

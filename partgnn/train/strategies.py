@@ -22,7 +22,7 @@ step and evaluate every ``n_replicas``-th validation event.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -30,7 +30,8 @@ from torch import nn
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.gradients import (
     BucketedGradientReduce,
-    all_reduce_gradients,
+    GradientReduce,
+    GradientReduceAfterBackward,
     all_reduce_value,
 )
 from partgnn.distributed.halo_exchange import CommunicationCounter
@@ -135,33 +136,6 @@ class Strategy:
         halo mode), averaged over the step's events (``replicas``; else over all ranks)."""
         return all_reduce_value(
             loss, self.context, graph_parallel=self.graph_parallel, replicas=replicas
-        )
-
-
-class GradientReduce(Protocol):
-    """Combines gradients across ranks: :meth:`begin` before the backward pass, :meth:`finish`
-    after it."""
-
-    def begin(self) -> None: ...
-
-    def finish(self, *, replicas: int | None = None) -> None: ...
-
-
-class GradientReduceAfterBackward:
-    """All gradients in one all-reduce after the backward pass
-    (:func:`~partgnn.distributed.gradients.all_reduce_gradients`)."""
-
-    def __init__(
-        self, parameters: list[nn.Parameter], context: DistContext, graph_parallel: bool
-    ) -> None:
-        self.parameters, self.context, self.graph_parallel = parameters, context, graph_parallel
-
-    def begin(self) -> None:
-        """Nothing to arm: the reduction waits for the whole backward pass."""
-
-    def finish(self, *, replicas: int | None = None) -> None:
-        all_reduce_gradients(
-            self.parameters, self.context, graph_parallel=self.graph_parallel, replicas=replicas
         )
 
 
