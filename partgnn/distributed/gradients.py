@@ -219,23 +219,39 @@ class BucketedGradientReduce:
         self._launched.append((request, flat))
 
 
+#: Flags :func:`all_reduce_value` carries are in ``[0, FLAG_LIMIT)`` (signal numbers).
+FLAG_LIMIT = 65
+
+
 def all_reduce_value(
     value: torch.Tensor,
     context: DistContext,
     *,
     graph_parallel: bool,
     replicas: int | None = None,
-) -> float:
+    flag: int = 0,
+) -> tuple[float, int]:
     """A scalar reduced like the gradients: the event's sum over its group, the replicas' mean
-    (over ``replicas`` of them if given).
+    (over ``replicas`` of them if given); and, in the same all-reduce, the largest of every
+    rank's ``flag`` (a signal any rank may have received).
 
-    Computed in float64. Collective, like :func:`all_reduce_gradients`.
+    Computed in float64; the flag travels as a one-hot row (a sum whose largest non-zero
+    position is the largest flag). One read of the result on the host. Collective, like
+    :func:`all_reduce_gradients`.
+
+    Raises:
+        ValueError: If ``flag`` is outside ``[0, FLAG_LIMIT)``.
     """
+    if not 0 <= flag < FLAG_LIMIT:
+        raise ValueError(f"flag {flag} is outside [0, {FLAG_LIMIT})")
     if context.global_world_size == 1:
-        return float(value)
-    reduced = value.detach().to(torch.float64).reshape(1)
+        return float(value), flag
+    reduced = torch.zeros(1 + FLAG_LIMIT, dtype=torch.float64, device=value.device)
+    reduced[0] = value.detach().reshape(())
+    reduced[1 + flag] = 1.0
     _reduce(reduced, context, graph_parallel=graph_parallel, replicas=replicas)
-    return float(reduced)
+    loss, *flags = reduced.tolist()
+    return loss, max(i for i, raised in enumerate(flags) if raised > 0)
 
 
 def max_over_ranks(value: int, context: DistContext) -> int:

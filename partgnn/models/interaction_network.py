@@ -30,6 +30,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
+from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.memory.heap_release import DEFAULT_HEAP_RELEASE, HeapReleasePolicy
 from partgnn.models.chunked_edge_mlp import edge_mlp
 from partgnn.models.edge_aggregation import AGGREGATIONS, Aggregation, aggregate_both_ways
@@ -150,8 +151,13 @@ class InteractionNetwork(nn.Module):
         if overlap:
             # Interior edges (both endpoints owned) first: they are computed while the halo
             # rows are in flight. The logits are put back in the caller's order at the end.
-            order, n_interior = _interior_first(edge_index, n_owned)
-            edge_index, edge_attr = edge_index[:, order], edge_attr[order]
+            # The exchange of an event brings the order along (built once, on the host).
+            edge_order = getattr(exchange, "interior_first", None)
+            if edge_order is None or not edge_order.matches(edge_index):
+                edge_order = InteriorFirst.of_edges(edge_index, n_owned)
+            n_interior = edge_order.n_interior
+            edge_index = edge_index.index_select(1, edge_order.order)
+            edge_attr = edge_attr.index_select(0, edge_order.order)
         if lean:
             h = activation_checkpoint(self.node_encoder, x, use_reentrant=False)
         else:
@@ -182,7 +188,7 @@ class InteractionNetwork(nn.Module):
         )  # fmt: skip
         logits = logits.squeeze(-1)
         if overlap:
-            logits = logits.index_select(0, _inverse(order))
+            logits = logits.index_select(0, edge_order.inverse)
         return logits
 
     def _steps(
@@ -261,17 +267,3 @@ class _Graph:
         if self.overlap:
             return {"h": h, "exchange": self.exchange, "n_interior": self.n_interior}
         return {"h": self.exchange(h)}
-
-
-def _interior_first(edge_index: torch.Tensor, n_owned: int) -> tuple[torch.Tensor, int]:
-    """A stable order of the edges with the interior ones (both endpoints owned) first, and
-    their number."""
-    boundary = (edge_index >= n_owned).any(dim=0)
-    order = torch.argsort(boundary.to(torch.uint8), stable=True)
-    return order, int(edge_index.shape[1] - boundary.sum())
-
-
-def _inverse(order: torch.Tensor) -> torch.Tensor:
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(order.shape[0], device=order.device)
-    return inverse

@@ -53,6 +53,9 @@ class TrainItem:
             replicated margin nodes).
         lost_y: Truth of the boundary edges this rank should count but cannot score ``(L,)``.
         n_counted: How many edges ``counted`` marks (computed from it when not given).
+        counted_index: The positions of the counted edges ``(n_counted,)``, or ``None`` when
+            every edge is counted: computed once per event, so a training step selects its
+            edges without reading the mask on the host (a synchronisation on GPUs).
     """
 
     event_id: int
@@ -68,12 +71,21 @@ class TrainItem:
     n_owned: int | None = None
     lost_y: torch.Tensor | None = None
     n_counted: int | None = None
+    counted_index: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.n_owned is None:
             self.n_owned = self.x.shape[0]
         if self.n_counted is None:
             self.n_counted = int(self.counted.sum())
+        if self.n_counted < self.counted.shape[0]:
+            self.counted_index = self.counted.nonzero().squeeze(1)
+
+    def select_counted(self, values: torch.Tensor) -> torch.Tensor:
+        """The rows of ``values`` ``(E_local, *)`` of the counted edges ``(n_counted, *)``."""
+        if self.counted_index is None:
+            return values
+        return values.index_select(0, self.counted_index)
 
 
 class WholeGraphSource:

@@ -51,8 +51,8 @@ def training_loss(model: nn.Module, item: TrainItem, settings: StepSettings) -> 
     with autocast(item.x.device, settings.bf16):
         logits = edge_logits(model, item, settings.dtype)
     return edge_loss(
-        logits.to(settings.dtype)[item.counted],
-        item.y.to(settings.dtype)[item.counted],
+        item.select_counted(logits.to(settings.dtype)),
+        item.select_counted(item.y.to(settings.dtype)),
         settings.pos_weight,
         item.normaliser,
     )

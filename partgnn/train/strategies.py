@@ -131,11 +131,18 @@ class Strategy:
             )
         return GradientReduceAfterBackward(parameters, self.context, self.graph_parallel)
 
-    def reduce_loss(self, loss: torch.Tensor, replicas: int | None) -> float:
+    def reduce_loss(
+        self, loss: torch.Tensor, replicas: int | None, stop_signal: int = 0
+    ) -> tuple[float, int]:
         """A step's loss as the run reports it: the event's loss (summed over its group in
-        halo mode), averaged over the step's events (``replicas``; else over all ranks)."""
+        halo mode), averaged over the step's events (``replicas``; else over all ranks); and
+        the stop signal any rank received (0: none), agreed in the same all-reduce."""
         return all_reduce_value(
-            loss, self.context, graph_parallel=self.graph_parallel, replicas=replicas
+            loss,
+            self.context,
+            graph_parallel=self.graph_parallel,
+            replicas=replicas,
+            flag=stop_signal,
         )
 
 

@@ -226,8 +226,8 @@ class Trainer:
                     iteration_start = time.perf_counter()
                     indices = steps[self.state.step_in_epoch]
                     following = steps[self.state.step_in_epoch + 1 : self.state.step_in_epoch + 2]
-                    loss, seconds, data_seconds = self._train_step(
-                        indices, following[0] if following else []
+                    loss, seconds, data_seconds, stopped_by = self._train_step(
+                        indices, following[0] if following else [], stop.received
                     )
                     self.state.step += 1
                     self.state.step_in_epoch += 1
@@ -245,7 +245,6 @@ class Trainer:
                     if self.state.step % self.config.run.checkpoint_every == 0:
                         self._checkpoint()
                     totals.wall_seconds += time.perf_counter() - iteration_start
-                    stopped_by = self._agreed_stop(stop)
                     if stopped_by:
                         break
                 if stopped_by:
@@ -287,10 +286,6 @@ class Trainer:
             log.close()
         return summary
 
-    def _agreed_stop(self, stop: StopSignals) -> int:
-        """The stop signal any rank received (0: none); every rank gets the same answer."""
-        return max_over_ranks(stop.received, self.context)
-
     def _epoch_steps(self, epoch: int) -> list[list[int]]:
         """The events of each step of ``epoch`` (:func:`~partgnn.train.sampling.epoch_steps`)."""
         run = self.config.run
@@ -299,12 +294,20 @@ class Trainer:
             sampling=run.sampling, sizes=self.event_sizes, n_buckets=run.size_buckets,
         )  # fmt: skip
 
-    def _train_step(self, indices: list[int], following: list[int]) -> tuple[float, float, float]:
+    def _train_step(
+        self, indices: list[int], following: list[int], stop_signal: int
+    ) -> tuple[float, float, float, int]:
         """One optimizer step on the events ``indices``; starts reading the ``following`` step's.
+
+        Args:
+            indices: The step's events.
+            following: The next step's events (read ahead).
+            stop_signal: The stop signal this rank received so far (0: none).
 
         Returns:
             The step's loss (as the mode reports it), the seconds of compute and communication,
-            and the seconds spent getting this rank's event.
+            the seconds spent getting this rank's event, and the stop signal any rank received
+            (every rank gets the same; agreed with the loss, one host read per step).
         """
         fetch_start = time.perf_counter()
         index = self.strategy.event_of_rank(indices)
@@ -331,10 +334,10 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
-        reported = self.strategy.reduce_loss(loss, replicas)
+        reported, stopped_by = self.strategy.reduce_loss(loss, replicas, stop_signal)
         seconds = time.perf_counter() - start
         self.workload.add_time(seconds, reduce_seconds)
-        return reported, seconds, start - fetch_start
+        return reported, seconds, start - fetch_start, stopped_by
 
     # ----------------------------------------------------------------------------- evaluation
 

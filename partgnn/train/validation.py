@@ -49,15 +49,15 @@ def evaluate(
     for index in strategy.validation_events(indices):
         item = source.item(index)
         logits = edge_logits(model, item, settings.dtype)
-        counted = item.counted
-        loss_sum += edge_loss(
-            logits[counted], item.y.to(settings.dtype)[counted], settings.pos_weight, 1.0
-        ).to(torch.float64)
-        scores = torch.sigmoid(logits[counted])
-        counts = counts + count_edges(
-            scores, item.y[counted], item.boundary[counted], lost_y=item.lost_y
+        logits, y = item.select_counted(logits), item.select_counted(item.y)
+        loss_sum += edge_loss(logits, y.to(settings.dtype), settings.pos_weight, 1.0).to(
+            torch.float64
         )
-        histograms = histograms + score_histograms(scores, item.y[counted], lost_y=item.lost_y)
+        scores = torch.sigmoid(logits)
+        counts = counts + count_edges(
+            scores, y, item.select_counted(item.boundary), lost_y=item.lost_y
+        )
+        histograms = histograms + score_histograms(scores, y, lost_y=item.lost_y)
         if strategy.counts_event_normaliser:
             normaliser += item.event_normaliser
     if context.global_world_size > 1:
