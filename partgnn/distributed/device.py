@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import torch
 import torch.distributed as dist
@@ -32,6 +33,43 @@ def resolve_device(device: str | torch.device, local_rank: int) -> torch.device:
     if index >= count:
         raise InputError(f"device {device!r}: only {count} CUDA device(s) are visible")
     return torch.device("cuda", index)
+
+
+def check_ranks_per_gpu(
+    device: str | torch.device, launcher: str, environ: Mapping[str, str], device_count: int
+) -> None:
+    """Refuses a torchrun launch with more processes per node than visible GPUs.
+
+    torchrun's processes all see the same GPUs, so with ``device`` ``auto`` or ``cuda`` the
+    ``local_rank % device_count`` choice would put two ranks on one GPU, which NCCL refuses
+    ("Duplicate GPU detected") only inside the rendezvous. Other launchers may show each task its
+    own GPU (Slurm's ``--gpus-per-task``), so only NCCL can tell there
+    (:func:`duplicate_gpu_message`).
+
+    Raises:
+        InputError: ``LOCAL_WORLD_SIZE`` exceeds ``device_count`` under torchrun.
+    """
+    spec = str(device).strip().lower()
+    if launcher != "torchrun" or spec not in ("auto", "cuda") or device_count < 1:
+        return
+    local = environ.get("LOCAL_WORLD_SIZE", "")
+    if local.isdigit() and int(local) > device_count:
+        raise InputError(
+            f"{local} processes per node but {device_count} visible GPU(s): two ranks would "
+            f"share a GPU, which NCCL refuses; launch --nproc-per-node {device_count} (or "
+            f"--device cpu)"
+        )
+
+
+def duplicate_gpu_message(error: BaseException, device: torch.device) -> str | None:
+    """The one-line explanation of NCCL's "Duplicate GPU detected" (``None``: another error)."""
+    if "duplicate gpu" not in str(error).lower():
+        return None
+    return (
+        f"two ranks of one node use the same GPU ({device}): NCCL needs one GPU per rank; "
+        f"launch at most as many processes per node as it has GPUs, or give each task its own "
+        f"GPU (e.g. srun --gpus-per-task=1)"
+    )
 
 
 def resolve_backend(backend: str | None, device: torch.device) -> str:

@@ -22,7 +22,12 @@ import torch
 import torch.distributed as dist
 
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.device import resolve_backend, resolve_device
+from partgnn.distributed.device import (
+    check_ranks_per_gpu,
+    duplicate_gpu_message,
+    resolve_backend,
+    resolve_device,
+)
 from partgnn.distributed.groups import build_groups, check_graph_parallel_size
 from partgnn.distributed.launch_env import LaunchInfo, detect_launcher, expand_hostlist
 from partgnn.distributed.rendezvous import (
@@ -110,7 +115,9 @@ def init_distributed(
         CUDA / NCCL: one process per GPU. With ``device="auto"`` a process uses GPU
         ``local_rank % torch.cuda.device_count()``, which is right both when every process sees
         all GPUs of its node and when the scheduler shows each task only its own
-        (``--gpus-per-task=1``). ``torch.cuda.set_device`` is called before the rendezvous and
+        (``--gpus-per-task=1``); under torchrun, more processes per node than visible GPUs
+        are refused in one line before the rendezvous, and elsewhere NCCL's "Duplicate GPU
+        detected" is reported as such. ``torch.cuda.set_device`` is called before the rendezvous and
         ``device_id`` is given to NCCL, so its communicator is created eagerly, subgroups are
         split from it, and later batched point-to-point calls find it ready. A NCCL collective
         that exceeds the timeout is caught by PyTorch's watchdog thread, which by default aborts
@@ -138,6 +145,8 @@ def init_distributed(
     world_size, global_rank, local_rank = info.world_size, info.rank, info.local_rank
 
     group_size = check_graph_parallel_size(graph_parallel_size, world_size, info.launcher)
+    if torch.cuda.is_available():
+        check_ranks_per_gpu(device, info.launcher, env, torch.cuda.device_count())
     torch_device = resolve_device(device, local_rank)
     backend = resolve_backend(backend, torch_device)
     if torch_device.type == "cuda":
@@ -166,6 +175,9 @@ def init_distributed(
     except (RuntimeError, ValueError, OSError) as err:
         if dist.is_initialized():
             dist.destroy_process_group()
+        duplicate = duplicate_gpu_message(err, torch_device)
+        if duplicate is not None:
+            raise DistributedError(f"{duplicate} ({where})") from err
         raise DistributedError(
             f"could not initialise torch.distributed ({where}, timeout "
             f"{timeout.total_seconds():g} s): {first_line(err)}"

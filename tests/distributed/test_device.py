@@ -1,0 +1,57 @@
+"""Device and backend choice, and the refusal of two ranks on one GPU (issue 25, item 2)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from partgnn.distributed.device import (
+    check_ranks_per_gpu,
+    duplicate_gpu_message,
+    resolve_backend,
+    resolve_device,
+)
+from partgnn.errors import InputError
+
+
+def test_torchrun_with_more_processes_than_gpus_is_refused_in_one_line():
+    with pytest.raises(InputError, match=r"^4 processes per node but 2 visible GPU\(s\).*"
+                       r"--nproc-per-node 2"):  # fmt: skip
+        check_ranks_per_gpu("auto", "torchrun", {"LOCAL_WORLD_SIZE": "4"}, device_count=2)
+
+
+@pytest.mark.parametrize(
+    ("device", "launcher", "local_world_size"),
+    [
+        ("cuda", "torchrun", "2"),  # one GPU each
+        ("cpu", "torchrun", "8"),  # no GPU used
+        ("cuda:0", "torchrun", "4"),  # the user chose the GPU
+        ("auto", "slurm", "4"),  # --gpus-per-task may show each task its own GPU
+        ("auto", "mpi", "4"),
+    ],
+)
+def test_launches_that_may_be_right_are_left_to_nccl(device, launcher, local_world_size):
+    check_ranks_per_gpu(device, launcher, {"LOCAL_WORLD_SIZE": local_world_size}, device_count=2)
+
+
+def test_nccls_duplicate_gpu_error_is_explained():
+    error = RuntimeError("NCCL error: invalid usage ... Duplicate GPU detected : rank 1 and rank 0")
+    message = duplicate_gpu_message(error, torch.device("cuda", 0))
+    assert message is not None and "\n" not in message
+    assert "same GPU (cuda:0)" in message and "--gpus-per-task=1" in message
+    assert duplicate_gpu_message(RuntimeError("connection refused"), torch.device("cuda")) is None
+
+
+def test_cpu_device_and_backend():
+    assert resolve_device("cpu", local_rank=3) == torch.device("cpu")
+    assert resolve_backend(None, torch.device("cpu")) == "gloo"
+    with pytest.raises(InputError, match="needs a CUDA device"):
+        resolve_backend("nccl", torch.device("cpu"))
+    with pytest.raises(InputError, match="device must be"):
+        resolve_device("tpu", local_rank=0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where there is no GPU")
+def test_cuda_requested_without_a_gpu_is_one_line():
+    with pytest.raises(InputError, match="CUDA is not available here"):
+        resolve_device("cuda", local_rank=0)
