@@ -61,7 +61,13 @@ from partgnn.train.step import StepSettings, forward_backward
 from partgnn.train.stop_signals import StopSignals, signal_name
 from partgnn.train.strategies import strategy_for
 from partgnn.train.validation import evaluate
-from partgnn.train.workload import EpochTotals, Workload, bytes_exchanged, peak_memory_per_rank
+from partgnn.train.workload import (
+    EpochTotals,
+    Workload,
+    bytes_exchanged,
+    cuda_memory_per_rank,
+    peak_memory_per_rank,
+)
 
 
 @dataclass
@@ -95,7 +101,7 @@ class Trainer:
         self.settings = StepSettings.of(config)
         self.counter = CommunicationCounter()
         self.strategy = strategy_for(config, context, self.counter)
-        self.workload = Workload()
+        self.workload = Workload(self.device)
         self.source = CachedSource(self.strategy.make_source(), int(config.data.cache_mb * 2**20))
         n_events = len(self.source.event_ids)
         n_val = min(config.data.val_events, max(n_events - 1, 0))
@@ -327,16 +333,17 @@ class Trainer:
         else:
             loss = forward_backward(self.model, item, self.settings)
         replicas = self.strategy.replicas_in_step(indices)
-        reduce_start = time.perf_counter()
+        clock = self.workload.reduce_clock
+        reduce_start = clock.mark()
         self.gradient_reduce.finish(replicas=replicas)
-        reduce_seconds = time.perf_counter() - reduce_start
+        clock.add(reduce_start, clock.mark())
         if self.config.optim.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
         reported, stopped_by = self.strategy.reduce_loss(loss, replicas, stop_signal)
         seconds = time.perf_counter() - start
-        self.workload.add_time(seconds, reduce_seconds)
+        self.workload.add_time(seconds)
         return reported, seconds, start - fetch_start, stopped_by
 
     # ----------------------------------------------------------------------------- evaluation
@@ -368,6 +375,7 @@ class Trainer:
             "peak_memory_mb_max": max(memory),
             "peak_memory_mb_per_rank": memory,
             "bytes_exchanged": communication["bytes_sent"],
+            **cuda_memory_per_rank(self.context, self.device),
             **{f"val_{k}": v for k, v in metrics.items()},
         }
         if log is not None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import resource
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -38,6 +39,49 @@ class EpochTotals:
         return total / self.steps if self.steps else float("nan")
 
 
+class DeviceStopwatch:
+    """Sums intervals on the device's own clock: the host's on CPUs, CUDA events on GPUs.
+
+    On a GPU, NCCL calls return as soon as they are queued, so host clocks around them read
+    about zero; events recorded on the compute stream measure how long the stream waited for
+    them. An interval's events are read at the next :meth:`add` or :attr:`seconds` (by then a
+    step's host read has waited for them), so timing adds no host synchronisation.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self._seconds = 0.0
+        self._pending: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+
+    def mark(self) -> float | torch.cuda.Event:
+        """Now, on the device's clock (pass two marks to :meth:`add`)."""
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def add(self, start: float | torch.cuda.Event, end: float | torch.cuda.Event) -> None:
+        """Adds the interval between two marks."""
+        if not self.cuda:
+            self._seconds += end - start
+            return
+        self._resolve()
+        self._pending.append((start, end))
+
+    @property
+    def seconds(self) -> float:
+        """The intervals' total [s]."""
+        self._resolve()
+        return self._seconds
+
+    def _resolve(self) -> None:
+        for start, end in self._pending:
+            end.synchronize()
+            self._seconds += start.elapsed_time(end) / 1000
+        self._pending.clear()
+
+
 @dataclass
 class Workload:
     """What the ranks computed in the training steps since the start (or resume).
@@ -48,12 +92,22 @@ class Workload:
     naive.
     """
 
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     computed_nodes: int = 0
     owned_nodes: int = 0
     computed_edges: int = 0
     counted_edges: int = 0
     step_seconds: float = 0.0
-    reduce_seconds: float = 0.0
+    reduce_clock: DeviceStopwatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reduce_clock = DeviceStopwatch(self.device)
+
+    @property
+    def reduce_seconds(self) -> float:
+        """Time spent in the gradient reduction after the backward pass, on the device's
+        clock."""
+        return self.reduce_clock.seconds
 
     def add(self, item: TrainItem) -> None:
         self.computed_nodes += int(item.x.shape[0])
@@ -61,11 +115,10 @@ class Workload:
         self.computed_edges += int(item.edge_index.shape[1])
         self.counted_edges += item.n_counted
 
-    def add_time(self, step_seconds: float, reduce_seconds: float) -> None:
-        """A step's compute and communication time, and the part spent in the gradient
-        reduction (waiting for the slowest rank, then the all-reduce itself)."""
+    def add_time(self, step_seconds: float) -> None:
+        """A step's compute and communication time (its part in the gradient reduction,
+        waiting for the slowest rank and then the all-reduce, goes to :attr:`reduce_clock`)."""
         self.step_seconds += step_seconds
-        self.reduce_seconds += reduce_seconds
 
     def reduced(self, context: DistContext, device: torch.device) -> dict[str, float]:
         """The sums over all ranks, with the replicated fractions (excess / owned or counted)."""
@@ -100,21 +153,47 @@ class Workload:
 
 
 def peak_memory_per_rank(context: DistContext, device: torch.device) -> list[float]:
-    """Peak memory of every rank [MB]: CUDA peak allocation on GPUs, peak RSS on CPUs.
+    """Peak memory of every rank [MB]: on GPUs the peak bytes torch's allocator reserved (what
+    the memory planner predicts; the CUDA context and NCCL's buffers come on top, see
+    :func:`cuda_memory_per_rank`), on CPUs the peak RSS.
 
     .. warning::
         Collective over the whole job.
     """
     if device.type == "cuda":
-        peak = torch.cuda.max_memory_allocated(device) / 2**20
+        peak = torch.cuda.max_memory_reserved(device) / 2**20
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return _per_rank([peak], context, device)[0]
+
+
+def cuda_memory_per_rank(context: DistContext, device: torch.device) -> dict[str, list[float]]:
+    """On GPUs, every rank's peak allocated bytes (live tensors) and the bytes its GPU has in
+    use now (torch's reserve plus the CUDA context and NCCL's buffers, and whatever else runs
+    on that GPU) [MB]; on CPUs nothing.
+
+    .. warning::
+        Collective over the whole job.
+    """
+    if device.type != "cuda":
+        return {}
+    free, total = torch.cuda.mem_get_info(device)
+    allocated, used = _per_rank(
+        [torch.cuda.max_memory_allocated(device) / 2**20, (total - free) / 2**20], context, device
+    )
+    return {"peak_allocated_mb_per_rank": allocated, "device_used_mb_per_rank": used}
+
+
+def _per_rank(values: list[float], context: DistContext, device: torch.device) -> list[list[float]]:
+    """Each of this rank's ``values`` gathered from every rank, rounded to 0.1."""
     if context.global_world_size == 1:
-        return [round(peak, 1)]
-    gathered = torch.zeros(context.global_world_size, dtype=torch.float64, device=device)
-    gathered[context.global_rank] = peak
+        return [[round(v, 1)] for v in values]
+    gathered = torch.zeros(
+        (len(values), context.global_world_size), dtype=torch.float64, device=device
+    )
+    gathered[:, context.global_rank] = torch.tensor(values, dtype=torch.float64)
     dist.all_reduce(gathered)
-    return [round(v, 1) for v in gathered.tolist()]
+    return [[round(v, 1) for v in row] for row in gathered.tolist()]
 
 
 def bytes_exchanged(
