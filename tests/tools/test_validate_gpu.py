@@ -1,0 +1,46 @@
+"""tools/validate_gpu.py: one line and exit 0 without a GPU; its checks run here on gloo."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+from tests.distributed.launch import REPOSITORY, child_env
+from tests.subprocesses import run_command
+
+SCRIPT = REPOSITORY / "tools" / "validate_gpu.py"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="says so only where there is no GPU")
+def test_without_a_gpu_it_says_so_in_one_line_and_exits_0(tmp_path):
+    done = run_command([sys.executable, str(SCRIPT), "--out", str(tmp_path / "v")])
+    assert done.returncode == 0
+    assert done.stdout.strip() == (
+        "validate_gpu: no CUDA GPU on this machine (torch.cuda.is_available() is False)"
+    )
+    assert not (tmp_path / "v").exists()
+
+
+@pytest.mark.slow
+def test_the_checks_run_on_gloo_and_write_json_and_markdown(tmp_path):
+    out = tmp_path / "v"
+    done = run_command(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--device", "cpu", "--max-ranks", "2",
+         "--checks", "selfcheck", "resume"],
+        env=child_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((out / "validation.json").read_text())
+    assert result["passed"] and result["max_ranks"] == 2
+    assert [(r["P"], r["transport"]) for r in result["selfcheck"]] == [
+        (1, "auto"), (2, "all_to_all"), (2, "p2p"),
+    ]  # fmt: skip
+    assert all(r["gradients"] <= 1e-10 for r in result["selfcheck"])
+    (resume,) = result["resume"]
+    assert resume["mode"] == "halo" and resume["relative_difference"] <= 1e-9
+    table = (out / "validation.md").read_text()
+    assert "| 2 | p2p |" in table and "Resume (halo, P = 2)" in table
+    assert done.stdout.strip().splitlines()[-1].startswith("validate_gpu: all checks passed")
