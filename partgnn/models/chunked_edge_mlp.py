@@ -370,11 +370,14 @@ class _Gradients:
         if grad_terms is not None:
             # d(terms)/d(projections): W_src h_src lands on the source rows, W_dst h_dst on the
             # target rows (two contiguous buffers: index_add_ into a strided view is slow).
+            # Summed in at least float32: a high-degree node adds up many edges' terms, which
+            # bf16 (8 bits of mantissa) would round away.
             if self.grad_src is None:
                 nodes = self.nodes
                 shape = (nodes.n_rows, nodes.owned.shape[1] // 2)
-                self.grad_src = nodes.owned.new_zeros(shape)
-                self.grad_dst = nodes.owned.new_zeros(shape)
+                dtype = _accumulation_dtype(nodes.owned.dtype)
+                self.grad_src = nodes.owned.new_zeros(shape, dtype=dtype)
+                self.grad_dst = nodes.owned.new_zeros(shape, dtype=dtype)
             grad_terms = grad_terms.to(self.grad_src.dtype)
             self.grad_src.index_add_(0, self.src[piece.start : piece.end], grad_terms)
             self.grad_dst.index_add_(0, self.dst[piece.start : piece.end], grad_terms)
@@ -404,7 +407,8 @@ class _Gradients:
         """The gradient of the projections of rows ``[start, end)``, ``(end - start, 2 H_out)``."""
         if self.grad_src is None:
             return self.nodes.owned.new_zeros((end - start, self.nodes.owned.shape[1]))
-        return torch.cat([self.grad_src[start:end], self.grad_dst[start:end]], dim=1)
+        grad = torch.cat([self.grad_src[start:end], self.grad_dst[start:end]], dim=1)
+        return grad.to(self.nodes.owned.dtype)
 
     def _through(
         self, projected: torch.Tensor, h: torch.Tensor, grad: torch.Tensor
@@ -421,6 +425,11 @@ class _Gradients:
     def _add_parameters(self, grads: tuple[torch.Tensor | None, ...]) -> None:
         for index in range(len(self.trainable)):
             self.parameters[index] = _add(self.parameters[index], grads[index])
+
+
+def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 for half-precision gradients, else their own dtype."""
+    return torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
 
 
 def _autocast_state(device_type: str) -> tuple[str, bool, torch.dtype]:

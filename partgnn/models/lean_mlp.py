@@ -78,7 +78,25 @@ def mlp_tail(
 def _apply_in_turn(modules: list[nn.Module], z: torch.Tensor) -> torch.Tensor:
     for module in modules:
         z = module(z)
+        if isinstance(module, nn.LayerNorm):
+            z = in_autocast_dtype(z)
     return z
+
+
+def in_autocast_dtype(z: torch.Tensor) -> torch.Tensor:
+    """``z`` in autocast's dtype when autocast is on for its device, else ``z``.
+
+    CUDA autocast computes LayerNorm in float32 and returns float32, where CPU autocast returns
+    the input's bf16: cast after it, the latents (and the halo rows exchanged) are bf16 on both,
+    so a bf16 run computes, stores and sends the same on CPUs and GPUs.
+    """
+    device_type = z.device.type
+    if not (
+        torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type)
+    ):
+        return z
+    dtype = torch.get_autocast_dtype(device_type)
+    return z.to(dtype) if z.is_floating_point() and z.dtype != dtype else z
 
 
 class EdgeMLP:

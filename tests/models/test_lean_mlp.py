@@ -7,7 +7,7 @@ import torch
 
 from partgnn.models import chunked_edge_mlp
 from partgnn.models.chunked_edge_mlp import edge_mlp
-from partgnn.models.lean_mlp import first_layer, mlp_tail
+from partgnn.models.lean_mlp import first_layer, in_autocast_dtype, mlp_tail
 from partgnn.models.mlp import make_mlp
 
 N_NODES, N_EDGES, H, R = 40, 700, 8, 5
@@ -176,3 +176,44 @@ def test_recomputed_edge_mlp_under_bf16_autocast(graph, small_chunks):
     for got, want in zip(grads, plain_grads, strict=True):
         # Sums over 700 edges at once in bf16 (the plain path) vs per chunk: a few % apart.
         assert float((got - want).norm() / want.norm()) < 6e-2
+
+
+def _star_gradient(recompute_dtype: torch.dtype | None) -> torch.Tensor:
+    """The gradient of the node latents of a star (4096 edges into node 0), from a recomputed
+    edge MLP under bf16 autocast (``recompute_dtype``), or in float64 without (``None``)."""
+    generator = torch.Generator().manual_seed(3)
+    edges = 4096
+    h = torch.randn(2, H, generator=generator, dtype=torch.float64)
+    rows = torch.randn(edges, R, generator=generator, dtype=torch.float64)
+    src, dst = torch.ones(edges, dtype=torch.long), torch.zeros(edges, dtype=torch.long)
+    torch.manual_seed(0)
+    mlp = _mlps(2 * H + R)
+    if recompute_dtype is not None:
+        h, rows, mlp = h.float(), rows.float(), mlp.float()
+    h.requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recompute_dtype is not None):
+        out = edge_mlp(mlp, rows, h=h, src=src, dst=dst, recompute=True)
+    out.float().sum().backward()
+    return h.grad.double()
+
+
+def test_a_high_degree_nodes_gradient_is_summed_in_float32_under_bf16(small_chunks):
+    exact = _star_gradient(None)
+    got = _star_gradient(torch.bfloat16)
+    # bf16 terms, summed in float32 (0.0059 here; 0.0066 summed in bf16 on this CPU, whose
+    # index_add_ rounds less than GPU atomics do).
+    assert float((got - exact).norm() / exact.norm()) < 1e-2
+    assert chunked_edge_mlp._accumulation_dtype(torch.bfloat16) == torch.float32
+    assert chunked_edge_mlp._accumulation_dtype(torch.float64) == torch.float64
+
+
+def test_layer_norm_outputs_follow_autocast_as_on_gpus():
+    mlp = _mlps(R).float()
+    rows = torch.randn(16, R)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert mlp_tail(mlp, mlp[0](rows)).dtype == torch.bfloat16
+    assert mlp_tail(mlp, mlp[0](rows)).dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert in_autocast_dtype(torch.ones(2)).dtype == torch.bfloat16
+        assert in_autocast_dtype(torch.ones(2, dtype=torch.long)).dtype == torch.long
+    assert in_autocast_dtype(torch.ones(2)).dtype == torch.float32
