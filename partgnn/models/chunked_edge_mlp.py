@@ -43,8 +43,17 @@ from partgnn.models.lean_mlp import EdgeMLP
 
 #: Forward and backward of a chunked edge MLP run over this many chunks of edges at most...
 EDGE_CHUNKS = 16
-#: ...each of at least this many edges (small graphs run in one chunk per part).
+#: ...each of at least this many edges on CPUs (small graphs run in one chunk per part)...
 MIN_CHUNK_EDGES = 4096
+#: ...and this many on GPUs, where a chunk's kernels (``chunk x H`` elements each) must be large
+#: enough to fill the device rather than pay a launch each for a few thousand rows (not
+#: measured on a GPU yet: tools/validate_gpu.py times the steps).
+MIN_CHUNK_EDGES_CUDA = 65536
+
+
+def min_chunk_edges(device: torch.device) -> int:
+    """The smallest chunk of edges worth a pass of its own on ``device``."""
+    return MIN_CHUNK_EDGES_CUDA if device.type == "cuda" else MIN_CHUNK_EDGES
 
 
 class PendingRows(Protocol):
@@ -138,11 +147,14 @@ class _Call:
     heap_release: HeapReleasePolicy
 
 
-def _chunks(start: int, stop: int, *, split: bool = True) -> list[tuple[int, int]]:
-    """``[start, stop)`` in chunks (one without ``split``; none when empty)."""
+def _chunks(
+    start: int, stop: int, *, split: bool = True, min_edges: int = MIN_CHUNK_EDGES
+) -> list[tuple[int, int]]:
+    """``[start, stop)`` in chunks of at least ``min_edges`` (one without ``split``; none when
+    empty)."""
     if not split:
         return [(start, stop)] if stop > start else []
-    size = max(MIN_CHUNK_EDGES, -(-(stop - start) // EDGE_CHUNKS))
+    size = max(min_edges, -(-(stop - start) // EDGE_CHUNKS))
     return [(first, min(first + size, stop)) for first in range(start, stop, size)]
 
 
@@ -224,8 +236,9 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
         # heap with what it frees, and the holes its temporaries leave are not reused (2x
         # the live bytes in RSS at 1e6 edges); whole parts are one allocation per tensor.
         split = not call.keep_graphs
-        interior = _chunks(0, call.n_interior, split=split)
-        boundary = _chunks(call.n_interior, n_edges, split=split)
+        min_edges = min_chunk_edges(rows.device)
+        interior = _chunks(0, call.n_interior, split=split, min_edges=min_edges)
+        boundary = _chunks(call.n_interior, n_edges, split=split, min_edges=min_edges)
         if not interior and not boundary:
             boundary = [(0, 0)]
         out = None

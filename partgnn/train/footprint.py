@@ -48,6 +48,7 @@ from partgnn.memory.meters import (
     resident_meter_available,
 )
 from partgnn.models.build import build_model
+from partgnn.models.chunked_edge_mlp import MIN_CHUNK_EDGES, min_chunk_edges
 from partgnn.models.replayed_exchange import ReceivedRows
 from partgnn.train.config import TrainConfig
 from partgnn.train.events import TrainItem
@@ -147,12 +148,12 @@ def measure_footprint(
     peak(*WARM_UP_GRAPH)
     # First after the warm-up: held bytes measured on a heap with little history, as a rank's
     # first step finds it.
-    resident_graph = resident_probe_graph(config.model.hidden)
+    resident_graph = resident_probe_graph(config.model.hidden, device)
     held = peak(*resident_graph)
     released = held
     if recomputes:  # only recomputing edge MLPs give their heap back during training
         released = peak(*resident_graph, ALWAYS_RELEASE_HEAP)
-    probes = tuple((nodes, edges, peak(nodes, edges).live) for nodes, edges in PROBE_GRAPHS)
+    probes = tuple((nodes, edges, peak(nodes, edges).live) for nodes, edges in probe_graphs(device))
     design = np.array([[edges, nodes, 1.0] for nodes, edges, _ in probes])
     peaks = np.array([live for _, _, live in probes], dtype=np.float64)
     per_edge, per_node, constant = np.linalg.lstsq(design, peaks, rcond=None)[0]
@@ -167,10 +168,19 @@ def measure_footprint(
     )
 
 
-def resident_probe_graph(hidden: int) -> tuple[int, int]:
+def probe_graphs(device: torch.device) -> tuple[tuple[int, int], ...]:
+    """:data:`PROBE_GRAPHS`, scaled so that their edge MLPs run in :data:`EDGE_CHUNKS` chunks
+    on ``device`` as an event's do (GPUs take larger chunks:
+    :func:`~partgnn.models.chunked_edge_mlp.min_chunk_edges`)."""
+    scale = max(1, min_chunk_edges(device) // MIN_CHUNK_EDGES)
+    return tuple((nodes * scale, edges * scale) for nodes, edges in PROBE_GRAPHS)
+
+
+def resident_probe_graph(hidden: int, device: torch.device | None = None) -> tuple[int, int]:
     """``(nodes, edges)`` of the graph that measures the bytes held per live byte for latents of
-    width ``hidden`` (:data:`RESIDENT_PROBE_EDGE_BYTES`)."""
-    edges = max(PROBE_GRAPHS[-1][1], -(-RESIDENT_PROBE_EDGE_BYTES // (4 * hidden)))
+    width ``hidden`` (:data:`RESIDENT_PROBE_EDGE_BYTES`), at least the largest probe graph."""
+    largest = probe_graphs(device or torch.device("cpu"))[-1][1]
+    edges = max(largest, -(-RESIDENT_PROBE_EDGE_BYTES // (4 * hidden)))
     return edges // RESIDENT_PROBE_EDGES_PER_NODE, edges
 
 

@@ -29,3 +29,10 @@ def test_bucketed_reduce_equals_reduce_after_backward(tmp_path, world_size, grou
             # Every rank ends with the same (reduced) gradient.
             assert torch.equal(rank["bucketed"][name], ranks[0]["bucketed"][name]), name
         assert not rank["bucketed"]["unused.weight"].any()
+
+
+def test_gradient_buckets_are_larger_on_nccl():
+    from partgnn.distributed.gradients import BUCKET_BYTES, BUCKET_BYTES_CUDA, bucket_bytes_for
+
+    assert bucket_bytes_for(torch.device("cpu")) == BUCKET_BYTES
+    assert bucket_bytes_for(torch.device("cuda", 0)) == BUCKET_BYTES_CUDA > BUCKET_BYTES

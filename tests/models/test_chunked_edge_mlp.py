@@ -160,3 +160,17 @@ def test_a_recomputed_edge_mlp_releases_its_heap_as_its_policy_says(monkeypatch,
     # A 700-edge graph is far below event size: only a policy releasing after every MLP does,
     # once in the forward pass and once in the backward pass.
     assert released == ([torch.device("cpu")] * 2 if releases else [])
+
+
+def test_chunks_are_larger_on_gpus():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert chunked_edge_mlp.min_chunk_edges(cpu) == chunked_edge_mlp.MIN_CHUNK_EDGES
+    assert chunked_edge_mlp.min_chunk_edges(cuda) == chunked_edge_mlp.MIN_CHUNK_EDGES_CUDA
+    assert chunked_edge_mlp.MIN_CHUNK_EDGES_CUDA > chunked_edge_mlp.MIN_CHUNK_EDGES
+    # 1e6 edges: 16 chunks on both; 1e5 edges: 16 on CPUs, 2 on GPUs.
+    for edges, n_cpu, n_cuda in ((1_000_000, 16, 16), (100_000, 16, 2)):
+        for device, expected in ((cpu, n_cpu), (cuda, n_cuda)):
+            chunks = chunked_edge_mlp._chunks(
+                0, edges, min_edges=chunked_edge_mlp.min_chunk_edges(device)
+            )
+            assert len(chunks) == expected and chunks[-1][1] == edges

@@ -120,3 +120,13 @@ def test_garbage_left_from_before_does_not_lower_a_probe_peak(monkeypatch):
     _CyclicGarbage()
     # Without a collection before the measurement: 5.7 MB measured instead of 41 MB.
     assert peak() > 0.9 * clean
+
+
+def test_probes_run_in_as_many_chunks_as_an_event_on_every_device():
+    from partgnn.models.chunked_edge_mlp import EDGE_CHUNKS, min_chunk_edges
+
+    for device in (torch.device("cpu"), torch.device("cuda", 0)):
+        graphs = footprint.probe_graphs(device)
+        assert len(graphs) == len(footprint.PROBE_GRAPHS)
+        assert all(edges // EDGE_CHUNKS >= min_chunk_edges(device) for _, edges in graphs)
+    assert footprint.probe_graphs(torch.device("cpu")) == footprint.PROBE_GRAPHS
