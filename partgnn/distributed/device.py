@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 
@@ -82,3 +83,14 @@ def resolve_backend(backend: str | None, device: torch.device) -> str:
         if not dist.is_nccl_available():
             raise InputError("backend 'nccl' requested but this torch build has no NCCL")
     return backend
+
+
+def use_deterministic_algorithms(device: torch.device) -> None:
+    """Only deterministic kernels from now on in this process (``run.deterministic``).
+
+    On GPUs cuBLAS needs a fixed workspace for that (``CUBLAS_WORKSPACE_CONFIG``, read when
+    its handle is created: before the first matrix product); a user's setting stands.
+    """
+    if device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)

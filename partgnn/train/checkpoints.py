@@ -1,10 +1,9 @@
 """Checkpoints: written atomically, read with ``weights_only=True``.
 
 A checkpoint holds the model, optimizer and scheduler states, the position in training (epoch,
-step, step within the epoch) and the running epoch accumulators, so a resumed run continues
-exactly where the checkpoint was taken. Random-number generator states are not saved: the
-built-in model draws no random numbers after its initialisation and event order is seeded by
-``(run.seed, epoch)``, but a model of one's own with dropout would not resume exactly.
+step, step within the epoch), the running epoch accumulators and every rank's random-number
+generator states (:mod:`partgnn.train.rng_states`), so a resumed run continues exactly where
+the checkpoint was taken.
 """
 
 from __future__ import annotations

@@ -114,6 +114,10 @@ class RunConfig:
             in connected components, a missing one only splits one).
         progress: Show a progress bar on rank 0.
         tensorboard: Write TensorBoard logs.
+        deterministic: Only deterministic kernels (``torch.use_deterministic_algorithms``;
+            on GPUs e.g. ``index_add_`` without atomics, and cuBLAS with a fixed workspace):
+            two runs give the same bits, at some cost in speed on GPUs. On CPUs the kernels
+            partgnn uses are deterministic already.
     """
 
     dir: str = "runs/run"
@@ -131,6 +135,7 @@ class RunConfig:
     cut_beta: float = 0.5
     progress: bool = True
     tensorboard: bool = True
+    deterministic: bool = False
 
 
 @dataclass

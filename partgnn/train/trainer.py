@@ -41,6 +41,7 @@ from tqdm import tqdm
 
 from partgnn.data.output_files import remove_stale_temporaries
 from partgnn.distributed.context import DistContext
+from partgnn.distributed.device import use_deterministic_algorithms
 from partgnn.distributed.gradients import max_over_ranks
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError, first_line
@@ -49,6 +50,7 @@ from partgnn.models.config import ModelConfig
 from partgnn.train.checkpoints import LAST, TRAINING_STATE, load_checkpoint, save_checkpoint
 from partgnn.train.config import TrainConfig
 from partgnn.train.item_cache import CachedSource
+from partgnn.train.rng_states import gather_rng_states, restore_rng_states
 from partgnn.train.run_lock import RunLock
 from partgnn.train.run_log import RunLog
 from partgnn.train.sampling import epoch_steps
@@ -98,6 +100,8 @@ class Trainer:
         if context.is_main and self.run_dir.exists() and not self.run_dir.is_dir():
             raise InputError(f"{self.run_dir}: run.dir is a file, not a folder")
         self.device = context.device
+        if config.run.deterministic:
+            use_deterministic_algorithms(self.device)
         self.settings = StepSettings.of(config)
         self.counter = CommunicationCounter()
         self.strategy = strategy_for(config, context, self.counter)
@@ -385,6 +389,7 @@ class Trainer:
     # ----------------------------------------------------------------------------- checkpoints
 
     def _checkpoint(self) -> None:
+        rng_states = gather_rng_states(self.context)
         if self.context.is_main:
             save_checkpoint(
                 self.run_dir / "checkpoints",
@@ -399,6 +404,7 @@ class Trainer:
                     "totals": self.state.totals.as_dict(),
                     "config": self.config.to_dict(),
                     "score_cut": self.score_cut,
+                    "rng_states": rng_states,
                 },
             )
         if self.context.global_world_size > 1:
@@ -426,3 +432,4 @@ class Trainer:
             totals=EpochTotals(**checkpoint["totals"]),
         )
         self.score_cut = checkpoint.get("score_cut")
+        restore_rng_states(checkpoint.get("rng_states"), self.context)
