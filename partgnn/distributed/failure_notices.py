@@ -25,6 +25,8 @@ import torch.distributed as dist
 NOTICE_TIMEOUT_S = 5.0
 
 _KEY = "partgnn/failed/{rank}"
+#: How many notices were left (read without waiting by :func:`notices_left`).
+_COUNT_KEY = "partgnn/failed/count"
 
 #: Phrases of the messages gloo, NCCL and the store raise when a peer is gone or silent.
 _LOST_PEER_PHRASES = (
@@ -68,9 +70,24 @@ def leave_notice(exit_code: int, reason: str) -> bool:
     try:
         store.set(key, f"{exit_code}\t{reason}")
         store.get(key)
+        store.add(_COUNT_KEY, 1)
     except Exception:  # the store may be gone with rank 0; nothing to add then.
         return False
     return True
+
+
+def notices_left() -> int:
+    """How many notices ranks of the job left so far (0 also when the store cannot say).
+
+    One store round trip; never raises.
+    """
+    store = _store()
+    if store is None:
+        return 0
+    try:
+        return int(store.add(_COUNT_KEY, 0))
+    except Exception:  # a store that cannot answer has no notice for us.
+        return 0
 
 
 def read_notices() -> list[FailureNotice]:

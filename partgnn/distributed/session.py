@@ -14,20 +14,27 @@ and :func:`~partgnn.distributed.process_group.destroy_distributed`. When the bod
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.failure_notices import is_lost_peer, leave_notice, read_notices
+from partgnn.distributed.failure_watch import FailureWatch
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.errors import PeerFailure, describe, exit_status, first_line
 
 
 @contextmanager
-def distributed_session(**options: Any) -> Iterator[DistContext]:
+def distributed_session(
+    *, watch_failures: bool | None = None, **options: Any
+) -> Iterator[DistContext]:
     """Initialises ``torch.distributed`` for the body and destroys it afterwards.
 
     Args:
+        watch_failures: Watch for other ranks' failure notices in the background and end this
+            process with their report (:class:`~partgnn.distributed.failure_watch.FailureWatch`)
+            while the body runs. Default: on NCCL, whose collectives do not raise when a peer
+            is gone.
         **options: Passed to :func:`~partgnn.distributed.process_group.init_distributed`.
 
     Yields:
@@ -41,8 +48,12 @@ def distributed_session(**options: Any) -> Iterator[DistContext]:
         Collective: every process of the job enters it (see ``init_distributed``).
     """
     context = init_distributed(**options)
+    if watch_failures is None:
+        watch_failures = context.backend == "nccl"
+    watch = FailureWatch() if watch_failures and context.global_world_size > 1 else nullcontext()
     try:
-        yield context
+        with watch:
+            yield context
     except (Exception, KeyboardInterrupt) as err:
         explained = explain_failure(err, context)
         if explained is err:

@@ -10,6 +10,7 @@ from partgnn.distributed.context import DistContext
 from partgnn.distributed.failure_notices import is_lost_peer, read_notices
 from partgnn.distributed.session import explain_failure
 from partgnn.errors import InputError, OutputError, PeerFailure, describe, exit_status
+from tests.distributed.launch import launch
 
 
 @pytest.mark.parametrize(
@@ -48,3 +49,17 @@ def test_a_single_process_keeps_its_own_error_and_has_no_notices():
     err = RuntimeError("Connection reset by peer")
     assert explain_failure(err, context) is err
     assert read_notices() == []
+
+
+def test_a_rank_blocked_outside_python_reports_the_failed_peer_and_exits(tmp_path):
+    """What NCCL needs (a collective there never raises when a peer is gone): the failure watch
+    ends the blocked rank with the failed rank's one-line reason and exit status."""
+    results = launch(
+        2, "tests.distributed.failure_watch_worker", [], workdir=tmp_path, timeout=120, grace=60
+    )
+    blocked, failed = results
+    assert failed.returncode == 2
+    assert blocked.returncode == 2, blocked.stderr[-2000:]
+    assert blocked.stderr.strip().splitlines()[-1] == (
+        "partgnn: error: rank 1 failed: events.h5: event 7 is unreadable"
+    )
