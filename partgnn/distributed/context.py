@@ -33,6 +33,9 @@ class DistContext:
             (explicit environment variables) or ``"single"``.
         gradient_group: The graph-parallel group's ranks again, for the gradient all-reduce
             that runs during the backward pass (``None`` when ``world_size == 1``).
+        control_group: The graph-parallel group's ranks on gloo, for small decisions the host
+            makes (whether any rank failed) without a GPU synchronisation (``None``: use
+            ``group`` on the context's device, as on gloo runs).
     """
 
     rank: int
@@ -46,6 +49,7 @@ class DistContext:
     data_parallel_group: dist.ProcessGroup | None = None
     launcher: str = "single"
     gradient_group: dist.ProcessGroup | None = None
+    control_group: dist.ProcessGroup | None = None
 
     @property
     def is_main(self) -> bool:

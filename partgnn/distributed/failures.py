@@ -22,8 +22,9 @@ __all__ = ["PeerFailure", "agree_on_failure"]
 def agree_on_failure(failure: BaseException | None, context: DistContext, where: str) -> None:
     """Raises on every rank of the group if ``failure`` is set on any of them.
 
-    One all-reduce of one integer when no rank failed; an all-gather of the messages when one
-    did. Every rank of ``context.group`` must call it at the same point.
+    One all-reduce of one integer when no rank failed (on NCCL jobs over the context's gloo
+    ``control_group``, so no GPU synchronisation); an all-gather of the messages when one did.
+    Every rank of ``context.group`` must call it at the same point.
 
     Args:
         failure: The exception this rank caught since the last collective, or ``None``.
@@ -38,13 +39,18 @@ def agree_on_failure(failure: BaseException | None, context: DistContext, where:
         if failure is not None:
             raise failure
         return
-    flag = torch.tensor([0 if failure is None else 1], dtype=torch.int32, device=context.device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=context.group)
+    # On the gloo control group where there is one (NCCL jobs): reading the flag then waits
+    # for the other ranks' hosts, not for this rank's GPU.
+    group, device = context.group, context.device
+    if context.control_group is not None:
+        group, device = context.control_group, torch.device("cpu")
+    flag = torch.tensor([0 if failure is None else 1], dtype=torch.int32, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
     if int(flag.item()) == 0:
         return
     report = None if failure is None else (exit_status(failure), describe(failure))
     reports: list[tuple[int, str] | None] = [None] * context.world_size
-    dist.all_gather_object(reports, report, group=context.group)
+    dist.all_gather_object(reports, report, group=group)
     if failure is not None:
         raise failure
     failed = [(rank, r) for rank, r in enumerate(reports) if r is not None]

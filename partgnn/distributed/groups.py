@@ -23,6 +23,22 @@ def check_graph_parallel_size(size: int | None, world_size: int, launcher: str) 
     return size
 
 
+def build_control_group(
+    global_rank: int, world_size: int, group_size: int, timeout: datetime.timedelta
+) -> dist.ProcessGroup | None:
+    """This rank's graph group on gloo, for host-side agreement on a NCCL job (``None`` with one
+    rank per graph group). Collective over the whole world, like :func:`build_groups`."""
+    if group_size == 1:
+        return None
+    n_groups = world_size // group_size
+    groups = [
+        dist.new_group(list(range(g * group_size, (g + 1) * group_size)), timeout=timeout,
+                       backend="gloo")
+        for g in range(n_groups)
+    ]  # fmt: skip
+    return groups[global_rank // group_size]
+
+
 def build_groups(
     global_rank: int, world_size: int, group_size: int, timeout: datetime.timedelta
 ) -> tuple[dist.ProcessGroup | None, dist.ProcessGroup | None, dist.ProcessGroup | None]:

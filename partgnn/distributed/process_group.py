@@ -28,7 +28,11 @@ from partgnn.distributed.device import (
     resolve_backend,
     resolve_device,
 )
-from partgnn.distributed.groups import build_groups, check_graph_parallel_size
+from partgnn.distributed.groups import (
+    build_control_group,
+    build_groups,
+    check_graph_parallel_size,
+)
 from partgnn.distributed.launch_env import LaunchInfo, detect_launcher, expand_hostlist
 from partgnn.distributed.rendezvous import (
     DistributedError,
@@ -63,6 +67,7 @@ def init_distributed(
     timeout_s: float | None = None,
     graph_parallel_size: int | None = None,
     environ: Mapping[str, str] | None = None,
+    control_group: bool | None = None,
 ) -> DistContext:
     """Initialise ``torch.distributed`` for this process and return its context.
 
@@ -172,6 +177,9 @@ def init_distributed(
         group, data_parallel_group, gradient_group = build_groups(
             global_rank, world_size, group_size, timeout
         )
+        control = None
+        if control_group if control_group is not None else backend == "nccl":
+            control = build_control_group(global_rank, world_size, group_size, timeout)
     except (RuntimeError, ValueError, OSError) as err:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -195,6 +203,7 @@ def init_distributed(
         data_parallel_group=data_parallel_group,
         launcher=info.launcher,
         gradient_group=gradient_group,
+        control_group=control,
     )
 
 

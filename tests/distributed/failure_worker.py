@@ -8,7 +8,8 @@ recorded (exception type, first line, seconds from the scenario's start):
 - ``recovered``: GraphConv on every rank, after the two failures: the group is still usable.
 
 Then ``exit``: a layer raises on rank 0 and nothing catches it, so every rank exits non-zero.
-The record is written to ``--out`` + ``.rank<r>`` (JSON) before that.
+The record is written to ``--out`` + ``.rank<r>`` (JSON) before that. ``--control-group``: the
+ranks agree over a separate gloo group with CPU tensors, as on NCCL jobs.
 """
 
 from __future__ import annotations
@@ -43,8 +44,14 @@ class FailsOnRankZero(MessagePassing):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--control-group",
+        action="store_true",
+        help="agree over gloo's control group, as NCCL jobs do",
+    )
     args = parser.parse_args()
-    context = init_distributed(device="cpu", timeout_s=300)
+    context = init_distributed(device="cpu", timeout_s=300, control_group=args.control_group)
+    assert (context.control_group is not None) == args.control_group
     from partgnn.models.partitioned_layer import PartitionedLayer
 
     generator = np.random.default_rng(0)

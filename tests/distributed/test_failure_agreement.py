@@ -20,12 +20,13 @@ from tests.distributed.launch import launch
 pytestmark = pytest.mark.slow
 
 
-def test_rank_local_exceptions_fail_every_rank_within_seconds(tmp_path):
+@pytest.mark.parametrize("control_group", [False, True])
+def test_rank_local_exceptions_fail_every_rank_within_seconds(tmp_path, control_group):
     out = tmp_path / "record"
     results = launch(
         3,
         "tests.distributed.failure_worker",
-        ["--out", str(out)],
+        ["--out", str(out), *(["--control-group"] if control_group else [])],
         workdir=tmp_path / "logs",
         timeout=120.0,
         grace=60.0,
