@@ -33,6 +33,15 @@ from partgnn.train.group_shards import open_group_shard
 from partgnn.train.loss import weighted_count
 
 
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` on ``device``: to a GPU through pinned memory without blocking the host (the
+    copy is ordered on the current stream: the read-ahead thread's own,
+    :mod:`partgnn.train.item_cache`)."""
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 @dataclass
 class TrainItem:
     """One event as one rank trains on it.
@@ -129,12 +138,12 @@ class WholeGraphSource:
         normaliser = weighted_count(n_edges, int(graph.y.sum()), self.pos_weight)
         return TrainItem(
             event_id=int(graph.event_id),
-            x=graph.x.to(self.device),
-            edge_index=graph.edge_index.to(self.device),
-            edge_attr=graph.edge_attr.to(self.device),
-            y=graph.y.to(self.device),
+            x=to_device(graph.x, self.device),
+            edge_index=to_device(graph.edge_index, self.device),
+            edge_attr=to_device(graph.edge_attr, self.device),
+            y=to_device(graph.y, self.device),
             counted=torch.ones(n_edges, dtype=torch.bool, device=self.device),
-            boundary=boundary.to(self.device),
+            boundary=to_device(boundary, self.device),
             normaliser=normaliser,
             event_normaliser=normaliser,
         )
@@ -187,12 +196,12 @@ class HaloSource(_RankShardSource):
         )
         return TrainItem(
             event_id=event.event_id,
-            x=graph.x.to(device),
-            edge_index=graph.edge_index.to(device),
-            edge_attr=graph.edge_attr.to(device),
-            y=graph.y.to(device),
-            counted=torch.from_numpy(plan.edge_owned).to(device),
-            boundary=torch.from_numpy(~plan.interior_edges).to(device),
+            x=to_device(graph.x, device),
+            edge_index=to_device(graph.edge_index, device),
+            edge_attr=to_device(graph.edge_attr, device),
+            y=to_device(graph.y, device),
+            counted=to_device(torch.from_numpy(plan.edge_owned), device),
+            boundary=to_device(torch.from_numpy(~plan.interior_edges), device),
             normaliser=self._event_normaliser(event),
             event_normaliser=self._event_normaliser(event),
             exchange=exchange,
@@ -264,16 +273,16 @@ class NaiveSource(_RankShardSource):
         n_true = int(y[counted].sum())
         return TrainItem(
             event_id=event.event_id,
-            x=x.to(self.device),
-            edge_index=edge_index.to(self.device),
-            edge_attr=edge_attr.to(self.device),
-            y=y.to(self.device),
-            counted=counted.to(self.device),
-            boundary=boundary.to(self.device),
+            x=to_device(x, self.device),
+            edge_index=to_device(edge_index, self.device),
+            edge_attr=to_device(edge_attr, self.device),
+            y=to_device(y, self.device),
+            counted=to_device(counted, self.device),
+            boundary=to_device(boundary, self.device),
             normaliser=weighted_count(int(counted.sum()), n_true, self.pos_weight),
             event_normaliser=weighted_count(
                 event.n_global_edges, event.n_global_true_edges, self.pos_weight
             ),
-            lost_y=lost_y.to(self.device),
+            lost_y=to_device(lost_y, self.device),
             n_owned=n_owned,
         )

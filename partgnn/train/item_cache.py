@@ -4,7 +4,10 @@ Decoding an event (HDF5 read and decompression, the exchange plan moved to the d
 boundary mask) costs as much as a small training step. :class:`CachedSource` keeps every
 :class:`~partgnn.train.events.TrainItem` it builds, on its device, until a memory budget is
 spent; events past the budget are read again each time, but the next one is read ahead in a
-background thread while the current step computes. The items are never modified by training,
+background thread while the current step computes. On a GPU the read-ahead copies on a stream of
+its own (from pinned memory: :func:`~partgnn.train.events.to_device`), so they overlap the
+step's kernels instead of queueing behind them on the default stream; the step's stream waits
+for that copy before it uses the item. The items are never modified by training,
 so a cached item and a re-read one are the same bytes: results do not depend on the cache.
 """
 
@@ -61,16 +64,27 @@ class CachedSource:
         source: The wrapped source (whole graphs, halo shards or naive sectors).
         budget_bytes: Most bytes of items kept; 0 keeps none (every access reads the event).
         prefetch: Read the item named by :meth:`prefetch` in a background thread.
+        device: Where the items live (a GPU: read ahead on a stream of its own).
     """
 
-    def __init__(self, source: ItemSource, budget_bytes: int, *, prefetch: bool = True) -> None:
+    def __init__(
+        self,
+        source: ItemSource,
+        budget_bytes: int,
+        *,
+        prefetch: bool = True,
+        device: torch.device | None = None,
+    ) -> None:
         self.source = source
         self.event_ids = source.event_ids
         self.budget_bytes = budget_bytes
         self.statistics = CacheStatistics()
         self._items: dict[int, TrainItem] = {}
-        self._pending: dict[int, Future[TrainItem]] = {}
+        self._pending: dict[int, Future[tuple[TrainItem, torch.cuda.Event | None]]] = {}
         self._executor = ThreadPoolExecutor(max_workers=1) if prefetch else None
+        self._stream = None
+        if prefetch and device is not None and device.type == "cuda":
+            self._stream = torch.cuda.Stream(device)
 
     def __len__(self) -> int:
         return len(self.event_ids)
@@ -83,7 +97,9 @@ class CachedSource:
             return cached
         pending = self._pending.pop(index, None)
         if pending is not None:
-            item = pending.result()
+            item, copied = pending.result()
+            if copied is not None:
+                _use_on_current_stream(item, copied)
             self.statistics.prefetched += 1
         else:
             item = self.source.item(index)
@@ -99,7 +115,17 @@ class CachedSource:
         """Starts reading event ``index`` in the background unless it is cached or pending."""
         if self._executor is None or index in self._items or index in self._pending:
             return
-        self._pending[index] = self._executor.submit(self.source.item, index)
+        self._pending[index] = self._executor.submit(self._read_ahead, index)
+
+    def _read_ahead(self, index: int) -> tuple[TrainItem, torch.cuda.Event | None]:
+        """Reads an item (on the read-ahead stream on a GPU: with the event its copies end)."""
+        if self._stream is None:
+            return self.source.item(index), None
+        with torch.cuda.stream(self._stream):
+            item = self.source.item(index)
+            copied = torch.cuda.Event()
+            copied.record(self._stream)
+        return item, copied
 
     def close(self) -> None:
         """Waits for any read-ahead and drops the items; later reads go to the source."""
@@ -115,3 +141,20 @@ class CachedSource:
             self._items[index] = item
             self.statistics.cached_items += 1
             self.statistics.cached_bytes += size
+
+
+def _use_on_current_stream(item: TrainItem, copied: torch.cuda.Event) -> None:
+    """Orders the current stream after the item's copies, and tells the allocator the item's
+    tensors are used there (else it could hand their memory to the read-ahead stream again
+    while the step still reads them)."""
+    stream = torch.cuda.current_stream()
+    stream.wait_event(copied)
+    tensors = [getattr(item, f.name) for f in dataclasses.fields(item)]
+    if item.exchange is not None:
+        tensors.append(item.exchange.plan.send_index)
+        order = item.exchange.interior_first
+        if order is not None:
+            tensors += [order.order, order.inverse]
+    for tensor in tensors:
+        if isinstance(tensor, torch.Tensor) and tensor.is_cuda:
+            tensor.record_stream(stream)

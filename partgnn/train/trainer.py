@@ -106,7 +106,9 @@ class Trainer:
         self.counter = CommunicationCounter()
         self.strategy = strategy_for(config, context, self.counter)
         self.workload = Workload(self.device)
-        self.source = CachedSource(self.strategy.make_source(), int(config.data.cache_mb * 2**20))
+        self.source = CachedSource(
+            self.strategy.make_source(), int(config.data.cache_mb * 2**20), device=self.device
+        )
         n_events = len(self.source.event_ids)
         n_val = min(config.data.val_events, max(n_events - 1, 0))
         self.train_indices = list(range(n_events - n_val))
