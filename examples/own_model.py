@@ -82,6 +82,7 @@ def main() -> int:
         "model.kwargs.hidden=16",
         f"optim.max_steps={args.steps}",
         "run.dtype=float64",
+        f"run.device={os.environ.get('DEVICE', 'auto')}",
         "run.progress=false",
         "run.tensorboard=false",
     ]

@@ -6,10 +6,13 @@ the summed gradient against the whole graph computed on the same rank (float64):
 
     torchrun --standalone --nproc-per-node 3 examples/python_api.py
     mpirun -n 3 python examples/python_api.py
+
+``DEVICE`` chooses the device (default ``auto``: one GPU per rank where there are GPUs).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import torch
@@ -21,7 +24,7 @@ from partgnn.data.simulation import SimulationConfig, simulate_event
 
 
 def main() -> int:
-    context = partgnn.init_distributed(device="auto")
+    context = partgnn.init_distributed(device=os.environ.get("DEVICE", "auto"))
     try:
         geometry = default_geometry()
         event = simulate_event(geometry, SimulationConfig(pileup=10), event_id=0, seed=3)

@@ -2,17 +2,52 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from partgnn.data.event import Event
 from partgnn.resources import trackml_sample_dir
 
 #: The workplace keeps the real TrackML sample beside the checkout; $PARTGNN_TRACKML_SAMPLE wins.
 SAMPLE_DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "trackml-sample"
+
+
+#: The GPUs the test process was given (``None``: all); its child processes see none (below).
+VISIBLE_GPUS = os.environ.get("CUDA_VISIBLE_DEVICES")
+#: Whether this machine has a CUDA GPU for the tests marked ``cuda`` (asked before the variable
+#: below hides them).
+CUDA_AVAILABLE = torch.cuda.is_available()
+
+
+def pytest_configure(config) -> None:
+    """Child processes (ranks, commands) compute on the CPU, as the in-process references the
+    tests compare them with do, also on a machine with GPUs: they see no GPU. Tests marked
+    ``cuda`` give theirs :func:`gpu_env`."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
+def gpu_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the GPUs the test process was given visible again."""
+    env = dict(env)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    if VISIBLE_GPUS is not None:
+        env["CUDA_VISIBLE_DEVICES"] = VISIBLE_GPUS
+    return env
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked ``cuda`` are skipped on machines without a CUDA GPU."""
+    if CUDA_AVAILABLE:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -22,8 +22,9 @@ from tests.subprocesses import run_command
 REPOSITORY = Path(__file__).resolve().parents[1]
 EXAMPLES = REPOSITORY / "examples"
 BIN = Path(sys.executable).parent
-#: A tiny model and run, appended to every training command of the scripts.
-TINY = "--set model.hidden=8 --set model.steps=2 --set model.mlp_layers=1"
+#: A tiny model and run on the CPU (also on a machine with GPUs), appended to every training
+#: command of the scripts.
+TINY = "--set model.hidden=8 --set model.steps=2 --set model.mlp_layers=1 --set run.device=cpu"
 
 FAKE_SRUN = """#!{python}
 # A fake srun: starts SLURM_NTASKS tasks here with the variables of one job step.
@@ -61,6 +62,7 @@ def shell_env(tmp_path: Path) -> dict[str, str]:
         EVENTS="4",
         PILEUP="5",
         EXTRA=TINY,
+        DEVICE="cpu",
     )
     return env
 

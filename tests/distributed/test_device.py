@@ -12,6 +12,7 @@ from partgnn.distributed.device import (
     resolve_device,
 )
 from partgnn.errors import InputError
+from tests.conftest import CUDA_AVAILABLE
 
 
 def test_torchrun_with_more_processes_than_gpus_is_refused_in_one_line():
@@ -51,7 +52,7 @@ def test_cpu_device_and_backend():
         resolve_device("tpu", local_rank=0)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where there is no GPU")
+@pytest.mark.skipif(CUDA_AVAILABLE, reason="checks the refusal where there is no GPU")
 def test_cuda_requested_without_a_gpu_is_one_line():
     with pytest.raises(InputError, match="CUDA is not available here"):
         resolve_device("cuda", local_rank=0)

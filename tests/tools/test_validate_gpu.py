@@ -6,15 +6,15 @@ import json
 import sys
 
 import pytest
-import torch
 
+from tests.conftest import CUDA_AVAILABLE, gpu_env
 from tests.distributed.launch import REPOSITORY, child_env
 from tests.subprocesses import run_command
 
 SCRIPT = REPOSITORY / "tools" / "validate_gpu.py"
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="says so only where there is no GPU")
+@pytest.mark.skipif(CUDA_AVAILABLE, reason="says so only where there is no GPU")
 def test_without_a_gpu_it_says_so_in_one_line_and_exits_0(tmp_path):
     done = run_command([sys.executable, str(SCRIPT), "--out", str(tmp_path / "v")])
     assert done.returncode == 0
@@ -44,3 +44,16 @@ def test_the_checks_run_on_gloo_and_write_json_and_markdown(tmp_path):
     table = (out / "validation.md").read_text()
     assert "| 2 | p2p |" in table and "Resume (halo, P = 2)" in table
     assert done.stdout.strip().splitlines()[-1].startswith("validate_gpu: all checks passed")
+
+
+@pytest.mark.cuda
+def test_this_machines_gpus_pass_the_validation(tmp_path):
+    """The GPU tier: selfcheck on NCCL, halo == full in float64 on the GPUs, resume."""
+    out = tmp_path / "v"
+    done = run_command(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--checks", "selfcheck", "exact",
+         "resume"],
+        env=gpu_env(child_env()),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((out / "validation.json").read_text())["passed"]
