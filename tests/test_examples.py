@@ -50,13 +50,21 @@ sys.exit(max(codes, key=abs))
 """
 
 
+@pytest.fixture(scope="module")
+def example_data(tmp_path_factory) -> Path:
+    """One data folder for every example (make_data.sh builds what is missing, once)."""
+    return tmp_path_factory.mktemp("example-data")
+
+
 @pytest.fixture
-def shell_env(tmp_path: Path) -> dict[str, str]:
+def shell_env(tmp_path: Path, example_data: Path) -> dict[str, str]:
+    data = tmp_path / "data"  # the scripts' default DATA, relative to the folder they run in
+    data.symlink_to(example_data, target_is_directory=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PARTGNN_"))}
     env.update(
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         OMP_NUM_THREADS="1",
-        DATA=str(tmp_path / "data"),
+        DATA=str(data),
         RUNS=str(tmp_path / "runs"),
         STEPS="2",
         EVENTS="4",

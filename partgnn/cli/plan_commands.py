@@ -60,6 +60,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from partgnn.train.memory_plan import (
         largest_event,
         measure_base_bytes,
+        measure_cuda_context_bytes,
         plan_ranks,
         rank_shapes,
         ranks_needed,
@@ -73,7 +74,7 @@ def run_plan(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     footprint = measure_footprint(config, node_features, edge_features, device)
     probe_seconds = time.perf_counter() - started
-    base = measure_base_bytes() if device.type == "cpu" else 0
+    base = measure_base_bytes() if device.type == "cpu" else measure_cuda_context_bytes(device)
     ranks = plan_ranks(shapes, footprint, base, config.data.cache_mb * MIB)
     peak = max(r.total_bytes for r in ranks)
     needed = None

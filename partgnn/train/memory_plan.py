@@ -3,8 +3,11 @@
 A rank's peak is the sum of three parts, each from something known before the run:
 
 - **base**: the process itself (interpreter, torch, PyG, partgnn), measured once by starting an
-  idle partgnn process on this machine (:func:`measure_base_bytes`); 0 on CUDA, where the plan is
-  of device memory (the CUDA context, a few hundred MB outside torch's allocator, comes on top);
+  idle partgnn process on this machine (:func:`measure_base_bytes`); on CUDA, where the plan is
+  of device memory, the GPU memory a process's CUDA context and cuBLAS take outside torch's
+  allocator (:func:`measure_cuda_context_bytes`). NCCL's communicators (a few to a few hundred
+  MB per rank, by peers and channels) come on top and are not predicted: a run reports the
+  GPU's memory in use beside torch's peak (``device_used_mb_per_rank``);
 - **data**: the decoded events the rank keeps (the item cache holds them up to
   ``data.cache_mb``; past it, the current event and the one read ahead), sized from the shards'
   or graphs file's index (:meth:`~partgnn.partition.shard_reader.ShardFile.shape`);
@@ -23,6 +26,7 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from partgnn.data.storage import EventShape, GraphFile
 from partgnn.errors import InputError
@@ -59,6 +63,39 @@ class RankMemory:
     @property
     def total_bytes(self) -> float:
         return self.base_bytes + self.data_bytes + self.step_bytes
+
+
+def measure_cuda_context_bytes(device: torch.device) -> int:
+    """GPU memory a fresh process's CUDA context and cuBLAS take on ``device``, outside torch's
+    allocator: the drop of the device's free memory while a child process that made them
+    (and one matrix product) waits.
+
+    Raises:
+        RuntimeError: The child could not start or make its context.
+    """
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    code = (
+        "import sys, torch\n"
+        f"x = torch.ones(256, 256, device='cuda:{index}')\n"
+        "(x @ x).sum().item()\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    torch.cuda.synchronize(device)
+    free_before = torch.cuda.mem_get_info(device)[0]
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = child.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"could not start a CUDA process: {child.stderr.read()[-200:]}")
+        free_during = torch.cuda.mem_get_info(device)[0]
+    finally:
+        child.communicate(input="\n", timeout=300)
+    # The child's tensors (256 KiB, in a 2 MiB block of torch's allocator) are not context.
+    return max(0, free_before - free_during - 2 * 2**20)
 
 
 def measure_base_bytes() -> int:

@@ -125,3 +125,18 @@ def test_partgnn_plan_with_a_missing_shard_directory_is_one_line(tmp_path, capsy
     assert main(["plan", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nowhere" in err[0]
+
+
+@pytest.mark.cuda
+def test_a_cuda_contexts_memory_is_measured(monkeypatch):
+    import torch
+
+    from partgnn.train.memory_plan import measure_cuda_context_bytes
+    from tests.conftest import VISIBLE_GPUS
+
+    if VISIBLE_GPUS is None:  # the measuring child must see the GPU the tests hide
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", VISIBLE_GPUS)
+    measured = measure_cuda_context_bytes(torch.device("cuda", 0))
+    assert 50 * 2**20 < measured < 4 * 2**30, measured
