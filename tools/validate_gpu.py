@@ -82,6 +82,7 @@ class Validation:
             getattr(self, f"_{check}")()
         result = {
             "machine": _machine(self.device),
+            "device": self.device,
             "date": time.strftime("%Y-%m-%d"),
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
             "max_ranks": self.max_ranks,
@@ -371,11 +372,12 @@ def markdown(result: dict) -> str:
                   f"{r.get('bitwise', '-')}: {_ok(r)}", ""]  # fmt: skip
     if result.get("bench"):
         graph = (result.get("bench_graph") or [{}])[0]
+        peak = "peak reserved" if result.get("device") == "cuda" else "peak RSS"
         lines += [
             f"Bench: pile-up {graph.get('pileup', '?')} event graph, {graph.get('nodes', '?')} "
             f"nodes, {graph.get('edges', '?')} edges; IN 8 steps, checkpointing on.",
             "",
-            "| P | precision | step time (s) | peak reserved per rank (MiB) | allocated (MiB) "
+            f"| P | precision | step time (s) | {peak} per rank (MiB) | allocated (MiB) "
             "| GPU used (MiB) | planned (MiB) | gradient wait | MB exchanged / step | ok |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
