@@ -81,7 +81,10 @@ def notices_left() -> int:
 
     One store round trip; never raises.
     """
-    store = _store()
+    # The store as it is: a shorter timeout set here would also bound the job's own waits in
+    # it (NCCL's communicators made later exchange their ids through it), and an add never
+    # waits for a key.
+    store = _store(short_timeout=False)
     if store is None:
         return 0
     try:
@@ -122,13 +125,15 @@ def is_lost_peer(err: BaseException) -> bool:
     return any(phrase in text for phrase in _LOST_PEER_PHRASES)
 
 
-def _store() -> dist.Store | None:
-    """The default group's store with a short timeout, or None when there is none."""
+def _store(short_timeout: bool = True) -> dist.Store | None:
+    """The default group's store (with a short timeout, for a failing rank that must not wait
+    long), or None when there is none."""
     if not (dist.is_available() and dist.is_initialized()):
         return None
     try:
         store = dist.distributed_c10d._get_default_store()
-        store.set_timeout(datetime.timedelta(seconds=NOTICE_TIMEOUT_S))
+        if short_timeout:
+            store.set_timeout(datetime.timedelta(seconds=NOTICE_TIMEOUT_S))
     except Exception:  # a private torch API: if it moves, notices are off.
         return None
     return store

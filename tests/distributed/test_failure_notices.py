@@ -63,3 +63,23 @@ def test_a_rank_blocked_outside_python_reports_the_failed_peer_and_exits(tmp_pat
     assert blocked.stderr.strip().splitlines()[-1] == (
         "partgnn: error: rank 1 failed: events.h5: event 7 is unreadable"
     )
+
+
+def test_watching_for_notices_leaves_the_stores_timeout_alone():
+    """The failure watch asks every 2 s for the whole run: it must not shorten the timeout of
+    the job's own waits in the store (NCCL exchanges its communicators' ids there)."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from partgnn.distributed.failure_notices import notices_left
+    from partgnn.distributed.process_group import destroy_distributed, init_distributed
+
+    context = init_distributed(device="cpu", timeout_s=60)
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        store.set_timeout(datetime.timedelta(seconds=123))
+        assert notices_left() == 0
+        assert store.timeout == datetime.timedelta(seconds=123)
+    finally:
+        destroy_distributed(context)
