@@ -148,12 +148,14 @@ class _Call:
 
 
 def _chunks(
-    start: int, stop: int, *, split: bool = True, min_edges: int = MIN_CHUNK_EDGES
+    start: int, stop: int, *, split: bool = True, min_edges: int | None = None
 ) -> list[tuple[int, int]]:
-    """``[start, stop)`` in chunks of at least ``min_edges`` (one without ``split``; none when
-    empty)."""
+    """``[start, stop)`` in chunks of at least ``min_edges`` (default the CPU's
+    :data:`MIN_CHUNK_EDGES`; one chunk without ``split``; none when empty)."""
     if not split:
         return [(start, stop)] if stop > start else []
+    if min_edges is None:
+        min_edges = MIN_CHUNK_EDGES
     size = max(min_edges, -(-(stop - start) // EDGE_CHUNKS))
     return [(first, min(first + size, stop)) for first in range(start, stop, size)]
 
@@ -300,7 +302,7 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
                 if piece is None:
                     with _recording(ctx.autocast):
                         piece = _compute(call.edge, nodes, rows, src, dst, start, end,
-                                         grad_rows_wanted)  # fmt: skip
+                                         grad_rows_wanted, used_at_once=True)  # fmt: skip
                 grads.add_piece(piece, grad_out[piece.start : piece.end])
 
         # Boundary edges first: then the halo rows' gradient is complete and goes back to its
@@ -337,8 +339,15 @@ def _compute(
     start: int,
     end: int,
     grad_rows: bool,
+    *,
+    used_at_once: bool = False,
 ) -> _Piece:
-    """The MLP of edges ``[start, end)`` (an autograd graph if recording)."""
+    """The MLP of edges ``[start, end)`` (an autograd graph if recording).
+
+    ``used_at_once``: the piece's graph is back-propagated right away (the backward pass's
+    recomputation), so its element-wise outputs are kept for that (a chunk's worth) rather than
+    recomputed once more.
+    """
     recording = torch.is_grad_enabled()
     piece_rows = rows[start:end].detach().requires_grad_(grad_rows and recording)
     node_terms = None
@@ -346,7 +355,7 @@ def _compute(
         with torch.no_grad():
             node_terms = EdgeMLP.gather(nodes.all, src[start:end], dst[start:end])
         node_terms.requires_grad_(recording)
-    out = edge.rows(piece_rows, node_terms, recompute_elementwise=recording)
+    out = edge.rows(piece_rows, node_terms, recompute_elementwise=recording and not used_at_once)
     return _Piece(start, end, out, piece_rows, node_terms)
 
 

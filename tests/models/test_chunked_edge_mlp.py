@@ -108,11 +108,11 @@ def test_interior_edges_run_while_the_rows_are_in_flight(small_chunks, monkeypat
     exchange = LoopbackExchange(send_index, h0.shape[0])
     compute = chunked_edge_mlp._compute
 
-    def logged(*args):
+    def logged(*args, **kwargs):
         start, end = args[5], args[6]
         exchange.log.append("interior" if end <= n_interior else "boundary")
         assert start >= n_interior or end <= n_interior, "a chunk mixes interior and boundary"
-        return compute(*args)
+        return compute(*args, **kwargs)
 
     monkeypatch.setattr(chunked_edge_mlp, "_compute", logged)
     mlp = make_mlp(3 * H, H, H).double()
@@ -174,3 +174,24 @@ def test_chunks_are_larger_on_gpus():
                 0, edges, min_edges=chunked_edge_mlp.min_chunk_edges(device)
             )
             assert len(chunks) == expected and chunks[-1][1] == edges
+
+
+def test_the_backward_recomputation_runs_each_chunks_layer_norms_once(monkeypatch):
+    """A chunk recomputed in the backward pass is back-propagated at once: its element-wise
+    outputs are kept for that (a chunk's worth), not recomputed a second time (issue 26)."""
+    monkeypatch.setattr(chunked_edge_mlp, "MIN_CHUNK_EDGES", 64)
+    edge_index = _graph()[0]
+    src, dst = edge_index
+    rows = torch.randn(edge_index.shape[1], H, dtype=torch.float64)
+    h = torch.randn(int(edge_index.max()) + 1, H, dtype=torch.float64, requires_grad=True)
+    mlp = make_mlp(3 * H, H, H).double()  # two LayerNorms
+    calls = []
+    layer_norm = torch.nn.LayerNorm.forward
+    monkeypatch.setattr(torch.nn.LayerNorm, "forward",
+                        lambda self, x: calls.append(1) or layer_norm(self, x))  # fmt: skip
+    out = edge_mlp(mlp, rows, h=h, src=src, dst=dst, recompute=True)
+    chunks = len(chunked_edge_mlp._chunks(0, rows.shape[0]))
+    assert len(calls) == 2 * chunks  # the forward pass
+    calls.clear()
+    out.sum().backward()
+    assert len(calls) == 2 * chunks  # once per chunk and LayerNorm (was twice)
