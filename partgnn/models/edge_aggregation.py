@@ -3,8 +3,10 @@
 The sum's backward is a gather per direction, ``grad_e = grad_in[dst] + grad_out[src]``; done by
 autograd it allocates both gathers and their sum (three ``E x H`` tensors at once). Here both
 sums run in one function whose backward writes one ``E x H`` gradient and adds the second
-gather into it chunk by chunk. Mean divides the sums by the degrees; max (and the max half of
-``sum_max``) is PyG's scatter.
+gather into it chunk by chunk. Half-precision latents (bf16 autocast) are summed in float32,
+chunk by chunk (a node with many edges would lose their small terms in bf16's 8-bit mantissa),
+and the sums returned in the latents' dtype. Mean divides the sums by the degrees; max (and the
+max half of ``sum_max``) is PyG's scatter.
 """
 
 from __future__ import annotations
@@ -66,10 +68,19 @@ def _degree(index: torch.Tensor, n_nodes: int, like: torch.Tensor) -> torch.Tens
 class _EdgeSums(torch.autograd.Function):
     @staticmethod
     def forward(ctx, e, src, dst, n_nodes):
-        incoming = e.new_zeros((n_nodes, *e.shape[1:])).index_add_(0, dst, e)
-        outgoing = e.new_zeros((n_nodes, *e.shape[1:])).index_add_(0, src, e)
         ctx.save_for_backward(src, dst)
-        return incoming, outgoing
+        if e.dtype not in (torch.bfloat16, torch.float16):
+            incoming = e.new_zeros((n_nodes, *e.shape[1:])).index_add_(0, dst, e)
+            outgoing = e.new_zeros((n_nodes, *e.shape[1:])).index_add_(0, src, e)
+            return incoming, outgoing
+        incoming = e.new_zeros((n_nodes, *e.shape[1:]), dtype=torch.float32)
+        outgoing = torch.zeros_like(incoming)
+        size = max(MIN_GATHER_ROWS, -(-e.shape[0] // GATHER_CHUNKS))
+        for start in range(0, e.shape[0], size):
+            rows = e[start : start + size].float()
+            incoming.index_add_(0, dst[start : start + size], rows)
+            outgoing.index_add_(0, src[start : start + size], rows)
+        return incoming.to(e.dtype), outgoing.to(e.dtype)
 
     @staticmethod
     def backward(ctx, grad_incoming, grad_outgoing):

@@ -56,3 +56,28 @@ def test_one_direction_used():
         (grad,) = torch.autograd.grad(pair[used].sum(), e)
         (expected,) = torch.autograd.grad(scatter(e, index, 0, dim_size=N_NODES).sum(), e)
         torch.testing.assert_close(grad, expected, rtol=0, atol=0)
+
+
+def test_half_precision_latents_are_summed_in_float32():
+    """bf16 sums are accumulated in float32 (GPU atomics would round every addition in bf16)
+    and returned in bf16."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class IndexAddDtypes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.dtypes = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func._overloadpacket is torch.ops.aten.index_add_:
+                self.dtypes.append(args[0].dtype)
+            return func(*args, **(kwargs or {}))
+
+    index = torch.zeros(4096, dtype=torch.long)
+    e = torch.rand(4096, 8)
+    exact = aggregate_both_ways(e.double(), index, index, 1)[0]
+    with IndexAddDtypes() as spy:
+        incoming, outgoing = aggregate_both_ways(e.bfloat16(), index, index, 1)
+    assert spy.dtypes and set(spy.dtypes) == {torch.float32}
+    assert incoming.dtype == outgoing.dtype == torch.bfloat16
+    assert float((incoming.double() - exact).norm() / exact.norm()) < 2**-8
