@@ -129,7 +129,7 @@ class Validation:
             done = self._train(n_ranks, data, name, mode=mode, device=self.device, run=run)
             row = {"mode": mode, "P": n_ranks, "overlap": run["overlap"], "ok": False}
             if not done.rc and not reference.rc:
-                difference = _weights_difference(self.work / name, self.work / "cpu-full")
+                difference, _ = _compare_weights(self.work / name, self.work / "cpu-full")
                 row.update(relative_difference=difference, ok=difference <= TOLERANCE)
             self._record(rows, row, name, done if done.rc else reference)
 
@@ -156,8 +156,7 @@ class Validation:
             optim=optim, extra=["--resume"],
         )  # fmt: skip
         if not done.rc:
-            difference = _weights_difference(interrupted.parent, self.work / "resume-whole")
-            bitwise = _weights_equal(interrupted.parent, self.work / "resume-whole")
+            difference, bitwise = _compare_weights(interrupted.parent, self.work / "resume-whole")
             row.update(relative_difference=difference, bitwise=bitwise, ok=difference <= TOLERANCE)
         self._record(rows, row, "resume-continued", done)
 
@@ -239,7 +238,8 @@ class Validation:
         self, n_ranks: int, data: dict[str, str], name: str, *, mode: str, device: str,
         run: dict | None = None, optim: dict | None = None, extra: list[str] | None = None,
     ) -> Done:  # fmt: skip
-        shutil.rmtree(self.work / name, ignore_errors=True) if not extra else None
+        if not extra:  # a fresh run (a resumed one continues in its folder)
+            shutil.rmtree(self.work / name, ignore_errors=True)
         config = self._config(
             name,
             {"graphs": data["graphs"], "shards": data[f"phi{n_ranks}"], "val_events": 1},
@@ -322,18 +322,15 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return checkpoint["model"]
 
 
-def _weights_difference(run_dir: Path, reference_dir: Path) -> float:
-    """The largest relative difference of a run's weights from the reference run's."""
+def _compare_weights(run_dir: Path, reference_dir: Path) -> tuple[float, bool]:
+    """The largest relative difference of a run's weights from the reference run's, and
+    whether they are bitwise equal."""
     weights, reference = _weights(run_dir), _weights(reference_dir)
-    return max(
+    difference = max(
         float((weights[k].double() - r.double()).norm() / r.double().norm().clamp(min=1e-300))
         for k, r in reference.items()
     )
-
-
-def _weights_equal(run_dir: Path, reference_dir: Path) -> bool:
-    weights, reference = _weights(run_dir), _weights(reference_dir)
-    return all(torch.equal(weights[k], r) for k, r in reference.items())
+    return difference, all(torch.equal(weights[k], r) for k, r in reference.items())
 
 
 def _machine(device: str) -> str:
@@ -353,19 +350,17 @@ def markdown(result: dict) -> str:
         "",
     ]
     if result.get("selfcheck"):
-        lines += ["| selfcheck P | transport | logits rel. error | gradients rel. error | ok |",
-                  "|---|---|---|---|---|"]  # fmt: skip
-        for r in result["selfcheck"]:
-            lines.append(f"| {r['P']} | {r['transport']} | {r.get('logits', '-')} "
-                         f"| {r.get('gradients', '-')} | {_ok(r)} |")  # fmt: skip
-        lines.append("")
+        lines += _table(
+            ["selfcheck P", "transport", "logits rel. error", "gradients rel. error", "ok"],
+            [[r["P"], r["transport"], r.get("logits", "-"), r.get("gradients", "-"), _ok(r)]
+             for r in result["selfcheck"]],
+        )  # fmt: skip
     if result.get("exact"):
-        lines += ["| float64, 3 steps: mode | P | overlap | weights vs CPU full (rel.) | ok |",
-                  "|---|---|---|---|---|"]  # fmt: skip
-        for r in result["exact"]:
-            lines.append(f"| {r['mode']} | {r['P']} | {r['overlap']} "
-                         f"| {_fmt(r.get('relative_difference'), '.1e')} | {_ok(r)} |")  # fmt: skip
-        lines.append("")
+        lines += _table(
+            ["float64, 3 steps: mode", "P", "overlap", "weights vs CPU full (rel.)", "ok"],
+            [[r["mode"], r["P"], r["overlap"], _fmt(r.get("relative_difference"), ".1e"), _ok(r)]
+             for r in result["exact"]],
+        )  # fmt: skip
     for r in result.get("resume", []):
         lines += [f"Resume ({r['mode']}, P = {r['P']}): weights vs uninterrupted "
                   f"{_fmt(r.get('relative_difference'), '.1e')} relative, bitwise "
@@ -377,21 +372,25 @@ def markdown(result: dict) -> str:
             f"Bench: pile-up {graph.get('pileup', '?')} event graph, {graph.get('nodes', '?')} "
             f"nodes, {graph.get('edges', '?')} edges; IN 8 steps, checkpointing on.",
             "",
-            f"| P | precision | step time (s) | {peak} per rank (MiB) | allocated (MiB) "
-            "| GPU used (MiB) | planned (MiB) | gradient wait | MB exchanged / step | ok |",
-            "|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for r in result["bench"]:
-            lines.append(
-                f"| {r['P']} | {r['precision']} | {_fmt(r.get('step_time_s'), '.3f')} "
-                f"| {_list(r.get('peak_mb_per_rank'))} | {_list(r.get('allocated_mb_per_rank'))} "
-                f"| {_list(r.get('device_used_mb_per_rank'))} "
-                f"| {_list(r.get('planned_mb_per_rank'))} "
-                f"| {_fmt(r.get('gradient_wait_fraction'), '.2f')} "
-                f"| {_fmt(r.get('mb_exchanged_per_step'), '.1f')} | {_ok(r)} |"
-            )
-        lines.append("")
+        lines += _table(
+            ["P", "precision", "step time (s)", f"{peak} per rank (MiB)", "allocated (MiB)",
+             "GPU used (MiB)", "planned (MiB)", "gradient wait", "MB exchanged / step", "ok"],
+            [[r["P"], r["precision"], _fmt(r.get("step_time_s"), ".3f"),
+              _list(r.get("peak_mb_per_rank")), _list(r.get("allocated_mb_per_rank")),
+              _list(r.get("device_used_mb_per_rank")), _list(r.get("planned_mb_per_rank")),
+              _fmt(r.get("gradient_wait_fraction"), ".2f"),
+              _fmt(r.get("mb_exchanged_per_step"), ".1f"), _ok(r)]
+             for r in result["bench"]],
+        )  # fmt: skip
     return "\n".join(lines)
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    """A markdown table's lines, then an empty line."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return [*lines, ""]
 
 
 def _ok(row: dict) -> str:
