@@ -73,9 +73,10 @@ def installed(wheel: Path, tmp_path_factory) -> Path:
     return venv / "bin"
 
 
-def test_the_wheel_carries_the_configs_and_the_geometry(wheel: Path):
+def test_the_wheel_carries_the_configs_the_geometry_and_the_kernel_source(wheel: Path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "partgnn/configs/detector/trackml.yaml" in names
+    assert "partgnn/models/kernels/norm_activation.cpp" in names
     assert {"partgnn/configs/demo.yaml", "partgnn/configs/halo.yaml"} <= names
     assert not any(name.startswith(("tests/", "tools/")) for name in names)
 

@@ -19,6 +19,7 @@ own precision (square matrices).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import time
 from contextlib import nullcontext
@@ -38,6 +39,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed steps (after one warm-up)")
     parser.add_argument("--precisions", nargs="+", default=["float32", "bf16"])
     parser.add_argument(
+        "--fused", choices=["off", "on", "both"], default="both",
+        help="model.fused: LayerNorm and activation in one pass per row (default: both rows)",
+    )  # fmt: skip
+    parser.add_argument(
         "--profile", action="store_true", help="also print where one step's time goes, by op"
     )
     args = parser.parse_args()
@@ -49,22 +54,29 @@ def main() -> None:
     for shape in ("square 2048", f"model (2e5 x {HIDDEN}) @ ({HIDDEN} x {HIDDEN})"):
         key = shape.split()[0]
         print(f"| {shape} | {peaks['float32', key]:.0f} | {peaks['bf16', key]:.0f} |")
+    variants = {"off": [False], "on": [True], "both": [False, True]}[args.fused]
+    if True in variants:
+        from partgnn.models.fused_norm_activation import KernelBuild, load_kernel
+
+        load_kernel()
+        print(f"\nfused kernel compiled or loaded in {KernelBuild.seconds:.1f} s")
     print(
-        "\n| edges | precision | step (s) | forward (s) | backward + recompute (s) "
+        "\n| edges | precision | fused | step (s) | forward (s) | backward + recompute (s) "
         "| optimizer (s) | counted GFLOP | analytic GFLOP | GFLOP/s | of fp32 peak "
         "| x own FLOP-bound time | fwd / bwd GFLOP/s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for edges in args.edges:
         nodes = edges // args.edges_per_node
-        for precision in args.precisions:
-            row = time_steps(nodes, edges, precision, args.repeats)
+        for precision, fused in itertools.product(args.precisions, variants):
+            row = time_steps(nodes, edges, precision, args.repeats, fused=fused)
             total = row["forward_flops"] + row["backward_flops"]
             step = row["forward_s"] + row["backward_s"] + row["optimizer_s"]
             rate = total / step / 1e9
             bound = total / (peaks[precision, "square"] * 1e9)
             print(
-                f"| {edges:.0e} | {precision} | {step:.3f} | {row['forward_s']:.3f} "
+                f"| {edges:.0e} | {precision} | {'on' if fused else 'off'} | {step:.3f} "
+                f"| {row['forward_s']:.3f} "
                 f"| {row['backward_s']:.3f} | {row['optimizer_s']:.3f} | {total / 1e9:.1f} "
                 f"| {analytic_flops(nodes, edges) / 1e9:.1f} | {rate:.0f} "
                 f"| {rate / peaks['float32', 'square']:.2f} | {step / bound:.1f} "
@@ -74,21 +86,24 @@ def main() -> None:
             )
     if args.profile:
         for edges in args.edges:
-            for precision in args.precisions:
-                profile_step(edges // args.edges_per_node, edges, precision)
+            for precision, fused in itertools.product(args.precisions, variants):
+                profile_step(edges // args.edges_per_node, edges, precision, fused=fused)
 
 
-def profile_step(nodes: int, edges: int, precision: str, top: int = 12) -> None:
+def profile_step(
+    nodes: int, edges: int, precision: str, top: int = 12, *, fused: bool = False
+) -> None:
     """Prints the ops that take most of one training step's time (self CPU time)."""
     from torch.profiler import ProfilerActivity, profile
 
-    time_steps(nodes, edges, precision, repeats=0, count_flops=False)  # warm up
+    time_steps(nodes, edges, precision, repeats=0, count_flops=False, fused=fused)  # warm up
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        time_steps(nodes, edges, precision, repeats=0, count_flops=False)
+        time_steps(nodes, edges, precision, repeats=0, count_flops=False, fused=fused)
     events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
     total = sum(e.self_cpu_time_total for e in events)
     events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
-    print(f"\nWhere the time goes: {edges:.0e} edges, {precision} (self CPU time of one step)\n")
+    print(f"\nWhere the time goes: {edges:.0e} edges, {precision}, fused {'on' if fused else 'off'}"
+          " (self CPU time of one step)\n")  # fmt: skip
     print("| op | share | calls |")
     print("|---|---|---|")
     for event in events[:top]:
@@ -148,7 +163,13 @@ def analytic_flops(nodes: int, edges: int, hidden: int = HIDDEN, steps: int = ST
 
 
 def time_steps(
-    nodes: int, edges: int, precision: str, repeats: int, *, count_flops: bool = True
+    nodes: int,
+    edges: int,
+    precision: str,
+    repeats: int,
+    *,
+    count_flops: bool = True,
+    fused: bool = False,
 ) -> dict[str, float]:
     """Forward, backward and optimizer seconds (the best of ``repeats``) and counted FLOPs."""
     from partgnn.models.interaction_network import InteractionNetwork
@@ -163,7 +184,8 @@ def time_steps(
     y = (torch.rand(edges, generator=generator) < 0.1).float()
     torch.manual_seed(0)
     model = InteractionNetwork(node_features=3, edge_features=4, hidden=HIDDEN, steps=STEPS,
-                               activation="silu", shared_weights=True, checkpoint=True)  # fmt: skip
+                               activation="silu", shared_weights=True, checkpoint=True,
+                               fused=fused)  # fmt: skip
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     bf16 = precision == "bf16"
 

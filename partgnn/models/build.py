@@ -66,6 +66,7 @@ def build_model(
             layer_norm=config.layer_norm,
             checkpoint=config.checkpoint,
             heap_release=heap_release,
+            fused=config.fused,
         )
     cls = import_target(config.target)
     try:

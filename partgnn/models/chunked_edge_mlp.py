@@ -93,6 +93,7 @@ def edge_mlp(
     exchange: AsyncExchange | None = None,
     n_interior: int | None = None,
     heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE,
+    fused: bool = False,
 ) -> torch.Tensor:
     """``mlp([h[src], h[dst], r])`` per edge (or ``mlp(r)`` without nodes), plus ``r`` when
     ``residual``, where ``r = row_encoder(rows)`` (``rows`` without an encoder).
@@ -114,18 +115,19 @@ def edge_mlp(
             (the rest touch a halo node).
         heap_release: After which chunked runs the freed C-heap pages go back to the system
             (:mod:`~partgnn.memory.heap_release`; not where the chunks' graphs are kept).
+        fused: LayerNorm and activation in one pass per row (:class:`EdgeMLP`).
 
     Returns:
         ``(E, out_features)``.
     """
     if not recompute and exchange is None:
-        edge = EdgeMLP(mlp, residual, row_encoder)
+        edge = EdgeMLP(mlp, residual, row_encoder, fused)
         node_terms = None if h is None else edge.gather(edge.project(h), src, dst)
         return edge.rows(rows, node_terms, recompute_elementwise=torch.is_grad_enabled())
     if exchange is not None and (h is None or n_interior is None):
         raise ValueError("edge_mlp: an exchange needs the owned node latents and n_interior")
     call = _Call(
-        edge=EdgeMLP(mlp, residual, row_encoder),
+        edge=EdgeMLP(mlp, residual, row_encoder, fused),
         parameters=[*mlp.parameters(), *(row_encoder.parameters() if row_encoder else ())],
         keep_graphs=not recompute and torch.is_grad_enabled(),
         exchange=exchange,

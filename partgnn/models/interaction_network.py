@@ -70,6 +70,9 @@ class InteractionNetwork(nn.Module):
             per step; faster on small graphs).
         heap_release: After which recomputed edge MLPs the freed C-heap pages go back to the
             system (default: event-sized ones; :mod:`~partgnn.memory.heap_release`).
+        fused: Each MLP's LayerNorm and activation (and an edge update's residual) in one
+            pass per row on CPUs (:mod:`~partgnn.models.fused_norm_activation`): the same
+            function, faster; the same bytes kept for the backward pass.
 
     Shapes:
         - x: ``(N_local, F_node)``; rows ``[0, n_owned)`` are the owned nodes (all rows on a
@@ -94,6 +97,7 @@ class InteractionNetwork(nn.Module):
         layer_norm: bool = True,
         checkpoint: bool = False,
         heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE,
+        fused: bool = False,
     ) -> None:
         super().__init__()
         if aggregation not in AGGREGATIONS:
@@ -107,6 +111,7 @@ class InteractionNetwork(nn.Module):
         self.residual = residual
         self.checkpoint = checkpoint
         self.heap_release = heap_release
+        self.fused = fused
         mlp = {"layers": mlp_layers, "activation": activation, "layer_norm": layer_norm}
         self.input_scaler = FeatureScaler(node_features, edge_features)
         self.node_encoder = make_mlp(node_features, hidden, hidden, **mlp)
@@ -164,7 +169,7 @@ class InteractionNetwork(nn.Module):
             h = self._node_mlp(self.node_encoder, [x])
         # Recomputed, the edge encoder runs inside the first edge update (its output is never
         # kept whole); else it runs on its own.
-        e = edge_attr if lean else edge_mlp(self.edge_encoder, edge_attr)
+        e = edge_attr if lean else edge_mlp(self.edge_encoder, edge_attr, fused=self.fused)
         src, dst = edge_index
         if lean:
             # Regions of STEPS_PER_REGION steps are recomputed in the backward pass from their
@@ -184,7 +189,7 @@ class InteractionNetwork(nn.Module):
         # The head sees the final node latents of both endpoints: one more exchange.
         logits = edge_mlp(
             self.edge_head, e, src=src, dst=dst, recompute=lean, heap_release=self.heap_release,
-            **graph.nodes(h),
+            fused=self.fused, **graph.nodes(h),
         )  # fmt: skip
         logits = logits.squeeze(-1)
         if overlap:
@@ -210,6 +215,7 @@ class InteractionNetwork(nn.Module):
                 recompute=lean,
                 row_encoder=self.edge_encoder if lean and step == 0 else None,
                 heap_release=self.heap_release,
+                fused=self.fused,
                 **latents,
             )
             n_local = (
@@ -236,10 +242,11 @@ class InteractionNetwork(nn.Module):
         )
         return h + node_update if self.residual else node_update
 
-    @staticmethod
-    def _node_mlp(mlp: nn.Sequential, blocks: list[torch.Tensor]) -> torch.Tensor:
+    def _node_mlp(self, mlp: nn.Sequential, blocks: list[torch.Tensor]) -> torch.Tensor:
         recompute = torch.is_grad_enabled()
-        return mlp_tail(mlp, first_layer(mlp[0], blocks), recompute_elementwise=recompute)
+        return mlp_tail(
+            mlp, first_layer(mlp[0], blocks), recompute_elementwise=recompute, fused=self.fused
+        )
 
 
 def _identity(x: torch.Tensor) -> torch.Tensor:

@@ -27,6 +27,8 @@ from torch import nn
 from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
+from partgnn.models.fused_norm_activation import fusable, kernel_applies, norm_activation
+
 
 def first_layer(linear: nn.Linear, blocks: Sequence[torch.Tensor]) -> torch.Tensor:
     """``linear(torch.cat(blocks, dim=-1))`` without the concatenation.
@@ -46,7 +48,12 @@ def first_layer(linear: nn.Linear, blocks: Sequence[torch.Tensor]) -> torch.Tens
 
 
 def mlp_tail(
-    mlp: nn.Sequential, z: torch.Tensor, *, recompute_elementwise: bool = False
+    mlp: nn.Sequential,
+    z: torch.Tensor,
+    *,
+    recompute_elementwise: bool = False,
+    fused: bool = False,
+    residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Applies ``mlp`` after its first Linear layer to ``z``, that layer's output.
 
@@ -55,6 +62,10 @@ def mlp_tail(
         z: Output of ``mlp[0]``, ``(M, H)``.
         recompute_elementwise: Keep only the input of each run of element-wise modules for
             the backward pass and recompute the run there (while autograd records).
+        fused: Runs of ``[LayerNorm, activation]`` in one pass per row where the kernel
+            applies (:mod:`~partgnn.models.fused_norm_activation`: CPUs; they keep only their
+            input), the others as without it.
+        residual: Returns ``residual + mlp(z)`` (fused into the last run when it can be).
     """
     modules = list(mlp)[1:]
     index = 0
@@ -66,13 +77,19 @@ def mlp_tail(
         end = index
         while end < len(modules) and not isinstance(modules[end], nn.Linear):
             end += 1
-        run = partial(_apply_in_turn, modules[index:end])
-        if recompute_elementwise and torch.is_grad_enabled() and z.requires_grad:
-            z = checkpoint(run, z, use_reentrant=False)
+        run = modules[index:end]
+        last = end == len(modules)
+        post = residual if last else None
+        if fused and fusable(run) and kernel_applies(z, post):
+            z = norm_activation(z, run, post=post)
+            if last:
+                residual = None
+        elif recompute_elementwise and torch.is_grad_enabled() and z.requires_grad:
+            z = checkpoint(partial(_apply_in_turn, run), z, use_reentrant=False)
         else:
-            z = run(z)
+            z = _apply_in_turn(run, z)
         index = end
-    return z
+    return z if residual is None else residual + z
 
 
 def _apply_in_turn(modules: list[nn.Module], z: torch.Tensor) -> torch.Tensor:
@@ -108,19 +125,31 @@ class EdgeMLP:
         mlp: First layer of width ``2 H + R`` (``R``: rows only), then any tail.
         residual: :meth:`rows` returns ``r + mlp(...)`` (widths must match).
         row_encoder: An MLP applied to the rows first (``r = row_encoder(rows)``).
+        fused: Element-wise runs fused (:func:`mlp_tail`); the first layer's bias is then
+            part of the source nodes' projections, so a chunk's first layer is one ``addmm``
+            onto its node terms.
     """
 
     def __init__(
-        self, mlp: nn.Sequential, residual: bool = False, row_encoder: nn.Sequential | None = None
+        self,
+        mlp: nn.Sequential,
+        residual: bool = False,
+        row_encoder: nn.Sequential | None = None,
+        fused: bool = False,
     ) -> None:
-        self.mlp, self.residual = mlp, residual
-        self.row_encoder = None if row_encoder is None else EdgeMLP(row_encoder)
+        self.mlp, self.residual, self.fused = mlp, residual, fused
+        self.row_encoder = None if row_encoder is None else EdgeMLP(row_encoder, fused=fused)
 
     def project(self, h: torch.Tensor) -> torch.Tensor:
-        """``[h W_src^T, h W_dst^T]`` side by side ``(N, 2 H_out)``, for latents ``(N, H)``."""
+        """``[h W_src^T, h W_dst^T]`` side by side ``(N, 2 H_out)``, for latents ``(N, H)``
+        (fused: ``[h W_src^T + b, h W_dst^T]``)."""
         width = h.shape[-1]
-        w_src, w_dst = self.mlp[0].weight[:, : 2 * width].split(width, dim=1)
-        return functional.linear(h, torch.cat([w_src, w_dst]))
+        linear: nn.Linear = self.mlp[0]
+        w_src, w_dst = linear.weight[:, : 2 * width].split(width, dim=1)
+        bias = None
+        if self.fused and linear.bias is not None:
+            bias = torch.cat([linear.bias, torch.zeros_like(linear.bias)])
+        return functional.linear(h, torch.cat([w_src, w_dst]), bias)
 
     @staticmethod
     def gather(projections: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
@@ -157,8 +186,13 @@ class EdgeMLP:
             rows = self.row_encoder.rows(rows, recompute_elementwise=recompute_elementwise)
         linear: nn.Linear = self.mlp[0]
         row_weight = linear.weight[:, linear.in_features - rows.shape[-1] :]
-        z = functional.linear(rows, row_weight, linear.bias)
-        if node_terms is not None:
-            z = z + node_terms
-        out = mlp_tail(self.mlp, z, recompute_elementwise=recompute_elementwise)
-        return rows + out if self.residual else out
+        if self.fused and node_terms is not None:
+            z = torch.addmm(node_terms, rows, row_weight.t())
+        else:
+            z = functional.linear(rows, row_weight, linear.bias)
+            if node_terms is not None:
+                z = z + node_terms
+        return mlp_tail(
+            self.mlp, z, recompute_elementwise=recompute_elementwise, fused=self.fused,
+            residual=rows if self.residual else None,
+        )  # fmt: skip

@@ -422,7 +422,7 @@ class Trainer:
             saved = dataclasses.asdict(ModelConfig(**checkpoint["config"]["model"]))
         except (KeyError, TypeError) as err:
             raise InputError(f"{path}: no readable model settings ({first_line(err)})") from None
-        if saved != self.config.to_dict()["model"]:
+        if _function_settings(saved) != _function_settings(self.config.to_dict()["model"]):
             raise InputError(f"{path}: the checkpoint's model settings differ from the config")
         self.model.load_state_dict(checkpoint["model"])
         self.optimizer.load_state_dict(checkpoint["optimizer"])
@@ -435,3 +435,12 @@ class Trainer:
         )
         self.score_cut = checkpoint.get("score_cut")
         restore_rng_states(checkpoint.get("rng_states"), self.context)
+
+
+#: Model settings that change how the model is computed, not what: a run resumes across them.
+COMPUTE_ONLY_MODEL_SETTINGS = ("fused",)
+
+
+def _function_settings(model: dict) -> dict:
+    """A model config's settings without :data:`COMPUTE_ONLY_MODEL_SETTINGS`."""
+    return {key: value for key, value in model.items() if key not in COMPUTE_ONLY_MODEL_SETTINGS}

@@ -1,7 +1,8 @@
 """One rank of the exactness check: the Interaction Network on this rank's shard.
 
 For every partition method, dtype, checkpointing setting, transport and overlap setting (exchange
-in the background while the interior edges are computed, or blocking) it runs a forward and
+in the background while the interior edges are computed, or blocking), with ``--fused`` models
+whose LayerNorms and activations are fused, it runs a forward and
 backward pass on event 0 of ``ROOT/<method>`` (shards for this world size), all-reduces the
 parameter gradients and the loss over the ranks, and saves what the test compares against a
 single-process full-graph run: owned-edge logits with their global edge ids, the summed
@@ -20,6 +21,7 @@ import torch
 
 from partgnn.distributed.halo_exchange import CommunicationCounter, ExchangePlan, HaloExchanger
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
+from partgnn.models.fused_norm_activation import KernelBuild
 from partgnn.partition.shard_reader import ShardDirectory
 from tests.distributed.reference import DTYPES, build_model, edge_loss, summed_over_ranks
 
@@ -30,6 +32,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--methods", nargs="+", required=True)
     parser.add_argument("--transports", nargs="+", default=["all_to_all", "p2p"])
+    parser.add_argument("--fused", action="store_true", help="models with model.fused")
     args = parser.parse_args()
     context = init_distributed(device="cpu", timeout_s=60)
     results = {}
@@ -44,7 +47,7 @@ def main() -> None:
         for dtype_name, dtype in DTYPES.items():
             for checkpoint in (False, True):
                 for transport, overlap in itertools.product(args.transports, (False, True)):
-                    model = build_model(graph, dtype, checkpoint=checkpoint)
+                    model = build_model(graph, dtype, checkpoint=checkpoint, fused=args.fused)
                     counter = CommunicationCounter()
                     exchange = HaloExchanger(
                         plan, context, transport=transport, counter=counter, overlap=overlap
@@ -66,6 +69,7 @@ def main() -> None:
                         "counter": counter.as_dict(),
                         "rows_sent": plan.rows_sent,
                         "rows_received": plan.n_halo,
+                        "fused_kernel_loaded": KernelBuild.seconds is not None,
                     }
     torch.save(results, args.out.with_name(f"{args.out.name}.rank{context.rank}"))
     destroy_distributed(context)

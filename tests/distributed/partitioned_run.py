@@ -25,9 +25,11 @@ def run_on_shards(
     module: str,
     methods: tuple[str, ...],
     cases: set[tuple],
+    worker_args: tuple[str, ...] = (),
 ) -> list[dict]:
-    """Writes ``tmp_path/<method>`` shards, runs ``module`` on ``world_size`` ranks, and returns
-    what every rank saved (``--out tmp_path/results`` becomes ``results.rank<r>``).
+    """Writes ``tmp_path/<method>`` shards, runs ``module`` on ``world_size`` ranks (with
+    ``worker_args`` after the usual ones), and returns what every rank saved (``--out
+    tmp_path/results`` becomes ``results.rank<r>``).
 
     Every rank must have saved a result for exactly the keys ``cases``: a case a worker skipped
     (or one it added) fails here, not silently.
@@ -43,7 +45,7 @@ def run_on_shards(
     results = launch(
         world_size,
         module,
-        ["--root", str(tmp_path), "--out", str(out), "--methods", *methods],
+        ["--root", str(tmp_path), "--out", str(out), "--methods", *methods, *worker_args],
         workdir=tmp_path / "logs",
     )
     assert_all_succeeded(results)

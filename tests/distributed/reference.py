@@ -24,7 +24,9 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32}
 TOLERANCE = {"float64": 1e-10, "float32": 1e-5}
 
 
-def build_model(graph: Data, dtype: torch.dtype, *, checkpoint: bool) -> InteractionNetwork:
+def build_model(
+    graph: Data, dtype: torch.dtype, *, checkpoint: bool, fused: bool = False
+) -> InteractionNetwork:
     """A 4-step Interaction Network with the same initial weights in every process."""
     torch.manual_seed(1234)
     model = InteractionNetwork(
@@ -34,6 +36,7 @@ def build_model(graph: Data, dtype: torch.dtype, *, checkpoint: bool) -> Interac
         steps=4,
         aggregation="sum_max",
         checkpoint=checkpoint,
+        fused=fused,
     )
     return model.to(dtype)
 

@@ -58,6 +58,27 @@ def test_partitioned_run_equals_full_graph(graphs_file, reference, tmp_path, wor
     ranks = run_on_shards(
         graphs_file, tmp_path, world_size, "tests.distributed.exactness_worker", METHODS, cases
     )
+    _report(_compare(ranks, reference, world_size))
+
+
+@pytest.mark.slow
+def test_fused_partitioned_run_equals_plain_full_graph(graphs_file, reference, tmp_path):
+    """``model.fused`` on 2 ranks (METIS; checkpointing and overlap each on and off) equals the
+    plain single-process full-graph run within the same bounds, and the kernel did run."""
+    cases = set(
+        itertools.product(("metis",), DTYPES, (False, True), ("all_to_all",), (False, True))
+    )
+    ranks = run_on_shards(
+        graphs_file, tmp_path, 2, "tests.distributed.exactness_worker", ("metis",), cases,
+        worker_args=("--fused", "--transports", "all_to_all"),
+    )  # fmt: skip
+    for rank in ranks:
+        assert all(result["fused_kernel_loaded"] for result in rank.values())
+    _compare(ranks, reference, 2)
+
+
+def _compare(ranks: list[dict], reference: dict, world_size: int) -> list[tuple]:
+    """Asserts every rank's results equal the full-graph ``reference``; the report's rows."""
     n_edges = next(iter(reference.values()))[0].shape[0]
     rows = []
     for key in ranks[0]:
@@ -101,7 +122,7 @@ def test_partitioned_run_equals_full_graph(graphs_file, reference, tmp_path, wor
                 result["rows_received"] * row_bytes
             )
         rows.append((world_size, *key, errors))
-    _report(rows)
+    return rows
 
 
 def _report(rows) -> None:

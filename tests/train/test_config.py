@@ -180,8 +180,8 @@ BAD_FIELDS = [
     ),
     (
         GRAPHS + "model: {hiden: 32}\n",
-        "unknown field model.hiden (known: activation, aggregation, checkpoint, hidden, "
-        "kwargs, layer_norm, mlp_layers, residual, shared_weights, steps, target)",
+        "unknown field model.hiden (known: activation, aggregation, checkpoint, fused, "
+        "hidden, kwargs, layer_norm, mlp_layers, residual, shared_weights, steps, target)",
     ),
     (
         GRAPHS + "model: {kwargs: [1, 2]}\n",

@@ -1,0 +1,171 @@
+"""The fused LayerNorm + activation kernel against the same modules op by op."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from partgnn.errors import InputError
+from partgnn.models import fused_norm_activation
+from partgnn.models.fused_norm_activation import (
+    fusable,
+    kernel_applies,
+    load_kernel,
+    norm_activation,
+)
+from partgnn.models.interaction_network import InteractionNetwork
+from partgnn.models.lean_mlp import mlp_tail
+from partgnn.models.mlp import make_mlp
+
+# A row of 64 values is the fixed-width path (4 float32 / 8 float64 vectors); 20 is the
+# any-width path with a partial last vector.
+WIDTHS = (64, 20)
+
+
+def _modules(kind: str, width: int) -> list[nn.Module]:
+    norm = nn.LayerNorm(width)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.uniform_(-0.5, 0.5)
+    return {
+        "norm_silu": [norm, nn.SiLU()],
+        "norm_relu": [norm, nn.ReLU()],
+        "norm": [norm],
+        "silu": [nn.SiLU()],
+    }[kind]
+
+
+def _plain(z, modules, pre, post):
+    z = z + pre if pre is not None else z
+    for module in modules:
+        z = module(z)
+    return post + z if post is not None else z
+
+
+@pytest.mark.parametrize("kind", ["norm_silu", "norm_relu", "norm", "silu"])
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("addends", ["none", "pre", "post", "both"])
+def test_float64_values_and_gradients_equal_the_plain_modules(kind, width, addends):
+    torch.manual_seed(0)
+    modules = [m.double() for m in _modules(kind, width)]
+    rows = (37, width)  # not a multiple of a thread's share
+    z = torch.randn(rows, dtype=torch.float64, requires_grad=True)
+    pre = torch.randn(rows, dtype=torch.float64, requires_grad=True)
+    post = torch.randn(rows, dtype=torch.float64, requires_grad=True)
+    pre = pre if addends in ("pre", "both") else None
+    post = post if addends in ("post", "both") else None
+    grad_out = torch.randn(rows, dtype=torch.float64)
+    inputs = [t for t in (z, pre, post) if t is not None]
+    inputs += [p for m in modules for p in m.parameters()]
+
+    fused = norm_activation(z, modules, pre=pre, post=post)
+    plain = _plain(z, modules, pre, post)
+    torch.testing.assert_close(fused, plain, rtol=1e-12, atol=1e-12)
+    for got, want in zip(
+        torch.autograd.grad(fused, inputs, grad_out),
+        torch.autograd.grad(plain, inputs, grad_out),
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_gradcheck_of_norm_silu_with_both_addends():
+    torch.manual_seed(1)
+    modules = [m.double() for m in _modules("norm_silu", 20)]
+    tensors = [torch.randn(6, 20, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+
+    def fn(z, pre, post):
+        return norm_activation(z, modules, pre=pre, post=post)
+
+    assert torch.autograd.gradcheck(fn, tensors)
+
+
+def test_bf16_rows_compute_in_float32_with_float32_parameter_gradients():
+    """bf16 rows (the rounding of bf16 only on what is stored): closer to float64 than the
+    plain modules under autocast, whose LayerNorm parameter gradients come out of bf16 sums."""
+    torch.manual_seed(2)
+    modules = _modules("norm_silu", 64)
+    z64 = torch.randn(4096, 64, dtype=torch.float64)
+    grad64 = torch.randn(4096, 64, dtype=torch.float64)
+    z, grad_out = z64.bfloat16().requires_grad_(), grad64.bfloat16()
+    norm = modules[0]
+
+    out = norm_activation(z, modules)
+    assert out.dtype == torch.bfloat16
+    got = torch.autograd.grad(out, [z, norm.weight, norm.bias], grad_out)
+    assert got[1].dtype == torch.float32
+
+    reference = [m.double() for m in _modules("norm_silu", 64)]
+    reference[0].load_state_dict({k: v.double() for k, v in norm.state_dict().items()})
+    z_ref = z.detach().double().requires_grad_()
+    out_ref = _plain(z_ref, reference, None, None)
+    want = torch.autograd.grad(
+        out_ref, [z_ref, reference[0].weight, reference[0].bias], grad_out.double()
+    )
+    assert (out.double() - out_ref).abs().max() <= 0.02
+    for g, w in zip(got, want, strict=True):
+        assert (g.double() - w).abs().max() / w.abs().max() <= 0.01
+
+
+def test_fusable_runs():
+    assert fusable([nn.LayerNorm(8), nn.SiLU()])
+    assert fusable([nn.LayerNorm(8), nn.ReLU()])
+    assert fusable([nn.LayerNorm(8)])
+    assert fusable([nn.ReLU()])
+    assert not fusable([])
+    assert not fusable([nn.LayerNorm(8), nn.Tanh()])
+    assert not fusable([nn.LayerNorm((2, 4)), nn.SiLU()])
+    assert not fusable([nn.SiLU(), nn.LayerNorm(8)])
+
+
+def test_what_the_kernel_does_not_compute_is_refused_or_left_to_the_plain_path():
+    meta = torch.empty(4, 8, device="meta")
+    assert not kernel_applies(meta)
+    assert not kernel_applies(torch.zeros(4, 8, dtype=torch.float16))
+    assert not kernel_applies(torch.zeros(4, 257))
+    assert not kernel_applies(torch.zeros(4, 8), torch.zeros(4, 9))
+    assert kernel_applies(torch.zeros(4, 256), torch.zeros(4, 256))
+    with pytest.raises(ValueError, match="does not compute"):
+        norm_activation(torch.zeros(4, 300), [nn.LayerNorm(300)])
+    # mlp_tail falls back to the plain modules for what the kernel does not compute.
+    mlp = make_mlp(8, 8, 8, activation="tanh")
+    z = torch.randn(5, 8)
+    torch.testing.assert_close(mlp_tail(mlp, z, fused=True), mlp_tail(mlp, z))
+
+
+def test_a_kernel_that_cannot_be_built_is_one_line_naming_the_setting(monkeypatch):
+    from torch.utils import cpp_extension
+
+    def no_compiler(**_):
+        raise RuntimeError("Error building extension 'x': c++: not found\nmore lines")
+
+    monkeypatch.setattr(cpp_extension, "load", no_compiler)
+    with pytest.raises(InputError, match=r"set model\.fused: false") as err:
+        fused_norm_activation.load_kernel.__wrapped__()
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_interaction_network_fused_equals_plain_in_float64(checkpoint):
+    """The whole model: logits and every gradient, with and without checkpointing (bias of the
+    first edge-MLP layer moved into the node projections, residuals fused)."""
+    load_kernel()
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(300, 3, generator=generator, dtype=torch.float64)
+    edge_index = torch.randint(0, 300, (2, 2000), generator=generator)
+    edge_attr = torch.randn(2000, 4, generator=generator, dtype=torch.float64)
+    results = []
+    for fused in (False, True):
+        torch.manual_seed(4)
+        model = InteractionNetwork(
+            node_features=3, edge_features=4, hidden=32, steps=3, activation="silu",
+            aggregation="sum_max", checkpoint=checkpoint, fused=fused,
+        ).double()  # fmt: skip
+        logits = model(x, edge_index, edge_attr)
+        grads = torch.autograd.grad(logits.square().sum(), list(model.parameters()))
+        results.append((logits, grads))
+    (plain, plain_grads), (fused, fused_grads) = results
+    torch.testing.assert_close(fused, plain, rtol=1e-10, atol=1e-12)
+    for got, want in zip(fused_grads, plain_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
