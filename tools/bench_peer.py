@@ -5,8 +5,9 @@ sum aggregation, one edge and one node network shared by all iterations), same t
 process per model, alternating, ``--rounds`` times:
 
 - **time and peak RSS**: the peer runs as ``../shared/peer/peer_acorn.py`` (its harness, as
-  written); partgnn's model runs the same loop (AdamW, BCE with logits, median step time,
-  ``ru_maxrss``) with activation checkpointing on and off;
+  written, float32); partgnn's model runs the same loop (AdamW, BCE with logits, median step
+  time, ``ru_maxrss``) in each of ``--variants``: activation checkpointing on or off, with
+  ``model.fused`` (``+fused``) and under bf16 autocast (``+bf16``);
 - **bytes kept for the backward pass**: one training step of each model (after a warm-up
   step) with the C allocator's bytes in use read after every op: those in use after the loss
   minus those before the forward, divided by edges x iterations (what a step keeps per edge
@@ -55,6 +56,13 @@ def main() -> None:
     parser.add_argument("--worker", choices=["partgnn", "profile-peer", "profile-partgnn"])
     parser.add_argument("--graph", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint", choices=["on", "off"], default="on")
+    parser.add_argument(
+        "--variants", nargs="+", default=["on", "off"],
+        help="partgnn's settings to compare: checkpointing on|off, then +fused (model.fused) "
+        "and/or +bf16 (bf16 autocast), e.g. on on+fused on+fused+bf16",
+    )  # fmt: skip
+    parser.add_argument("--fused", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--bf16", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         torch.set_num_threads(args.threads)
@@ -90,21 +98,34 @@ def _compare(args: argparse.Namespace, graph: Path) -> None:
         *common,
     ]
     ours = [__file__, "--worker", "partgnn", "--iters", str(args.iters), *common]
-    runs: dict[str, list[dict]] = {"peer": [], "on": [], "off": []}
+    runs: dict[str, list[dict]] = {"peer": [], **{variant: [] for variant in args.variants}}
     for _ in range(args.rounds):
         runs["peer"].append(_run(peer))
-        for checkpoint in ("on", "off"):
-            runs[checkpoint].append(_run([*ours, "--checkpoint", checkpoint]))
+        for variant in args.variants:
+            runs[variant].append(_run([*ours, *_variant_flags(variant)]))
     profiles = {
         "peer": _run([__file__, "--worker", "profile-peer", "--acorn-src", str(args.acorn_src),
                       "--peer-dir", str(args.peer_dir), "--iters", str(args.iters), *common]),
     }  # fmt: skip
-    for checkpoint in ("on", "off"):
-        profiles[checkpoint] = _run(
+    for variant in args.variants:
+        profiles[variant] = _run(
             [__file__, "--worker", "profile-partgnn", "--iters", str(args.iters), *common,
-             "--checkpoint", checkpoint]
+             *_variant_flags(variant)]
         )  # fmt: skip
     _print_tables(args, runs, profiles)
+
+
+def _variant_flags(variant: str) -> list[str]:
+    """The worker's flags for a variant ``on|off[+fused][+bf16]``."""
+    checkpoint, *options = variant.split("+")
+    if checkpoint not in ("on", "off") or not set(options) <= {"fused", "bf16"}:
+        sys.exit(f"--variants: {variant!r} is not on|off[+fused][+bf16]")
+    return ["--checkpoint", checkpoint, *(f"--{option}" for option in options)]
+
+
+def _variant_name(variant: str) -> str:
+    checkpoint, *options = variant.split("+")
+    return f"partgnn ckpt {checkpoint}{''.join(f' + {option}' for option in options)}"
 
 
 def _run(command: list[str]) -> dict:
@@ -123,15 +144,15 @@ def _print_tables(args: argparse.Namespace, runs: dict, profiles: dict) -> None:
         f"{args.iters} iterations, {args.threads} threads, median of {args.steps} steps per "
         f"process, {args.rounds} rounds; {os.cpu_count()} cores\n"
     )
-    print(
-        "| round | peer step s | peer peak RSS GB | partgnn ckpt on: step s (x peer) "
-        "| RSS GB (x peer) | partgnn ckpt off: step s (x peer) | RSS GB (x peer) |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    header = "| round | peer step s | peer peak RSS GB |"
+    for variant in args.variants:
+        header += f" {_variant_name(variant)}: step s (x peer) | RSS GB (x peer) |"
+    print(header)
+    print("|---" * (3 + 2 * len(args.variants)) + "|")
     for index, peer in enumerate(runs["peer"]):
         cells = [str(index + 1), f"{peer['step_s']:.3f}", f"{peer['peak_rss_gb']:.2f}"]
-        for checkpoint in ("on", "off"):
-            ours = runs[checkpoint][index]
+        for variant in args.variants:
+            ours = runs[variant][index]
             cells += [
                 f"{ours['step_s']:.3f} ({ours['step_s'] / peer['step_s']:.2f}x)",
                 f"{ours['peak_rss_gb']:.2f} ({ours['peak_rss_gb'] / peer['peak_rss_gb']:.2f}x)",
@@ -143,17 +164,16 @@ def _print_tables(args: argparse.Namespace, runs: dict, profiles: dict) -> None:
     )
     print("|---|---|---|---|")
     peer_peak = profiles["peer"]["peak_live_mb"]
-    names = {
-        "peer": "acorn InteractionGNN (checkpointing)",
-        "on": "partgnn, checkpointing on",
-        "off": "partgnn, checkpointing off",
-    }
+    names = {"peer": "acorn InteractionGNN (checkpointing)"}
+    names.update({variant: _variant_name(variant) for variant in args.variants})
     for key, name in names.items():
         profile = profiles[key]
         print(
             f"| {name} | {profile['params']:,} | {profile['kept_bytes_per_edge_iter']:.0f} "
             f"| {profile['peak_live_mb']:.0f} ({profile['peak_live_mb'] / peer_peak:.2f}x) |"
         )
+    if not {"on", "off"} <= set(runs):
+        return
     on, off = runs["on"], runs["off"]
     time_ratio = statistics.median(a["step_s"] / b["step_s"] for a, b in zip(on, off, strict=True))
     rss_ratio = statistics.median(
@@ -194,6 +214,7 @@ def _partgnn_model(args: argparse.Namespace, node_features: int) -> torch.nn.Mod
         shared_weights=True,
         layer_norm=True,
         checkpoint=args.checkpoint == "on",
+        fused=args.fused,
     )
 
 
@@ -228,7 +249,8 @@ def _worker(args: argparse.Namespace) -> None:
         model = _partgnn_model(args, x.shape[1])
 
         def logits() -> torch.Tensor:
-            return model(x, edge_index, edge_attr)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                return model(x, edge_index, edge_attr).float()
 
     optimizer = torch.optim.AdamW(model.parameters(), 1e-3)
 

@@ -4,12 +4,13 @@ An MLP layer of the Interaction Network is ``act(LayerNorm(z))`` after a Linear 
 ``z`` is an ``E x H`` matrix; with ``H = 64`` the element-wise work per row (two row
 reductions, an exponential per value) costs about as much as the 64 x 64 matmul before it, and
 done op by op it is one pass through memory per operation (add, LayerNorm, SiLU, residual add,
-and their gradients). :func:`norm_activation` computes ``act(LayerNorm(z + pre)) + post`` row
+and their gradients). :func:`norm_activation` computes ``act(LayerNorm(z + shift)) + post`` row
 by row while each row sits in registers (the C++ kernel in ``kernels/norm_activation.cpp``,
 vectorised with ATen's ``at::vec`` for the CPU's instruction set), and its backward pass
-recomputes the row's statistics and activation from ``z``: it keeps only ``z`` (and ``pre``),
-as :func:`~partgnn.models.lean_mlp.mlp_tail`'s ``recompute_elementwise`` does. The LayerNorm
-parameters' gradients are summed in float32 (float64 for float64 rows), also for bf16 rows.
+recomputes the row's statistics and activation from ``z``: it keeps only ``z``, as
+:func:`~partgnn.models.lean_mlp.mlp_tail`'s ``recompute_elementwise`` does. The gradients of the
+bias and the LayerNorm parameters are summed in float32 (float64 for float64 rows), also for
+bf16 rows.
 
 The kernel is compiled the first time it is used (with the compiler torch's C++ extensions
 use, about 10-20 s) and cached (``TORCH_EXTENSIONS_DIR``, by default
@@ -17,12 +18,14 @@ use, about 10-20 s) and cached (``TORCH_EXTENSIONS_DIR``, by default
 rows wider than the kernel's registers and other modules take the plain path (the same
 function, op by op).
 
-Glossary: ``z`` rows ``(M, H)``; ``pre`` added before the norm, ``post`` after the activation
-(both ``(M, H)`` in ``z``'s dtype).
+Glossary: ``z`` rows ``(M, W)``, the output of a Linear layer without its bias; ``shift`` that
+bias ``(W,)``, added before the norm (so the matmul writes its output once instead of first
+copying the bias into every row); ``post`` added after the activation ``(M, W)``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from functools import cache
@@ -67,16 +70,16 @@ def fusable(modules: list[nn.Module]) -> bool:
     return not rest and bool(modules)
 
 
-def kernel_applies(z: torch.Tensor, *others: torch.Tensor | None) -> bool:
-    """Whether the kernel computes rows ``z`` (and the same-shaped ``others``): CPU tensors of
-    float64, float32 or bf16 no wider than its registers hold."""
+def kernel_applies(z: torch.Tensor, post: torch.Tensor | None = None) -> bool:
+    """Whether the kernel computes rows ``z`` (and ``post`` of their shape and dtype): CPU
+    tensors of float64, float32 or bf16 no wider than its registers hold."""
     width = z.shape[-1] if z.dim() else 0
     limit = MAX_KERNEL_WIDTH.get(z.dtype, MAX_KERNEL_WIDTH_DEFAULT)
     return (
         z.device.type == "cpu"
         and z.dtype in (torch.float64, torch.float32, torch.bfloat16)
         and 0 < width <= limit
-        and all(t is None or (t.dtype == z.dtype and t.shape == z.shape) for t in others)
+        and (post is None or (post.dtype == z.dtype and post.shape == z.shape))
     )
 
 
@@ -84,24 +87,28 @@ def norm_activation(
     z: torch.Tensor,
     modules: list[nn.Module],
     *,
-    pre: torch.Tensor | None = None,
+    shift: torch.Tensor | None = None,
     post: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``modules(z + pre) + post`` in one pass per row, for a :func:`fusable` run of modules
+    """``modules(z + shift) + post`` in one pass per row, for a :func:`fusable` run of modules
     and rows the kernel computes (:func:`kernel_applies`).
 
     Args:
-        z: Rows ``(M, H)``.
+        z: Rows ``(M, W)``.
         modules: ``[LayerNorm?, activation?]``.
-        pre: Added to ``z`` before the modules (``None``: nothing).
-        post: Added after them (``None``: nothing).
+        shift: A row ``(W,)`` added to every row first: the bias of the Linear layer before,
+            so that layer's matmul writes its output once (``None``: nothing).
+        post: Added after the modules (``None``: nothing).
 
     Returns:
-        ``(M, H)`` in ``z``'s dtype.
+        ``(M, W)`` in ``z``'s dtype.
     """
-    if not (fusable(modules) and kernel_applies(z, pre, post)):
+    if not (fusable(modules) and kernel_applies(z, post)):
         raise ValueError(f"norm_activation: the kernel does not compute {modules} on {z.dtype} "
                          f"{z.device.type} rows of {tuple(z.shape)}")  # fmt: skip
+    if shift is not None and shift.shape != z.shape[-1:]:
+        raise ValueError(f"norm_activation: shift of shape {tuple(shift.shape)} for rows of "
+                         f"{z.shape[-1]}")  # fmt: skip
     load_kernel()
     norm = modules[0] if isinstance(modules[0], nn.LayerNorm) else None
     activation = modules[-1] if type(modules[-1]) in KERNEL_ACTIVATIONS else None
@@ -110,34 +117,33 @@ def norm_activation(
     if norm is not None:
         weight, bias, eps = norm.weight, norm.bias, norm.eps
     code = 0 if activation is None else KERNEL_ACTIVATIONS[type(activation)]
-    return _NormActivation.apply(z, pre, weight, bias, post, norm is not None, eps, code)
+    return _NormActivation.apply(z, shift, weight, bias, post, norm is not None, eps, code)
 
 
 class _NormActivation(torch.autograd.Function):
-    """The kernel's forward and backward pass (keeps ``z`` and ``pre``, recomputes the rest)."""
+    """The kernel's forward and backward pass (keeps ``z``, recomputes the rest)."""
 
     @staticmethod
-    def forward(ctx, z, pre, weight, bias, post, norm, eps, activation):
-        ctx.save_for_backward(z, pre, weight, bias)
+    def forward(ctx, z, shift, weight, bias, post, norm, eps, activation):
+        ctx.save_for_backward(z, shift, weight, bias)
         ctx.settings = (norm, eps, activation)
         return torch.ops.partgnn.norm_activation_forward(
-            z, pre, weight, bias, post, norm, eps, activation
+            z, shift, weight, bias, post, norm, eps, activation
         )
 
     @staticmethod
     def backward(ctx, grad_out):
-        z, pre, weight, bias = ctx.saved_tensors
-        norm, eps, activation = ctx.settings
-        affine = ctx.needs_input_grad[2] or ctx.needs_input_grad[3]
-        grad_z, grad_weight, grad_bias = torch.ops.partgnn.norm_activation_backward(
-            grad_out.contiguous(), z, pre, weight, bias, norm, eps, activation, affine
+        z, shift, weight, bias = ctx.saved_tensors
+        wanted = ctx.needs_input_grad
+        grad_z, grad_shift, grad_weight, grad_bias = torch.ops.partgnn.norm_activation_backward(
+            grad_out.contiguous(), z, shift, weight, bias, *ctx.settings, any(wanted[1:4])
         )
         return (
-            grad_z if ctx.needs_input_grad[0] else None,
-            grad_z if ctx.needs_input_grad[1] else None,
-            _as(grad_weight, weight) if ctx.needs_input_grad[2] else None,
-            _as(grad_bias, bias) if ctx.needs_input_grad[3] else None,
-            grad_out if ctx.needs_input_grad[4] else None,
+            grad_z if wanted[0] else None,
+            _as(grad_shift, shift) if wanted[1] else None,
+            _as(grad_weight, weight) if wanted[2] else None,
+            _as(grad_bias, bias) if wanted[3] else None,
+            grad_out if wanted[4] else None,
             None,
             None,
             None,
@@ -164,8 +170,11 @@ def load_kernel() -> None:
         flags += [*_CAPABILITY_FLAGS[capability], f"-DCPU_CAPABILITY={capability}"]
     started = time.perf_counter()
     try:
+        # The source's hash in the name: each version of the kernel builds in its own folder
+        # (ninja alone compares file times, which a copy or an install can leave misleading).
+        digest = hashlib.sha256(_SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()
         cpp_extension.load(
-            name=f"partgnn_norm_activation_{capability.lower()}",
+            name=f"partgnn_norm_activation_{capability.lower()}_{digest[:12]}",
             sources=[str(_SOURCE)],
             extra_cflags=flags,
             extra_ldflags=["-fopenmp"],

@@ -35,7 +35,7 @@ from partgnn.memory.heap_release import DEFAULT_HEAP_RELEASE, HeapReleasePolicy
 from partgnn.models.chunked_edge_mlp import edge_mlp
 from partgnn.models.edge_aggregation import AGGREGATIONS, Aggregation, aggregate_both_ways
 from partgnn.models.feature_scaler import FeatureScaler
-from partgnn.models.lean_mlp import first_layer, mlp_tail
+from partgnn.models.lean_mlp import block_mlp
 from partgnn.models.mlp import make_mlp
 from partgnn.models.replayed_exchange import ReplayedExchange
 
@@ -244,9 +244,7 @@ class InteractionNetwork(nn.Module):
 
     def _node_mlp(self, mlp: nn.Sequential, blocks: list[torch.Tensor]) -> torch.Tensor:
         recompute = torch.is_grad_enabled()
-        return mlp_tail(
-            mlp, first_layer(mlp[0], blocks), recompute_elementwise=recompute, fused=self.fused
-        )
+        return block_mlp(mlp, blocks, recompute_elementwise=recompute, fused=self.fused)
 
 
 def _identity(x: torch.Tensor) -> torch.Tensor:

@@ -30,21 +30,43 @@ from torch.utils.checkpoint import checkpoint
 from partgnn.models.fused_norm_activation import fusable, kernel_applies, norm_activation
 
 
-def first_layer(linear: nn.Linear, blocks: Sequence[torch.Tensor]) -> torch.Tensor:
+def first_layer(
+    linear: nn.Linear, blocks: Sequence[torch.Tensor], *, bias: bool = True
+) -> torch.Tensor:
     """``linear(torch.cat(blocks, dim=-1))`` without the concatenation.
 
     Args:
         linear: A layer whose input width is the sum of the blocks' widths.
         blocks: Tensors ``(M, W_i)`` in the order of the concatenation.
+        bias: Add the layer's bias (else the caller does).
 
     Returns:
         ``(M, out_features)``.
     """
     weights = linear.weight.split([block.shape[-1] for block in blocks], dim=1)
-    out = functional.linear(blocks[0], weights[0], linear.bias)
+    out = functional.linear(blocks[0], weights[0], linear.bias if bias else None)
     for block, weight in zip(blocks[1:], weights[1:], strict=True):
         out = out + functional.linear(block, weight)
     return out
+
+
+def block_mlp(
+    mlp: nn.Sequential,
+    blocks: Sequence[torch.Tensor],
+    *,
+    recompute_elementwise: bool = False,
+    fused: bool = False,
+) -> torch.Tensor:
+    """``mlp(torch.cat(blocks, dim=-1))`` without the concatenation (:func:`first_layer`, then
+    :func:`mlp_tail`; fused, the first layer's bias is added in the kernel)."""
+    linear: nn.Linear = mlp[0]
+    if fused and _run_takes_bias(list(mlp)[1:], 0, blocks[0], linear):
+        z = first_layer(linear, blocks, bias=False)
+        return mlp_tail(
+            mlp, z, recompute_elementwise=recompute_elementwise, fused=True, shift=linear.bias
+        )
+    z = first_layer(linear, blocks)
+    return mlp_tail(mlp, z, recompute_elementwise=recompute_elementwise, fused=fused)
 
 
 def mlp_tail(
@@ -54,25 +76,31 @@ def mlp_tail(
     recompute_elementwise: bool = False,
     fused: bool = False,
     residual: torch.Tensor | None = None,
+    shift: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Applies ``mlp`` after its first Linear layer to ``z``, that layer's output.
+    """Applies ``mlp`` after its first Linear layer to ``z + shift``, that layer's output.
 
     Args:
         mlp: Linear layers, each followed by optional element-wise modules (norm, activation).
-        z: Output of ``mlp[0]``, ``(M, H)``.
+        z: Output of ``mlp[0]``, ``(M, H)`` (without its bias when ``shift`` is given).
         recompute_elementwise: Keep only the input of each run of element-wise modules for
             the backward pass and recompute the run there (while autograd records).
         fused: Runs of ``[LayerNorm, activation]`` in one pass per row where the kernel
             applies (:mod:`~partgnn.models.fused_norm_activation`: CPUs; they keep only their
-            input), the others as without it.
+            input), each adding the bias of the Linear layer before it; the others as without.
         residual: Returns ``residual + mlp(z)`` (fused into the last run when it can be).
+        shift: The bias of ``mlp[0]``, when ``z`` is without it ``(H,)``.
     """
     modules = list(mlp)[1:]
     index = 0
     while index < len(modules):
         if isinstance(modules[index], nn.Linear):
-            z = modules[index](z)
+            linear = modules[index]
             index += 1
+            if fused and _run_takes_bias(modules, index, z, linear):
+                z, shift = functional.linear(z, linear.weight), linear.bias
+            else:
+                z = linear(z)
             continue
         end = index
         while end < len(modules) and not isinstance(modules[end], nn.Linear):
@@ -81,15 +109,35 @@ def mlp_tail(
         last = end == len(modules)
         post = residual if last else None
         if fused and fusable(run) and kernel_applies(z, post):
-            z = norm_activation(z, run, post=post)
+            z = norm_activation(z, run, shift=shift, post=post)
             if last:
                 residual = None
-        elif recompute_elementwise and torch.is_grad_enabled() and z.requires_grad:
-            z = checkpoint(partial(_apply_in_turn, run), z, use_reentrant=False)
         else:
-            z = _apply_in_turn(run, z)
+            if shift is not None:
+                z = z + shift
+            if recompute_elementwise and torch.is_grad_enabled() and z.requires_grad:
+                z = checkpoint(partial(_apply_in_turn, run), z, use_reentrant=False)
+            else:
+                z = _apply_in_turn(run, z)
+        shift = None
         index = end
+    if shift is not None:
+        z = z + shift
     return z if residual is None else residual + z
+
+
+def _run_takes_bias(
+    modules: list[nn.Module], index: int, z: torch.Tensor, linear: nn.Linear
+) -> bool:
+    """Whether the run of element-wise modules at ``index`` (after ``linear``) can add the
+    layer's bias in the fused kernel (a CPU run the kernel computes)."""
+    end = index
+    while end < len(modules) and not isinstance(modules[end], nn.Linear):
+        end += 1
+    return (
+        linear.bias is not None and z.device.type == "cpu" and end > index
+        and fusable(modules[index:end])
+    )  # fmt: skip
 
 
 def _apply_in_turn(modules: list[nn.Module], z: torch.Tensor) -> torch.Tensor:
@@ -186,13 +234,16 @@ class EdgeMLP:
             rows = self.row_encoder.rows(rows, recompute_elementwise=recompute_elementwise)
         linear: nn.Linear = self.mlp[0]
         row_weight = linear.weight[:, linear.in_features - rows.shape[-1] :]
+        shift = None
         if self.fused and node_terms is not None:
             z = torch.addmm(node_terms, rows, row_weight.t())
+        elif self.fused and _run_takes_bias(list(self.mlp)[1:], 0, rows, linear):
+            z, shift = functional.linear(rows, row_weight), linear.bias
         else:
             z = functional.linear(rows, row_weight, linear.bias)
             if node_terms is not None:
                 z = z + node_terms
         return mlp_tail(
             self.mlp, z, recompute_elementwise=recompute_elementwise, fused=self.fused,
-            residual=rows if self.residual else None,
+            residual=rows if self.residual else None, shift=shift,
         )  # fmt: skip

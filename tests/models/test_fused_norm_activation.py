@@ -36,8 +36,8 @@ def _modules(kind: str, width: int) -> list[nn.Module]:
     }[kind]
 
 
-def _plain(z, modules, pre, post):
-    z = z + pre if pre is not None else z
+def _plain(z, modules, shift, post):
+    z = z + shift if shift is not None else z
     for module in modules:
         z = module(z)
     return post + z if post is not None else z
@@ -45,22 +45,22 @@ def _plain(z, modules, pre, post):
 
 @pytest.mark.parametrize("kind", ["norm_silu", "norm_relu", "norm", "silu"])
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("addends", ["none", "pre", "post", "both"])
+@pytest.mark.parametrize("addends", ["none", "shift", "post", "both"])
 def test_float64_values_and_gradients_equal_the_plain_modules(kind, width, addends):
     torch.manual_seed(0)
     modules = [m.double() for m in _modules(kind, width)]
     rows = (37, width)  # not a multiple of a thread's share
     z = torch.randn(rows, dtype=torch.float64, requires_grad=True)
-    pre = torch.randn(rows, dtype=torch.float64, requires_grad=True)
+    shift = torch.randn(width, dtype=torch.float64, requires_grad=True)
     post = torch.randn(rows, dtype=torch.float64, requires_grad=True)
-    pre = pre if addends in ("pre", "both") else None
+    shift = shift if addends in ("shift", "both") else None
     post = post if addends in ("post", "both") else None
     grad_out = torch.randn(rows, dtype=torch.float64)
-    inputs = [t for t in (z, pre, post) if t is not None]
+    inputs = [t for t in (z, shift, post) if t is not None]
     inputs += [p for m in modules for p in m.parameters()]
 
-    fused = norm_activation(z, modules, pre=pre, post=post)
-    plain = _plain(z, modules, pre, post)
+    fused = norm_activation(z, modules, shift=shift, post=post)
+    plain = _plain(z, modules, shift, post)
     torch.testing.assert_close(fused, plain, rtol=1e-12, atol=1e-12)
     for got, want in zip(
         torch.autograd.grad(fused, inputs, grad_out),
@@ -70,13 +70,14 @@ def test_float64_values_and_gradients_equal_the_plain_modules(kind, width, adden
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
 
 
-def test_gradcheck_of_norm_silu_with_both_addends():
+def test_gradcheck_of_norm_silu_with_shift_and_post():
     torch.manual_seed(1)
     modules = [m.double() for m in _modules("norm_silu", 20)]
-    tensors = [torch.randn(6, 20, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+    shapes = [(6, 20), (20,), (6, 20)]
+    tensors = [torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes]
 
-    def fn(z, pre, post):
-        return norm_activation(z, modules, pre=pre, post=post)
+    def fn(z, shift, post):
+        return norm_activation(z, modules, shift=shift, post=post)
 
     assert torch.autograd.gradcheck(fn, tensors)
 
@@ -128,6 +129,8 @@ def test_what_the_kernel_does_not_compute_is_refused_or_left_to_the_plain_path()
     assert kernel_applies(torch.zeros(4, 256), torch.zeros(4, 256))
     with pytest.raises(ValueError, match="does not compute"):
         norm_activation(torch.zeros(4, 300), [nn.LayerNorm(300)])
+    with pytest.raises(ValueError, match="shift of shape"):
+        norm_activation(torch.zeros(4, 8), [nn.LayerNorm(8)], shift=torch.zeros(4, 8))
     # mlp_tail falls back to the plain modules for what the kernel does not compute.
     mlp = make_mlp(8, 8, 8, activation="tanh")
     z = torch.randn(5, 8)

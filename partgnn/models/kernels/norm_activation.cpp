@@ -1,10 +1,12 @@
 // Fused LayerNorm + activation over the rows of a matrix, forward and backward, on CPUs.
 //
-// out = act(LayerNorm(z + pre)) + post, one row at a time: the row is read once, normalised,
+// out = act(LayerNorm(z + shift)) + post, one row at a time: the row is read once, normalised,
 // activated and written while it sits in registers and L1, instead of one full pass through
 // memory per element-wise operation (add, LayerNorm, activation, residual add) and their
 // autograd counterparts. The backward pass keeps nothing but the inputs: it recomputes the
-// row's statistics and activation from z (+ pre) on the fly.
+// row's statistics and activation from z on the fly. shift is the bias of the Linear layer
+// before (a row vector): added here, the matmul writes its output once instead of first
+// copying the bias into every row.
 //
 // Storage dtypes float64, float32 and bfloat16 (computed in float64, float32 and float32);
 // the LayerNorm weight and bias in any floating dtype (used in the compute dtype), their
@@ -112,13 +114,13 @@ struct RowLayout {
   }
 };
 
-// The rows' inputs and how they are transformed: out = act(norm(z + pre)) + post.
+// The rows' inputs and how they are transformed: out = act(norm(z + shift)) + post.
 template <typename scalar_t>
 struct Rows {
   using scalar_type = scalar_t;
   using acc_t = opmath_t<scalar_t>;
   const scalar_t* z;
-  const scalar_t* pre;  // nullptr: no addend before the norm
+  const acc_t* shift;  // nullptr: nothing added before the norm; else a row (compute dtype)
   const acc_t* weight;  // nullptr: no affine weight (in the compute dtype)
   const acc_t* bias;  // nullptr: no affine bias
   int64_t width;
@@ -135,22 +137,25 @@ struct RowKernel {
   using Vec = Vectorized<acc_t>;
   const Rows<scalar_t>& rows;
   RowLayout<scalar_t, N> layout;
-  Vec gamma[kMaxVecs], beta[kMaxVecs], lanes[kMaxVecs];
+  Vec gamma[kMaxVecs], beta[kMaxVecs], shift[kMaxVecs], lanes[kMaxVecs];
   std::vector<acc_t> buf;
 
   explicit RowKernel(const Rows<scalar_t>& rows_)
       : rows(rows_), layout(rows_.width), buf(layout.n * Vec::size(), acc_t(0)) {
     layout.constant(rows.weight, acc_t(1), gamma);
     layout.constant(rows.bias, acc_t(0), beta);
+    layout.constant(rows.shift, acc_t(0), shift);
     layout.constant(nullptr, acc_t(1), lanes);
   }
 
-  // Row r's pre-activation u = norm(z + pre); with the norm, x becomes the normalised row
+  // Row r's pre-activation u = norm(z + shift); with the norm, x becomes the normalised row
   // (x - mean) * rstd (zero beyond the row). Returns rstd (1 without the norm).
   acc_t normalise(int64_t r, Vec* x, Vec* u) {
     const int64_t n = N ? N : layout.n, width = rows.width;
     layout.load(rows.z + r * width, x, buf.data());
-    if (rows.pre) layout.add(rows.pre + r * width, x, buf.data());
+    if (rows.shift) {
+      for (int64_t v = 0; v < n; ++v) x[v] = x[v] + shift[v];
+    }
     if (!rows.norm) {
       for (int64_t v = 0; v < n; ++v) u[v] = x[v];
       return acc_t(1);
@@ -213,27 +218,35 @@ void forward_rows(const Rows<scalar_t>& rows, const scalar_t* post, scalar_t* ou
   });
 }
 
+// The gradients of the row parameters, summed over rows (nullptr: not wanted).
+template <typename acc_t>
+struct RowGradients {
+  acc_t* shift;
+  acc_t* weight;
+  acc_t* bias;
+};
+
 template <typename scalar_t, int64_t N>
 void backward_rows(const Rows<scalar_t>& rows, const scalar_t* grad_out, scalar_t* grad_z,
-                   opmath_t<scalar_t>* grad_weight, opmath_t<scalar_t>* grad_bias,
-                   int64_t n_rows) {
+                   const RowGradients<opmath_t<scalar_t>>& sums, int64_t n_rows) {
   using acc_t = opmath_t<scalar_t>;
   using Vec = Vectorized<acc_t>;
   const int64_t width = rows.width;
-  // One partial sum of the affine gradients per task, added up in a fixed order afterwards:
-  // the result does not depend on which thread ran which task.
+  // One partial sum of the row parameters' gradients (shift, weight, bias) per task, added up
+  // in a fixed order afterwards: the result does not depend on which thread ran which task.
   const int64_t grain = std::max<int64_t>(1, kGrainElements / width);
   const int64_t n_tasks = std::max<int64_t>(1, (n_rows + grain - 1) / grain);
-  const bool affine_grads = rows.norm && (grad_weight || grad_bias);
+  const bool summed = sums.shift || sums.weight || sums.bias;
   const RowLayout<scalar_t, N> layout(width);
   const int64_t padded = layout.n * Vec::size();
-  std::vector<acc_t> partial(affine_grads ? 2 * n_tasks * padded : 0, acc_t(0));
+  std::vector<acc_t> partial(summed ? 3 * n_tasks * padded : 0, acc_t(0));
   at::parallel_for(0, n_tasks, 1, [&](int64_t task_begin, int64_t task_end) {
     RowKernel<scalar_t, N> kernel(rows);
     const int64_t n = N ? N : layout.n;
-    Vec x[kMaxVecs], u[kMaxVecs], g[kMaxVecs], dweight[kMaxVecs], dbias[kMaxVecs];
+    Vec x[kMaxVecs], u[kMaxVecs], g[kMaxVecs], dshift[kMaxVecs], dweight[kMaxVecs],
+        dbias[kMaxVecs];
     for (int64_t task = task_begin; task < task_end; ++task) {
-      for (int64_t v = 0; v < n; ++v) dweight[v] = dbias[v] = Vec(acc_t(0));
+      for (int64_t v = 0; v < n; ++v) dshift[v] = dweight[v] = dbias[v] = Vec(acc_t(0));
       for (int64_t r = task * grain; r < std::min(n_rows, (task + 1) * grain); ++r) {
         const acc_t rstd = kernel.normalise(r, x, u);
         layout.load(grad_out + r * width, g, kernel.buf.data());
@@ -254,23 +267,26 @@ void backward_rows(const Rows<scalar_t>& rows, const scalar_t* grad_out, scalar_
             g[v] = Vec(rstd) * (g[v] - mean_g - x[v] * mean_gx);
           }
         }
+        for (int64_t v = 0; v < n; ++v) dshift[v] = dshift[v] + g[v];
         layout.store(g, grad_z + r * width, kernel.buf.data());
       }
-      if (affine_grads) {
-        acc_t* task_partial = partial.data() + 2 * task * padded;
+      if (summed) {
+        acc_t* task_partial = partial.data() + 3 * task * padded;
         for (int64_t v = 0; v < n; ++v) {
-          dweight[v].store(task_partial + v * Vec::size());
-          dbias[v].store(task_partial + padded + v * Vec::size());
+          dshift[v].store(task_partial + v * Vec::size());
+          dweight[v].store(task_partial + padded + v * Vec::size());
+          dbias[v].store(task_partial + 2 * padded + v * Vec::size());
         }
       }
     }
   });
-  if (!affine_grads) return;
+  if (!summed) return;
   for (int64_t task = 0; task < n_tasks; ++task) {
-    const acc_t* task_partial = partial.data() + 2 * task * padded;
+    const acc_t* task_partial = partial.data() + 3 * task * padded;
     for (int64_t i = 0; i < width; ++i) {
-      if (grad_weight) grad_weight[i] += task_partial[i];
-      if (grad_bias) grad_bias[i] += task_partial[padded + i];
+      if (sums.shift) sums.shift[i] += task_partial[i];
+      if (sums.weight) sums.weight[i] += task_partial[padded + i];
+      if (sums.bias) sums.bias[i] += task_partial[2 * padded + i];
     }
   }
 }
@@ -324,20 +340,21 @@ std::optional<at::Tensor> in_compute_dtype(const std::optional<at::Tensor>& t,
 // The checked, contiguous inputs of either pass (the norm's parameters in the compute dtype).
 struct Inputs {
   at::Tensor z;
-  std::optional<at::Tensor> pre, weight, bias;
+  std::optional<at::Tensor> shift, weight, bias;
   bool norm;
   double eps;
   int64_t activation;
 
-  Inputs(const at::Tensor& z_in, const std::optional<at::Tensor>& pre_in,
+  Inputs(const at::Tensor& z_in, const std::optional<at::Tensor>& shift_in,
          const std::optional<at::Tensor>& weight_in, const std::optional<at::Tensor>& bias_in,
          bool norm_, double eps_, int64_t activation_)
       : norm(norm_), eps(eps_), activation(activation_) {
     TORCH_CHECK(z_in.device().is_cpu(), "norm_activation: CPU tensors only");
     check_width(z_in);
-    check_rows(z_in, pre_in, "pre");
+    TORCH_CHECK(!shift_in || (shift_in->dim() == 1 && shift_in->size(0) == z_in.size(-1)),
+                "norm_activation: shift must be one row of ", z_in.size(-1), " values");
     z = z_in.contiguous();
-    pre = contiguous(pre_in);
+    shift = in_compute_dtype(shift_in, z.scalar_type());
     weight = in_compute_dtype(weight_in, z.scalar_type());
     bias = in_compute_dtype(bias_in, z.scalar_type());
   }
@@ -350,7 +367,7 @@ struct Inputs {
   void dispatch(Body&& body) const {
     AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, z.scalar_type(), "norm_activation", [&] {
       using acc_t = opmath_t<scalar_t>;
-      const Rows<scalar_t> rows{z.data_ptr<scalar_t>(), data_or_null<scalar_t>(pre),
+      const Rows<scalar_t> rows{z.data_ptr<scalar_t>(), data_or_null<acc_t>(shift),
                                 data_or_null<acc_t>(weight), data_or_null<acc_t>(bias),
                                 width(), norm, eps, activation};
       with_vectors_per_row<scalar_t>(width(), [&](auto fixed) { body(rows, fixed); });
@@ -361,12 +378,12 @@ struct Inputs {
 template <typename Rows_>
 using row_type = typename std::decay_t<Rows_>::scalar_type;
 
-at::Tensor norm_activation_forward(const at::Tensor& z, const std::optional<at::Tensor>& pre,
+at::Tensor norm_activation_forward(const at::Tensor& z, const std::optional<at::Tensor>& shift,
                                    const std::optional<at::Tensor>& weight,
                                    const std::optional<at::Tensor>& bias,
                                    const std::optional<at::Tensor>& post_in, bool norm,
                                    double eps, int64_t activation) {
-  const Inputs inputs(z, pre, weight, bias, norm, eps, activation);
+  const Inputs inputs(z, shift, weight, bias, norm, eps, activation);
   check_rows(z, post_in, "post");
   const auto post = contiguous(post_in);
   auto out = at::empty_like(inputs.z);
@@ -378,41 +395,46 @@ at::Tensor norm_activation_forward(const at::Tensor& z, const std::optional<at::
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_activation_backward(
-    const at::Tensor& grad_out_in, const at::Tensor& z, const std::optional<at::Tensor>& pre,
+// Gradients of z and of the row parameters given (shift, weight, bias), each of the latter
+// summed over the rows in the compute dtype when wanted (else undefined).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> norm_activation_backward(
+    const at::Tensor& grad_out_in, const at::Tensor& z, const std::optional<at::Tensor>& shift,
     const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, bool norm,
-    double eps, int64_t activation, bool affine_grads) {
-  const Inputs inputs(z, pre, weight, bias, norm, eps, activation);
+    double eps, int64_t activation, bool parameter_grads) {
+  const Inputs inputs(z, shift, weight, bias, norm, eps, activation);
   check_rows(z, grad_out_in, "grad_out");
   const auto grad_out = grad_out_in.contiguous();
   auto grad_z = at::empty_like(inputs.z);
   const auto acc_options =
       inputs.z.options().dtype(z.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
-  const bool with_affine = norm && affine_grads;
-  auto grad_weight = with_affine && weight ? at::zeros({inputs.width()}, acc_options)
-                                           : at::Tensor();
-  auto grad_bias = with_affine && bias ? at::zeros({inputs.width()}, acc_options) : at::Tensor();
+  const auto sum_of = [&](const std::optional<at::Tensor>& parameter, bool wanted) {
+    return parameter_grads && wanted && parameter ? at::zeros({inputs.width()}, acc_options)
+                                                  : at::Tensor();
+  };
+  auto grad_shift = sum_of(shift, true);
+  auto grad_weight = sum_of(weight, norm);
+  auto grad_bias = sum_of(bias, norm);
   inputs.dispatch([&](const auto& rows, auto fixed) {
     using scalar_t = row_type<decltype(rows)>;
     using acc_t = opmath_t<scalar_t>;
+    const auto pointer = [](at::Tensor& t) { return t.defined() ? t.data_ptr<acc_t>() : nullptr; };
+    const RowGradients<acc_t> sums{pointer(grad_shift), pointer(grad_weight), pointer(grad_bias)};
     backward_rows<scalar_t, decltype(fixed)::value>(
-        rows, grad_out.data_ptr<scalar_t>(), grad_z.data_ptr<scalar_t>(),
-        grad_weight.defined() ? grad_weight.data_ptr<acc_t>() : nullptr,
-        grad_bias.defined() ? grad_bias.data_ptr<acc_t>() : nullptr, inputs.n_rows());
+        rows, grad_out.data_ptr<scalar_t>(), grad_z.data_ptr<scalar_t>(), sums, inputs.n_rows());
   });
-  return {grad_z, grad_weight, grad_bias};
+  return {grad_z, grad_shift, grad_weight, grad_bias};
 }
 
 }  // namespace
 
 TORCH_LIBRARY(partgnn, m) {
   m.def(
-      "norm_activation_forward(Tensor z, Tensor? pre, Tensor? weight, Tensor? bias, "
+      "norm_activation_forward(Tensor z, Tensor? shift, Tensor? weight, Tensor? bias, "
       "Tensor? post, bool norm, float eps, int activation) -> Tensor");
   m.def(
-      "norm_activation_backward(Tensor grad_out, Tensor z, Tensor? pre, Tensor? weight, "
-      "Tensor? bias, bool norm, float eps, int activation, bool affine_grads) "
-      "-> (Tensor, Tensor, Tensor)");
+      "norm_activation_backward(Tensor grad_out, Tensor z, Tensor? shift, Tensor? weight, "
+      "Tensor? bias, bool norm, float eps, int activation, bool parameter_grads) "
+      "-> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(partgnn, CPU, m) {
