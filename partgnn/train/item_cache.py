@@ -33,17 +33,21 @@ class ItemSource(Protocol):
     def event_size(self, index: int) -> int: ...
 
 
-def item_nbytes(item: TrainItem) -> int:
-    """Bytes of the tensors an item holds (node, edge and exchange-plan arrays)."""
-    total = 0
-    for field in dataclasses.fields(item):
-        value = getattr(item, field.name)
-        if isinstance(value, torch.Tensor):
-            total += value.numel() * value.element_size()
+def item_tensors(item: TrainItem) -> list[torch.Tensor]:
+    """The tensors an item holds: its node and edge arrays, and its exchange's send index and
+    interior-first edge order."""
+    tensors = [getattr(item, f.name) for f in dataclasses.fields(item)]
     if item.exchange is not None:
-        send_index = item.exchange.plan.send_index
-        total += send_index.numel() * send_index.element_size()
-    return total
+        tensors.append(item.exchange.plan.send_index)
+        order = item.exchange.interior_first
+        if order is not None:
+            tensors += [order.order, order.inverse]
+    return [tensor for tensor in tensors if isinstance(tensor, torch.Tensor)]
+
+
+def item_nbytes(item: TrainItem) -> int:
+    """Bytes of the tensors an item holds (:func:`item_tensors`)."""
+    return sum(tensor.numel() * tensor.element_size() for tensor in item_tensors(item))
 
 
 @dataclasses.dataclass
@@ -149,12 +153,6 @@ def _use_on_current_stream(item: TrainItem, copied: torch.cuda.Event) -> None:
     while the step still reads them)."""
     stream = torch.cuda.current_stream()
     stream.wait_event(copied)
-    tensors = [getattr(item, f.name) for f in dataclasses.fields(item)]
-    if item.exchange is not None:
-        tensors.append(item.exchange.plan.send_index)
-        order = item.exchange.interior_first
-        if order is not None:
-            tensors += [order.order, order.inverse]
-    for tensor in tensors:
-        if isinstance(tensor, torch.Tensor) and tensor.is_cuda:
+    for tensor in item_tensors(item):
+        if tensor.is_cuda:
             tensor.record_stream(stream)
