@@ -25,6 +25,7 @@ from torch import nn
 
 from partgnn.errors import InputError, first_line
 from partgnn.memory.heap_release import DEFAULT_HEAP_RELEASE, HeapReleasePolicy
+from partgnn.models.fused_norm_activation import load_kernel
 from partgnn.models.interaction_network import InteractionNetwork
 
 if TYPE_CHECKING:
@@ -50,9 +51,14 @@ def build_model(
 
     Raises:
         InputError: The target cannot be imported, is not an ``nn.Module`` class, or refuses
-            its arguments (one line naming ``model.target``).
+            its arguments (one line naming ``model.target``); ``model.fused`` and its kernel
+            cannot be built.
     """
     if config.target is None:
+        if config.fused:
+            # Built (once per machine) or loaded now, not inside the first training step, and
+            # a missing compiler stops here in one line.
+            load_kernel()
         return InteractionNetwork(
             node_features=node_features,
             edge_features=edge_features,

@@ -164,7 +164,7 @@ def load_kernel() -> None:
     """
     from torch.utils import cpp_extension
 
-    flags = ["-O3", "-fopenmp", "-std=c++17"]
+    flags = ["-O3", "-fopenmp"]
     capability = torch.backends.cpu.get_cpu_capability()
     if capability in _CAPABILITY_FLAGS:
         flags += [*_CAPABILITY_FLAGS[capability], f"-DCPU_CAPABILITY={capability}"]
