@@ -148,32 +148,91 @@ struct RowKernel {
     layout.constant(nullptr, acc_t(1), lanes);
   }
 
-  // Row r's pre-activation u = norm(z + shift); with the norm, x becomes the normalised row
-  // (x - mean) * rstd (zero beyond the row). Returns rstd (1 without the norm).
-  acc_t normalise(int64_t r, Vec* x, Vec* u) {
+  // Rows r .. r + R - 1: their pre-activations u[i] = norm(z + shift); with the norm, x[i]
+  // becomes the normalised row (x - mean) * rstd (zero beyond the row) and rstd[i] its
+  // 1 / sqrt(variance + eps) (1 without the norm). The R rows' dependency chains (two row
+  // reductions each) are independent: written side by side, the CPU overlaps them.
+  template <int64_t R>
+  void normalise(int64_t r, Vec (*x)[kMaxVecs], Vec (*u)[kMaxVecs], acc_t* rstd) {
     const int64_t n = N ? N : layout.n, width = rows.width;
-    layout.load(rows.z + r * width, x, buf.data());
+    for (int64_t i = 0; i < R; ++i) layout.load(rows.z + (r + i) * width, x[i], buf.data());
     if (rows.shift) {
-      for (int64_t v = 0; v < n; ++v) x[v] = x[v] + shift[v];
+      for (int64_t v = 0; v < n; ++v) {
+        for (int64_t i = 0; i < R; ++i) x[i][v] = x[i][v] + shift[v];
+      }
     }
     if (!rows.norm) {
-      for (int64_t v = 0; v < n; ++v) u[v] = x[v];
-      return acc_t(1);
+      for (int64_t i = 0; i < R; ++i) {
+        for (int64_t v = 0; v < n; ++v) u[i][v] = x[i][v];
+        rstd[i] = acc_t(1);
+      }
+      return;
     }
-    Vec total(acc_t(0));
-    for (int64_t v = 0; v < n; ++v) total = total + x[v];
-    const Vec mean(sum_lanes(total) / acc_t(width));
-    Vec squares(acc_t(0));
+    Vec total[R], squares[R];
+    for (int64_t i = 0; i < R; ++i) total[i] = squares[i] = Vec(acc_t(0));
     for (int64_t v = 0; v < n; ++v) {
-      x[v] = (x[v] - mean) * lanes[v];
-      squares = at::vec::fmadd(x[v], x[v], squares);
+      for (int64_t i = 0; i < R; ++i) total[i] = total[i] + x[i][v];
     }
-    const acc_t rstd = acc_t(1) / std::sqrt(sum_lanes(squares) / acc_t(width) + acc_t(rows.eps));
+    Vec mean[R];
+    for (int64_t i = 0; i < R; ++i) mean[i] = Vec(sum_lanes(total[i]) / acc_t(width));
     for (int64_t v = 0; v < n; ++v) {
-      x[v] = x[v] * Vec(rstd);
-      u[v] = at::vec::fmadd(x[v], gamma[v], beta[v]);
+      for (int64_t i = 0; i < R; ++i) {
+        x[i][v] = (x[i][v] - mean[i]) * lanes[v];
+        squares[i] = at::vec::fmadd(x[i][v], x[i][v], squares[i]);
+      }
     }
-    return rstd;
+    for (int64_t i = 0; i < R; ++i) {
+      rstd[i] = acc_t(1) / std::sqrt(sum_lanes(squares[i]) / acc_t(width) + acc_t(rows.eps));
+    }
+    for (int64_t v = 0; v < n; ++v) {
+      for (int64_t i = 0; i < R; ++i) {
+        x[i][v] = x[i][v] * Vec(rstd[i]);
+        u[i][v] = at::vec::fmadd(x[i][v], gamma[v], beta[v]);
+      }
+    }
+  }
+
+  // Rows r .. r + R - 1 of the backward pass: their gradient into grad_z, the row parameters'
+  // gradients added to dshift, dweight and dbias.
+  template <int64_t R>
+  void backward(int64_t r, const scalar_t* grad_out, scalar_t* grad_z, Vec* dshift,
+                Vec* dweight, Vec* dbias) {
+    const int64_t n = N ? N : layout.n, width = rows.width;
+    Vec x[R][kMaxVecs], u[R][kMaxVecs], g[R][kMaxVecs];
+    acc_t rstd[R];
+    normalise<R>(r, x, u, rstd);
+    for (int64_t i = 0; i < R; ++i) {
+      layout.load(grad_out + (r + i) * width, g[i], buf.data());
+      times_activation_slope(u[i], g[i]);
+    }
+    if (rows.norm) {
+      // Through the norm: dz = rstd (dxh - mean(dxh) - xh mean(dxh xh)), dxh = g gamma.
+      Vec total[R], dot[R];
+      for (int64_t i = 0; i < R; ++i) total[i] = dot[i] = Vec(acc_t(0));
+      for (int64_t v = 0; v < n; ++v) {
+        for (int64_t i = 0; i < R; ++i) {
+          dweight[v] = at::vec::fmadd(g[i][v], x[i][v], dweight[v]);
+          dbias[v] = dbias[v] + g[i][v];
+          g[i][v] = g[i][v] * gamma[v];
+          total[i] = total[i] + g[i][v];
+          dot[i] = at::vec::fmadd(g[i][v], x[i][v], dot[i]);
+        }
+      }
+      Vec mean_g[R], mean_gx[R];
+      for (int64_t i = 0; i < R; ++i) {
+        mean_g[i] = Vec(sum_lanes(total[i]) / acc_t(width));
+        mean_gx[i] = Vec(sum_lanes(dot[i]) / acc_t(width));
+      }
+      for (int64_t v = 0; v < n; ++v) {
+        for (int64_t i = 0; i < R; ++i) {
+          g[i][v] = Vec(rstd[i]) * (g[i][v] - mean_g[i] - x[i][v] * mean_gx[i]);
+        }
+      }
+    }
+    for (int64_t v = 0; v < n; ++v) {
+      for (int64_t i = 0; i < R; ++i) dshift[v] = dshift[v] + g[i][v];
+    }
+    for (int64_t i = 0; i < R; ++i) layout.store(g[i], grad_z + (r + i) * width, buf.data());
   }
 
   void activate(Vec* u) const {
@@ -200,20 +259,33 @@ struct RowKernel {
   }
 };
 
+// Rows processed side by side (see RowKernel::normalise).
+constexpr int64_t kRowsAtOnce = 4;
+
 template <typename scalar_t, int64_t N>
 void forward_rows(const Rows<scalar_t>& rows, const scalar_t* post, scalar_t* out,
                   int64_t n_rows) {
-  using Vec = Vectorized<opmath_t<scalar_t>>;
+  using acc_t = opmath_t<scalar_t>;
+  using Vec = Vectorized<acc_t>;
   const int64_t width = rows.width;
   const int64_t grain = std::max<int64_t>(1, kGrainElements / width);
   at::parallel_for(0, n_rows, grain, [&](int64_t begin, int64_t end) {
     RowKernel<scalar_t, N> kernel(rows);
-    Vec x[kMaxVecs], u[kMaxVecs];
-    for (int64_t r = begin; r < end; ++r) {
-      kernel.normalise(r, x, u);
-      kernel.activate(u);
-      if (post) kernel.layout.add(post + r * width, u, kernel.buf.data());
-      kernel.layout.store(u, out + r * width, kernel.buf.data());
+    Vec x[kRowsAtOnce][kMaxVecs], u[kRowsAtOnce][kMaxVecs];
+    acc_t rstd[kRowsAtOnce];
+    const auto finish = [&](int64_t r, Vec* row) {
+      kernel.activate(row);
+      if (post) kernel.layout.add(post + r * width, row, kernel.buf.data());
+      kernel.layout.store(row, out + r * width, kernel.buf.data());
+    };
+    int64_t r = begin;
+    for (; r + kRowsAtOnce <= end; r += kRowsAtOnce) {
+      kernel.template normalise<kRowsAtOnce>(r, x, u, rstd);
+      for (int64_t i = 0; i < kRowsAtOnce; ++i) finish(r + i, u[i]);
+    }
+    for (; r < end; ++r) {
+      kernel.template normalise<1>(r, x, u, rstd);
+      finish(r, u[0]);
     }
   });
 }
@@ -243,33 +315,15 @@ void backward_rows(const Rows<scalar_t>& rows, const scalar_t* grad_out, scalar_
   at::parallel_for(0, n_tasks, 1, [&](int64_t task_begin, int64_t task_end) {
     RowKernel<scalar_t, N> kernel(rows);
     const int64_t n = N ? N : layout.n;
-    Vec x[kMaxVecs], u[kMaxVecs], g[kMaxVecs], dshift[kMaxVecs], dweight[kMaxVecs],
-        dbias[kMaxVecs];
+    Vec dshift[kMaxVecs], dweight[kMaxVecs], dbias[kMaxVecs];
     for (int64_t task = task_begin; task < task_end; ++task) {
       for (int64_t v = 0; v < n; ++v) dshift[v] = dweight[v] = dbias[v] = Vec(acc_t(0));
-      for (int64_t r = task * grain; r < std::min(n_rows, (task + 1) * grain); ++r) {
-        const acc_t rstd = kernel.normalise(r, x, u);
-        layout.load(grad_out + r * width, g, kernel.buf.data());
-        kernel.times_activation_slope(u, g);
-        if (rows.norm) {
-          // Through the norm: dz = rstd (dxh - mean(dxh) - xh mean(dxh xh)), dxh = g gamma.
-          Vec total(acc_t(0)), dot(acc_t(0));
-          for (int64_t v = 0; v < n; ++v) {
-            dweight[v] = at::vec::fmadd(g[v], x[v], dweight[v]);
-            dbias[v] = dbias[v] + g[v];
-            g[v] = g[v] * kernel.gamma[v];
-            total = total + g[v];
-            dot = at::vec::fmadd(g[v], x[v], dot);
-          }
-          const Vec mean_g(sum_lanes(total) / acc_t(width));
-          const Vec mean_gx(sum_lanes(dot) / acc_t(width));
-          for (int64_t v = 0; v < n; ++v) {
-            g[v] = Vec(rstd) * (g[v] - mean_g - x[v] * mean_gx);
-          }
-        }
-        for (int64_t v = 0; v < n; ++v) dshift[v] = dshift[v] + g[v];
-        layout.store(g, grad_z + r * width, kernel.buf.data());
+      const int64_t end = std::min(n_rows, (task + 1) * grain);
+      int64_t r = task * grain;
+      for (; r + kRowsAtOnce <= end; r += kRowsAtOnce) {
+        kernel.template backward<kRowsAtOnce>(r, grad_out, grad_z, dshift, dweight, dbias);
       }
+      for (; r < end; ++r) kernel.template backward<1>(r, grad_out, grad_z, dshift, dweight, dbias);
       if (summed) {
         acc_t* task_partial = partial.data() + 3 * task * padded;
         for (int64_t v = 0; v < n; ++v) {
