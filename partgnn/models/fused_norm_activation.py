@@ -170,12 +170,16 @@ def load_kernel() -> None:
         flags += [*_CAPABILITY_FLAGS[capability], f"-DCPU_CAPABILITY={capability}"]
     started = time.perf_counter()
     try:
-        # The source's hash in the name: each version of the kernel builds in its own folder
+        # The source, flags and torch installation in the name: each version of the kernel and
+        # each environment (whose torch headers the build reads) builds once in its own folder
         # (ninja alone compares file times, which a copy or an install can leave misleading).
-        digest = hashlib.sha256(_SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()
+        source = _SOURCE.read_bytes()
+        build_inputs = [*flags, torch.__version__, str(Path(torch.__file__).parent)]
+        digest = hashlib.sha256(source + " ".join(build_inputs).encode()).hexdigest()
+        name = f"partgnn_norm_activation_{capability.lower()}_{digest[:12]}"
         cpp_extension.load(
-            name=f"partgnn_norm_activation_{capability.lower()}_{digest[:12]}",
-            sources=[str(_SOURCE)],
+            name=name,
+            sources=[str(_cached_source(cpp_extension._get_build_directory(name, False), source))],
             extra_cflags=flags,
             extra_ldflags=["-fopenmp"],
             is_python_module=False,
@@ -187,3 +191,14 @@ def load_kernel() -> None:
             f"({first_line(err)}); install a C++ compiler or set model.fused: false"
         ) from None
     KernelBuild.seconds = time.perf_counter() - started
+
+
+def _cached_source(build_directory: str, source: bytes) -> Path:
+    """The kernel's source, copied once into its build folder: ninja's build rule names the
+    source's path, so every checkout or environment that builds from there reuses one build."""
+    path = Path(build_directory) / _SOURCE.name
+    if not path.exists():
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial.write_bytes(source)
+        os.replace(partial, path)
+    return path
