@@ -98,11 +98,12 @@ def _compare(args: argparse.Namespace, graph: Path) -> None:
         *common,
     ]
     ours = [__file__, "--worker", "partgnn", "--iters", str(args.iters), *common]
+    flags = {variant: _variant_flags(variant) for variant in args.variants}  # refused up front
     runs: dict[str, list[dict]] = {"peer": [], **{variant: [] for variant in args.variants}}
     for _ in range(args.rounds):
         runs["peer"].append(_run(peer))
         for variant in args.variants:
-            runs[variant].append(_run([*ours, *_variant_flags(variant)]))
+            runs[variant].append(_run([*ours, *flags[variant]]))
     profiles = {
         "peer": _run([__file__, "--worker", "profile-peer", "--acorn-src", str(args.acorn_src),
                       "--peer-dir", str(args.peer_dir), "--iters", str(args.iters), *common]),
@@ -110,7 +111,7 @@ def _compare(args: argparse.Namespace, graph: Path) -> None:
     for variant in args.variants:
         profiles[variant] = _run(
             [__file__, "--worker", "profile-partgnn", "--iters", str(args.iters), *common,
-             *_variant_flags(variant)]
+             *flags[variant]]
         )  # fmt: skip
     _print_tables(args, runs, profiles)
 

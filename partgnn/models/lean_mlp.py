@@ -60,13 +60,12 @@ def block_mlp(
     """``mlp(torch.cat(blocks, dim=-1))`` without the concatenation (:func:`first_layer`, then
     :func:`mlp_tail`; fused, the first layer's bias is added in the kernel)."""
     linear: nn.Linear = mlp[0]
-    if fused and _run_takes_bias(list(mlp)[1:], 0, blocks[0], linear):
-        z = first_layer(linear, blocks, bias=False)
-        return mlp_tail(
-            mlp, z, recompute_elementwise=recompute_elementwise, fused=True, shift=linear.bias
-        )
-    z = first_layer(linear, blocks)
-    return mlp_tail(mlp, z, recompute_elementwise=recompute_elementwise, fused=fused)
+    in_kernel = fused and _run_takes_bias(list(mlp)[1:], 0, blocks[0], linear)
+    z = first_layer(linear, blocks, bias=not in_kernel)
+    return mlp_tail(
+        mlp, z, recompute_elementwise=recompute_elementwise, fused=fused,
+        shift=linear.bias if in_kernel else None,
+    )  # fmt: skip
 
 
 def mlp_tail(
@@ -102,9 +101,7 @@ def mlp_tail(
             else:
                 z = linear(z)
             continue
-        end = index
-        while end < len(modules) and not isinstance(modules[end], nn.Linear):
-            end += 1
+        end = _run_end(modules, index)
         run = modules[index:end]
         last = end == len(modules)
         post = residual if last else None
@@ -131,13 +128,20 @@ def _run_takes_bias(
 ) -> bool:
     """Whether the run of element-wise modules at ``index`` (after ``linear``) can add the
     layer's bias in the fused kernel (a CPU run the kernel computes)."""
-    end = index
-    while end < len(modules) and not isinstance(modules[end], nn.Linear):
-        end += 1
+    end = _run_end(modules, index)
     return (
         linear.bias is not None and z.device.type == "cpu" and end > index
         and fusable(modules[index:end])
     )  # fmt: skip
+
+
+def _run_end(modules: list[nn.Module], index: int) -> int:
+    """The end of the run of element-wise modules starting at ``index``: the next Linear
+    layer's index, or the end of ``modules``."""
+    end = index
+    while end < len(modules) and not isinstance(modules[end], nn.Linear):
+        end += 1
+    return end
 
 
 def _apply_in_turn(modules: list[nn.Module], z: torch.Tensor) -> torch.Tensor:
