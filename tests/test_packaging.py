@@ -73,10 +73,11 @@ def installed(wheel: Path, tmp_path_factory) -> Path:
     return venv / "bin"
 
 
-def test_the_wheel_carries_the_configs_the_geometry_and_the_kernel_source(wheel: Path):
+def test_the_wheel_carries_the_configs_the_geometry_and_the_kernel_sources(wheel: Path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "partgnn/configs/detector/trackml.yaml" in names
-    assert "partgnn/models/kernels/norm_activation.cpp" in names
+    kernels = {f"partgnn/models/kernels/{name}.cpp" for name in ("norm_activation", "node_sums")}
+    assert kernels <= names
     assert {"partgnn/configs/demo.yaml", "partgnn/configs/halo.yaml"} <= names
     assert not any(name.startswith(("tests/", "tools/")) for name in names)
 

@@ -56,10 +56,10 @@ def main() -> None:
         print(f"| {shape} | {peaks['float32', key]:.0f} | {peaks['bf16', key]:.0f} |")
     variants = {"off": [False], "on": [True], "both": [False, True]}[args.fused]
     if True in variants:
-        from partgnn.models.fused_norm_activation import KernelBuild, load_kernel
+        from partgnn.models.cpu_kernels import KernelBuild, load_kernels
 
-        load_kernel()
-        print(f"\nfused kernel compiled or loaded in {KernelBuild.seconds:.1f} s")
+        load_kernels()
+        print(f"\nfused kernels compiled or loaded in {KernelBuild.seconds:.1f} s")
     print(
         "\n| edges | precision | fused | step (s) | forward (s) | backward + recompute (s) "
         "| optimizer (s) | counted GFLOP | analytic GFLOP | GFLOP/s | of fp32 peak "

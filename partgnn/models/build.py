@@ -25,7 +25,7 @@ from torch import nn
 
 from partgnn.errors import InputError, first_line
 from partgnn.memory.heap_release import DEFAULT_HEAP_RELEASE, HeapReleasePolicy
-from partgnn.models.fused_norm_activation import load_kernel
+from partgnn.models.cpu_kernels import load_kernels
 from partgnn.models.interaction_network import InteractionNetwork
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def build_model(
         if config.fused:
             # Built (once per machine) or loaded now, not inside the first training step, and
             # a missing compiler stops here in one line.
-            load_kernel()
+            load_kernels()
         return InteractionNetwork(
             node_features=node_features,
             edge_features=edge_features,

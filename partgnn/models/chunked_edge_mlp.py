@@ -40,6 +40,7 @@ from partgnn.memory.heap_release import (
     release_free_heap,
 )
 from partgnn.models.lean_mlp import EdgeMLP
+from partgnn.models.node_sums import Incidence
 
 #: Forward and backward of a chunked edge MLP run over this many chunks of edges at most...
 EDGE_CHUNKS = 16
@@ -94,6 +95,7 @@ def edge_mlp(
     n_interior: int | None = None,
     heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE,
     fused: bool = False,
+    incidence: Incidence | None = None,
 ) -> torch.Tensor:
     """``mlp([h[src], h[dst], r])`` per edge (or ``mlp(r)`` without nodes), plus ``r`` when
     ``residual``, where ``r = row_encoder(rows)`` (``rows`` without an encoder).
@@ -116,13 +118,15 @@ def edge_mlp(
         heap_release: After which chunked runs the freed C-heap pages go back to the system
             (:mod:`~partgnn.memory.heap_release`; not where the chunks' graphs are kept).
         fused: LayerNorm and activation in one pass per row (:class:`EdgeMLP`).
+        incidence: The edges listed by node, for the gradient of the gathered node terms
+            (:meth:`EdgeMLP.gather`; used without ``recompute`` and ``exchange``).
 
     Returns:
         ``(E, out_features)``.
     """
     if not recompute and exchange is None:
         edge = EdgeMLP(mlp, residual, row_encoder, fused)
-        node_terms = None if h is None else edge.gather(edge.project(h), src, dst)
+        node_terms = None if h is None else edge.gather(edge.project(h), src, dst, incidence)
         return edge.rows(rows, node_terms, recompute_elementwise=torch.is_grad_enabled())
     if exchange is not None and (h is None or n_interior is None):
         raise ValueError("edge_mlp: an exchange needs the owned node latents and n_interior")

@@ -6,7 +6,10 @@ sums run in one function whose backward writes one ``E x H`` gradient and adds t
 gather into it chunk by chunk. Half-precision latents (bf16 autocast) are summed in float32,
 chunk by chunk (a node with many edges would lose their small terms in bf16's 8-bit mantissa),
 and the sums returned in the latents' dtype. Mean divides the sums by the degrees; max (and the
-max half of ``sum_max``) is PyG's scatter.
+max half of ``sum_max``) is PyG's scatter. Given the edges listed by node
+(:class:`~partgnn.models.node_sums.Incidence`, ``model.fused`` on CPUs), the sums are the
+kernel's (:func:`~partgnn.models.node_sums.sums_by_node`: node by node, bf16 in float32, both
+directions in one call).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Literal, get_args
 
 import torch
 from torch_geometric.utils import scatter
+
+from partgnn.models.node_sums import Incidence, kernel_applies, sums_by_node
 
 Aggregation = Literal["sum", "mean", "max", "sum_max"]
 AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
@@ -31,6 +36,7 @@ def aggregate_both_ways(
     dst: torch.Tensor,
     n_nodes: int,
     aggregation: Aggregation = "sum",
+    incidence: Incidence | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reductions of the edge latents into each node: over its incoming and outgoing edges.
 
@@ -40,13 +46,17 @@ def aggregate_both_ways(
         dst: Target node of each edge ``(E,)``.
         n_nodes: Rows of the result (nodes without edges get zeros).
         aggregation: ``sum``, ``mean``, ``max`` or ``sum_max`` (sum and max side by side).
+        incidence: The edges listed by node (of ``n_nodes`` nodes): the sums are then the
+            kernel's where it applies.
 
     Returns:
         ``(incoming, outgoing)``, each ``(n_nodes, H)`` (``(n_nodes, 2 H)`` for ``sum_max``).
     """
     if aggregation == "max":
         return _max(e, dst, n_nodes), _max(e, src, n_nodes)
-    incoming, outgoing = _EdgeSums.apply(e, src, dst, n_nodes)
+    if incidence is not None and not (incidence.n_nodes == n_nodes and kernel_applies(e)):
+        incidence = None
+    incoming, outgoing = _EdgeSums.apply(e, src, dst, n_nodes, incidence)
     if aggregation == "mean":
         return incoming / _degree(dst, n_nodes, e), outgoing / _degree(src, n_nodes, e)
     if aggregation == "sum_max":
@@ -67,8 +77,10 @@ def _degree(index: torch.Tensor, n_nodes: int, like: torch.Tensor) -> torch.Tens
 
 class _EdgeSums(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, e, src, dst, n_nodes):
+    def forward(ctx, e, src, dst, n_nodes, incidence):
         ctx.save_for_backward(src, dst)
+        if incidence is not None:
+            return sums_by_node(e, incidence)
         if e.dtype not in (torch.bfloat16, torch.float16):
             incoming = e.new_zeros((n_nodes, *e.shape[1:])).index_add_(0, dst, e)
             outgoing = e.new_zeros((n_nodes, *e.shape[1:])).index_add_(0, src, e)
@@ -86,9 +98,9 @@ class _EdgeSums(torch.autograd.Function):
     def backward(ctx, grad_incoming, grad_outgoing):
         src, dst = ctx.saved_tensors
         if grad_incoming is None and grad_outgoing is None:
-            return None, None, None, None
+            return None, None, None, None, None
         if grad_incoming is None:
-            return grad_outgoing.index_select(0, src), None, None, None
+            return grad_outgoing.index_select(0, src), None, None, None, None
         grad_e = grad_incoming.index_select(0, dst)
         if grad_outgoing is not None:
             size = max(MIN_GATHER_ROWS, -(-src.shape[0] // GATHER_CHUNKS))
@@ -96,4 +108,4 @@ class _EdgeSums(torch.autograd.Function):
                 grad_e[start : start + size] += grad_outgoing.index_select(
                     0, src[start : start + size]
                 )
-        return grad_e, None, None, None
+        return grad_e, None, None, None, None

@@ -12,9 +12,8 @@ recomputes the row's statistics and activation from ``z``: it keeps only ``z``, 
 bias and the LayerNorm parameters are summed in float32 (float64 for float64 rows), also for
 bf16 rows.
 
-The kernel is compiled the first time it is used (with the compiler torch's C++ extensions
-use, about 10-20 s) and cached (``TORCH_EXTENSIONS_DIR``, by default
-``~/.cache/torch_extensions``); a run with ``model.fused: false`` never builds it. GPU tensors,
+The kernel is compiled the first time it is used and cached (:mod:`~partgnn.models.cpu_kernels`);
+a run with ``model.fused: false`` never builds it. GPU tensors,
 rows wider than the kernel's registers and other modules take the plain path (the same
 function, op by op).
 
@@ -25,36 +24,16 @@ copying the bias into every row); ``post`` added after the activation ``(M, W)``
 
 from __future__ import annotations
 
-import hashlib
-import os
-import time
-from functools import cache
-from pathlib import Path
-
 import torch
 from torch import nn
 
-from partgnn.errors import InputError, first_line
+from partgnn.models.cpu_kernels import load_kernels
 
 #: Activations the kernel computes, by module type (its ``int activation`` argument).
 KERNEL_ACTIVATIONS: dict[type[nn.Module], int] = {nn.ReLU: 1, nn.SiLU: 2}
 #: The widest row the kernel holds in registers (16 vectors of 16 float32 / 8 float64 lanes).
 MAX_KERNEL_WIDTH = {torch.float64: 128}
 MAX_KERNEL_WIDTH_DEFAULT = 256
-
-_SOURCE = Path(__file__).parent / "kernels" / "norm_activation.cpp"
-# Instruction-set flags for ATen's vector types, by torch's CPU capability.
-_CAPABILITY_FLAGS = {
-    "AVX512": ["-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
-               "-mfma"],
-    "AVX2": ["-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c"],
-}  # fmt: skip
-
-
-class KernelBuild:
-    """How the kernel was obtained in this process: ``seconds`` to compile or load it."""
-
-    seconds: float | None = None
 
 
 def fusable(modules: list[nn.Module]) -> bool:
@@ -109,7 +88,7 @@ def norm_activation(
     if shift is not None and shift.shape != z.shape[-1:]:
         raise ValueError(f"norm_activation: shift of shape {tuple(shift.shape)} for rows of "
                          f"{z.shape[-1]}")  # fmt: skip
-    load_kernel()
+    load_kernels()
     norm = modules[0] if isinstance(modules[0], nn.LayerNorm) else None
     activation = modules[-1] if type(modules[-1]) in KERNEL_ACTIVATIONS else None
     weight = bias = None
@@ -152,53 +131,3 @@ class _NormActivation(torch.autograd.Function):
 
 def _as(grad: torch.Tensor, parameter: torch.Tensor) -> torch.Tensor:
     return grad.to(parameter.dtype)
-
-
-@cache
-def load_kernel() -> None:
-    """Compiles (first time on this machine) or loads the kernel into ``torch.ops.partgnn``.
-
-    Raises:
-        InputError: It cannot be built (no C++ compiler, ...): one line that says to set
-            ``model.fused: false``.
-    """
-    from torch.utils import cpp_extension
-
-    flags = ["-O3", "-fopenmp"]
-    capability = torch.backends.cpu.get_cpu_capability()
-    if capability in _CAPABILITY_FLAGS:
-        flags += [*_CAPABILITY_FLAGS[capability], f"-DCPU_CAPABILITY={capability}"]
-    started = time.perf_counter()
-    try:
-        # The source, flags and torch installation in the name: each version of the kernel and
-        # each environment (whose torch headers the build reads) builds once in its own folder
-        # (ninja alone compares file times, which a copy or an install can leave misleading).
-        source = _SOURCE.read_bytes()
-        build_inputs = [*flags, torch.__version__, str(Path(torch.__file__).parent)]
-        digest = hashlib.sha256(source + " ".join(build_inputs).encode()).hexdigest()
-        name = f"partgnn_norm_activation_{capability.lower()}_{digest[:12]}"
-        cpp_extension.load(
-            name=name,
-            sources=[str(_cached_source(cpp_extension._get_build_directory(name, False), source))],
-            extra_cflags=flags,
-            extra_ldflags=["-fopenmp"],
-            is_python_module=False,
-            verbose=bool(os.environ.get("PARTGNN_VERBOSE_BUILD")),
-        )
-    except (OSError, RuntimeError, ImportError) as err:
-        raise InputError(
-            f"model.fused: cannot build the fused LayerNorm kernel {_SOURCE.name} "
-            f"({first_line(err)}); install a C++ compiler or set model.fused: false"
-        ) from None
-    KernelBuild.seconds = time.perf_counter() - started
-
-
-def _cached_source(build_directory: str, source: bytes) -> Path:
-    """The kernel's source, copied once into its build folder: ninja's build rule names the
-    source's path, so every checkout or environment that builds from there reuses one build."""
-    path = Path(build_directory) / _SOURCE.name
-    if not path.exists():
-        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        partial.write_bytes(source)
-        os.replace(partial, path)
-    return path

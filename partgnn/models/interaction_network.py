@@ -37,6 +37,7 @@ from partgnn.models.edge_aggregation import AGGREGATIONS, Aggregation, aggregate
 from partgnn.models.feature_scaler import FeatureScaler
 from partgnn.models.lean_mlp import block_mlp
 from partgnn.models.mlp import make_mlp
+from partgnn.models.node_sums import Incidence
 from partgnn.models.replayed_exchange import ReplayedExchange
 
 #: ``x_owned -> [x_owned; x_halo]``; the identity on a whole graph.
@@ -71,8 +72,10 @@ class InteractionNetwork(nn.Module):
         heap_release: After which recomputed edge MLPs the freed C-heap pages go back to the
             system (default: event-sized ones; :mod:`~partgnn.memory.heap_release`).
         fused: Each MLP's LayerNorm and activation (and an edge update's residual) in one
-            pass per row on CPUs (:mod:`~partgnn.models.fused_norm_activation`): the same
-            function, faster; the same bytes kept for the backward pass.
+            pass per row on CPUs (:mod:`~partgnn.models.fused_norm_activation`), and edge rows
+            summed into their nodes node by node (:mod:`~partgnn.models.node_sums`: the
+            aggregation, and the gradient of the gathered node terms without checkpointing):
+            the same function, faster; the same bytes kept for the backward pass.
 
     Shapes:
         - x: ``(N_local, F_node)``; rows ``[0, n_owned)`` are the owned nodes (all rows on a
@@ -176,7 +179,10 @@ class InteractionNetwork(nn.Module):
             # first step's latents: the edge latents of the other steps are not kept. The
             # recomputation gets the halo rows the forward pass received (no exchange again).
             exchange = replay = ReplayedExchange(exchange, n_owned)
-        graph = _Graph(src, dst, n_owned, exchange, overlap, n_interior if overlap else None)
+        graph = _Graph(
+            src, dst, n_owned, exchange, overlap, n_interior if overlap else None,
+            listed_by_node=self.fused and src.device.type == "cpu",
+        )  # fmt: skip
         if lean:
             for first in range(0, self.steps, STEPS_PER_REGION):
                 last = min(first + STEPS_PER_REGION, self.steps)
@@ -221,7 +227,9 @@ class InteractionNetwork(nn.Module):
             n_local = (
                 graph.n_owned + graph.exchange.n_halo if graph.overlap else latents["h"].shape[0]
             )
-            h = self._node_update(index, h, e, graph.src, graph.dst, n_local)
+            h = self._node_update(
+                index, h, e, graph.src, graph.dst, n_local, graph.incidence(n_local)
+            )
         return h, e
 
     def _node_update(
@@ -232,11 +240,12 @@ class InteractionNetwork(nn.Module):
         src: torch.Tensor,
         dst: torch.Tensor,
         n_local: int,
+        incidence: Incidence | None,
     ) -> torch.Tensor:
         """New owned-node latents from ``h`` and the sums (or other reductions) of ``e``."""
         n_owned = h.shape[0]
         # Every edge into or out of an owned node is local, so owned rows are complete.
-        incoming, outgoing = aggregate_both_ways(e, src, dst, n_local, self.aggregation)
+        incoming, outgoing = aggregate_both_ways(e, src, dst, n_local, self.aggregation, incidence)
         node_update = self._node_mlp(
             self.node_mlps[index], [h, incoming[:n_owned], outgoing[:n_owned]]
         )
@@ -252,7 +261,11 @@ def _identity(x: torch.Tensor) -> torch.Tensor:
 
 
 class _Graph:
-    """The local edges of one forward pass and how a step gets the halo rows."""
+    """The local edges of one forward pass and how a step gets the halo rows.
+
+    ``listed_by_node``: the edges' :class:`~partgnn.models.node_sums.Incidence` (made once, on
+    first use) serves the sums into nodes (``model.fused`` on CPUs).
+    """
 
     def __init__(
         self,
@@ -262,13 +275,28 @@ class _Graph:
         exchange: Exchange,
         overlap: bool,
         n_interior: int | None,
+        *,
+        listed_by_node: bool = False,
     ) -> None:
         self.src, self.dst, self.n_owned = src, dst, n_owned
         self.exchange, self.overlap, self.n_interior = exchange, overlap, n_interior
+        self.listed_by_node = listed_by_node
+        self._incidence: Incidence | None = None
+
+    def incidence(self, n_local: int) -> Incidence | None:
+        """The edges listed by node, of ``n_local`` local nodes (``None`` unless
+        ``listed_by_node``)."""
+        if not self.listed_by_node:
+            return None
+        if self._incidence is None or self._incidence.n_nodes != n_local:
+            self._incidence = Incidence.of(self.src, self.dst, n_local)
+        return self._incidence
 
     def nodes(self, h: torch.Tensor) -> dict:
         """How an edge MLP gets the latents of both endpoints: the halo rows exchanged inside
-        it (overlap), or exchanged here."""
+        it (overlap), or exchanged here (with the edges listed by node for the gradient of
+        their gather)."""
         if self.overlap:
             return {"h": h, "exchange": self.exchange, "n_interior": self.n_interior}
-        return {"h": self.exchange(h)}
+        local = self.exchange(h)
+        return {"h": local, "incidence": self.incidence(local.shape[0])}

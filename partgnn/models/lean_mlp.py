@@ -27,7 +27,9 @@ from torch import nn
 from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
+from partgnn.models import node_sums
 from partgnn.models.fused_norm_activation import fusable, kernel_applies, norm_activation
+from partgnn.models.node_sums import Incidence
 
 
 def first_layer(
@@ -204,14 +206,33 @@ class EdgeMLP:
         return functional.linear(h, torch.cat([w_src, w_dst]), bias)
 
     @staticmethod
-    def gather(projections: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    def gather(
+        projections: torch.Tensor,
+        src: torch.Tensor,
+        dst: torch.Tensor,
+        incidence: Incidence | None = None,
+    ) -> torch.Tensor:
         """The node terms of some edges' first layer, ``W_src h_src + W_dst h_dst``, ``(M, H_out)``.
 
         Args:
             projections: :meth:`project` of the local node latents ``(N_local, 2 H_out)``.
             src: The edges' source nodes ``(M,)``.
             dst: Their target nodes ``(M,)``.
+            incidence: Of these edges: the gradient of ``projections`` is then summed node by
+                node by the kernel (:mod:`~partgnn.models.node_sums`), where it applies.
         """
+        if (
+            incidence is not None
+            and torch.is_grad_enabled()
+            and projections.requires_grad
+            and incidence.n_nodes == projections.shape[0]
+            and node_sums.kernel_applies(projections)
+        ):
+            return _GatherBothEnds.apply(projections, src, dst, incidence)
+        return EdgeMLP._gather(projections, src, dst)
+
+    @staticmethod
+    def _gather(projections: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
         width = projections.shape[1] // 2
         gathered = projections[:, :width].index_select(0, src)
         return gathered + projections[:, width:].index_select(0, dst)
@@ -251,3 +272,18 @@ class EdgeMLP:
             self.mlp, z, recompute_elementwise=recompute_elementwise, fused=self.fused,
             residual=rows if self.residual else None, shift=shift,
         )  # fmt: skip
+
+
+class _GatherBothEnds(torch.autograd.Function):
+    """:meth:`EdgeMLP.gather` whose backward sums the edges' gradients node by node (both
+    halves of the projections in one kernel call) instead of two ``index_add_``."""
+
+    @staticmethod
+    def forward(ctx, projections, src, dst, incidence):
+        ctx.incidence = incidence
+        return EdgeMLP._gather(projections, src, dst)
+
+    @staticmethod
+    def backward(ctx, grad_terms):
+        by_dst, by_src = node_sums.sums_by_node(grad_terms.contiguous(), ctx.incidence)
+        return torch.cat([by_src, by_dst], dim=1), None, None, None

@@ -21,7 +21,7 @@ import torch
 
 from partgnn.distributed.halo_exchange import CommunicationCounter, ExchangePlan, HaloExchanger
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.models.fused_norm_activation import KernelBuild
+from partgnn.models.cpu_kernels import KernelBuild
 from partgnn.partition.shard_reader import ShardDirectory
 from tests.distributed.reference import DTYPES, build_model, edge_loss, summed_over_ranks
 

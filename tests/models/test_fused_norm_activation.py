@@ -7,13 +7,9 @@ import torch
 from torch import nn
 
 from partgnn.errors import InputError
-from partgnn.models import fused_norm_activation
-from partgnn.models.fused_norm_activation import (
-    fusable,
-    kernel_applies,
-    load_kernel,
-    norm_activation,
-)
+from partgnn.models import cpu_kernels
+from partgnn.models.cpu_kernels import load_kernels
+from partgnn.models.fused_norm_activation import fusable, kernel_applies, norm_activation
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.models.lean_mlp import mlp_tail
 from partgnn.models.mlp import make_mlp
@@ -145,7 +141,7 @@ def test_a_kernel_that_cannot_be_built_is_one_line_naming_the_setting(monkeypatc
 
     monkeypatch.setattr(cpp_extension, "load", no_compiler)
     with pytest.raises(InputError, match=r"set model\.fused: false") as err:
-        fused_norm_activation.load_kernel.__wrapped__()
+        cpu_kernels.load_kernels.__wrapped__()
     assert "\n" not in str(err.value)
 
 
@@ -153,7 +149,7 @@ def test_a_kernel_that_cannot_be_built_is_one_line_naming_the_setting(monkeypatc
 def test_interaction_network_fused_equals_plain_in_float64(checkpoint):
     """The whole model: logits and every gradient, with and without checkpointing (bias of the
     first edge-MLP layer moved into the node projections, residuals fused)."""
-    load_kernel()
+    load_kernels()
     generator = torch.Generator().manual_seed(3)
     x = torch.randn(300, 3, generator=generator, dtype=torch.float64)
     edge_index = torch.randint(0, 300, (2, 2000), generator=generator)
