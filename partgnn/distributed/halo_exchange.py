@@ -22,6 +22,7 @@ detector sector has few neighbours, and all-to-all latency grows with P).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
@@ -107,6 +108,9 @@ class CommunicationCounter:
         forward_bytes_received: Bytes it received in forward exchanges.
         backward_bytes_sent: Bytes it sent in backward exchanges.
         backward_bytes_received: Bytes it received in backward exchanges.
+        blocked_seconds: Wall time this rank spent blocked in exchanges: a blocking exchange
+            whole, a started one (overlap) from its :meth:`~PendingExchange.wait` on (on CUDA,
+            the host's time only: the device waits on its stream).
     """
 
     forward_exchanges: int = 0
@@ -115,6 +119,7 @@ class CommunicationCounter:
     forward_bytes_received: int = 0
     backward_bytes_sent: int = 0
     backward_bytes_received: int = 0
+    blocked_seconds: float = field(default=0.0, compare=False)
     _history: list[tuple[str, int, int]] = field(default_factory=list, repr=False)
 
     def record(self, direction: str, bytes_sent: int, bytes_received: int) -> None:
@@ -321,7 +326,7 @@ class HaloExchanger:
                              async_op=True)  # fmt: skip
         if self.counter is not None:
             self.counter.record(direction, _nbytes(send), _nbytes(receive))
-        return PendingExchange(requests, send, receive)
+        return PendingExchange(requests, send, receive, self.counter)
 
 
 class PendingExchange:
@@ -331,15 +336,25 @@ class PendingExchange:
         Every rank that started the exchange must wait for it.
     """
 
-    def __init__(self, requests: list, send: torch.Tensor, receive: torch.Tensor) -> None:
+    def __init__(
+        self,
+        requests: list,
+        send: torch.Tensor,
+        receive: torch.Tensor,
+        counter: CommunicationCounter | None = None,
+    ) -> None:
         self._requests = requests
         self._send: torch.Tensor | None = send
         self._receive = receive
+        self._counter = counter
 
     def wait(self) -> torch.Tensor:
         """Blocks until the exchange is done (on CUDA: orders the current stream after it)."""
+        started = time.perf_counter()
         for request in self._requests:
             request.wait()
+        if self._counter is not None and self._requests:
+            self._counter.blocked_seconds += time.perf_counter() - started
         self._requests, self._send = [], None
         return self._receive
 
@@ -352,9 +367,11 @@ class _HaloExchange(torch.autograd.Function):
         x_local = x_owned.new_empty((plan.n_owned + plan.n_halo, *x_owned.shape[1:]))
         x_local[: plan.n_owned] = x_owned
         received = x_local[plan.n_owned :]
+        started = time.perf_counter()
         _exchange(send, received, plan.send_counts, plan.recv_counts, context, transport)
         if counter is not None:
             counter.record("forward", _nbytes(send), _nbytes(received))
+            counter.blocked_seconds += time.perf_counter() - started
         ctx.plan, ctx.context, ctx.transport, ctx.counter = plan, context, transport, counter
         return x_local
 
@@ -364,11 +381,13 @@ class _HaloExchange(torch.autograd.Function):
         grad_halo = grad_local[plan.n_owned :].contiguous()
         grad_sent = grad_local.new_empty((plan.rows_sent, *grad_local.shape[1:]))
         # The reverse exchange: what was received is sent back, into the rows that were sent.
+        started = time.perf_counter()
         _exchange(
             grad_halo, grad_sent, plan.recv_counts, plan.send_counts, ctx.context, ctx.transport
         )
         if ctx.counter is not None:
             ctx.counter.record("backward", _nbytes(grad_halo), _nbytes(grad_sent))
+            ctx.counter.blocked_seconds += time.perf_counter() - started
         # One new tensor: the owned rows' gradient plus what the peers returned for them.
         grad_owned = grad_local[: plan.n_owned].index_add(0, plan.send_index, grad_sent)
         return grad_owned, None, None, None, None

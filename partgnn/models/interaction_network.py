@@ -246,14 +246,18 @@ class InteractionNetwork(nn.Module):
         n_owned = h.shape[0]
         # Every edge into or out of an owned node is local, so owned rows are complete.
         incoming, outgoing = aggregate_both_ways(e, src, dst, n_local, self.aggregation, incidence)
-        node_update = self._node_mlp(
-            self.node_mlps[index], [h, incoming[:n_owned], outgoing[:n_owned]]
-        )
-        return h + node_update if self.residual else node_update
+        return self._node_mlp(
+            self.node_mlps[index], [h, incoming[:n_owned], outgoing[:n_owned]],
+            residual=h if self.residual else None,
+        )  # fmt: skip
 
-    def _node_mlp(self, mlp: nn.Sequential, blocks: list[torch.Tensor]) -> torch.Tensor:
+    def _node_mlp(
+        self, mlp: nn.Sequential, blocks: list[torch.Tensor], residual: torch.Tensor | None = None
+    ) -> torch.Tensor:
         recompute = torch.is_grad_enabled()
-        return block_mlp(mlp, blocks, recompute_elementwise=recompute, fused=self.fused)
+        return block_mlp(
+            mlp, blocks, recompute_elementwise=recompute, fused=self.fused, residual=residual
+        )
 
 
 def _identity(x: torch.Tensor) -> torch.Tensor:

@@ -58,14 +58,16 @@ def block_mlp(
     *,
     recompute_elementwise: bool = False,
     fused: bool = False,
+    residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``mlp(torch.cat(blocks, dim=-1))`` without the concatenation (:func:`first_layer`, then
-    :func:`mlp_tail`; fused, the first layer's bias is added in the kernel)."""
+    """``mlp(torch.cat(blocks, dim=-1))`` (plus ``residual``) without the concatenation
+    (:func:`first_layer`, then :func:`mlp_tail`; fused, the first layer's bias and the residual
+    are added in the kernel)."""
     linear: nn.Linear = mlp[0]
     in_kernel = fused and _run_takes_bias(list(mlp)[1:], 0, blocks[0], linear)
     z = first_layer(linear, blocks, bias=not in_kernel)
     return mlp_tail(
-        mlp, z, recompute_elementwise=recompute_elementwise, fused=fused,
+        mlp, z, recompute_elementwise=recompute_elementwise, fused=fused, residual=residual,
         shift=linear.bias if in_kernel else None,
     )  # fmt: skip
 

@@ -4,10 +4,14 @@ For each scenario (a global graph and an assignment to this world size) and each
 forward must give exactly the global rows of the rank's local nodes, and the backward of
 ``sum(out * w[local_nodes])`` must give each owned node ``w[v]`` times the number of ranks that
 hold ``v`` (as owner or halo). Exits non-zero with a message on the first mismatch; prints
-``checked: <scenario>, <transport>`` for every case it checked.
+``checked: <scenario>, <transport>`` for every case it checked. Last, the time a rank is blocked
+in exchanges (``CommunicationCounter.blocked_seconds``) while the last rank is late by
+:data:`LATE_S`: blocking and started exchanges, ``checked: blocked time``.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import torch
@@ -15,6 +19,7 @@ import torch
 from partgnn.distributed.halo_exchange import (
     CommunicationCounter,
     ExchangePlan,
+    HaloExchanger,
     halo_exchange,
 )
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
@@ -22,6 +27,8 @@ from partgnn.partition.halo_plan import build_halo_plans
 
 PATH = np.array([[0, 1, 2, 3, 1], [1, 2, 3, 0, 3]])
 TRANSPORTS = ("all_to_all", "p2p")
+#: The last rank starts its exchanges this late in the blocked-time check.
+LATE_S = 0.3
 
 
 def scenarios(world_size: int) -> dict[str, np.ndarray]:
@@ -67,7 +74,34 @@ def main() -> None:
             ):
                 raise SystemExit(f"{where}: byte count {counter.as_dict()}")
             print(f"checked: {name}, {transport}", flush=True)
+    if context.world_size > 1:
+        round_robin = build_halo_plans(PATH, np.arange(4) % context.world_size, context.world_size)
+        _check_blocked_time(context, ExchangePlan.from_halo_plan(round_robin[context.rank]))
     destroy_distributed(context)
+
+
+def _check_blocked_time(context, plan: ExchangePlan) -> None:
+    """Every rank but the late one waits for it, in a blocking and in a started exchange
+    (all_to_all: every rank takes part)."""
+    late = context.rank == context.world_size - 1
+    for kind in ("blocking", "started"):
+        counter = CommunicationCounter()
+        x = torch.zeros(plan.n_owned, 4)
+        if late:
+            time.sleep(LATE_S)
+        if kind == "blocking":
+            halo_exchange(x, plan, context, transport="all_to_all", counter=counter)
+        else:
+            exchanger = HaloExchanger(
+                plan, context, transport="all_to_all", counter=counter, overlap=True
+            )
+            exchanger.start(x).wait()
+        blocked = counter.blocked_seconds
+        if late and blocked >= LATE_S:
+            raise SystemExit(f"{kind}: the late rank was blocked {blocked:.3f} s")
+        if not late and blocked < LATE_S - 0.05:
+            raise SystemExit(f"{kind}: rank {context.rank} was blocked {blocked:.3f} s only")
+    print("checked: blocked time", flush=True)
 
 
 if __name__ == "__main__":
