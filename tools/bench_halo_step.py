@@ -4,12 +4,12 @@ Simulates one event (``--pileup``, every hit unless ``--pt-min``), builds its gr
 it with METIS for each P of ``--parts`` and runs training steps of the roofline model
 (tools/bench_roofline.py: Interaction Network, H = 64, 8 steps, shared weights, SiLU, LayerNorm,
 checkpointing on) under torchrun, ``--threads`` cores shared by the ranks (P = 1: the whole
-graph in one process, no exchange). Per phase, the slowest rank's seconds (the best of the
-timed steps): forward, backward (with the recomputation of the checkpointed regions), the
-halo exchange (seconds a rank was blocked in exchanges, inside forward and backward; with
-overlap most of an exchange runs behind the interior edges' compute), the gradient all-reduce
-(with the wait for the slowest rank's backward pass: the ranks' imbalance) and the optimizer; matmul FLOPs counted per rank by ``FlopCounterMode`` and summed. Prints
-markdown rows for docs/BENCHMARKS.md:
+graph in one process, no exchange). Per phase, the slowest rank's seconds (the best of the timed
+steps): forward, backward (with the recomputation of the checkpointed regions), the halo
+exchange (seconds a rank was blocked in exchanges, inside forward and backward; with overlap
+most of an exchange runs behind the interior edges' compute), the gradient all-reduce (with the
+wait for the slowest rank's backward pass: the ranks' imbalance) and the optimizer; matmul FLOPs
+counted per rank by ``FlopCounterMode`` and summed. Prints markdown rows for docs/BENCHMARKS.md:
 
     .venv/bin/python tools/bench_halo_step.py --parts 1 2 --pileup 40
 """

@@ -49,8 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"{SCORE_CUT})",
     )
     evaluate.add_argument(
-        "--pt-min", type=non_negative_float, default=1.0, help="target particle pT [GeV]"
+        "--pt-min", type=non_negative_float, default=1.0, help="target particles' pT above [GeV]"
     )
+    evaluate.add_argument(
+        "--pt-max", type=non_negative_float, default=None,
+        help="target particles' pT at most [GeV] (a band with --pt-min; default: no bound)",
+    )  # fmt: skip
     evaluate.add_argument(
         "--event-ids", type=int, nargs="+", default=None, help="evaluate only these events"
     )
@@ -91,6 +95,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         cut=args.cut,
         pt_min=args.pt_min,
         event_ids=args.event_ids,
+        pt_max=args.pt_max,
     )
     _print_metrics(metrics)
     if args.out is not None:
@@ -101,7 +106,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _print_metrics(metrics: dict[str, object]) -> None:
-    print(f"{metrics['events']} events, score cut {metrics['cut']:g} ({metrics['cut_source']})")
+    low, high = metrics["target_pt"]
+    band = f"pT > {low:g} GeV" if high is None else f"{low:g} < pT <= {high:g} GeV"
+    print(f"{metrics['events']} events, score cut {metrics['cut']:g} ({metrics['cut_source']}), "
+          f"target particles {band}")  # fmt: skip
     for section in ("edge", "track"):
         print(f"  {section} metrics:")
         for key, value in metrics[section].items():

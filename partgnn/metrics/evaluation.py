@@ -31,12 +31,15 @@ def evaluate_scores(
     cut: float | None = None,
     pt_min: float = 1.0,
     event_ids: list[int] | None = None,
+    pt_max: float | None = None,
 ) -> dict[str, object]:
     """Edge and track metrics of a scores file over all its events.
 
     Edge counts add up over events (AUC over all edges together); track metrics add up their
     counts over events; the TrackML score is the mean over events (needs ``events_path``).
     ``event_ids`` restricts the evaluation to those events (e.g. the validation events).
+    Target particles (the target edge efficiency and the track efficiency) have
+    ``pt_min < pT`` (and ``pT <= pt_max`` when given: a band, e.g. 0.5-1 GeV).
     ``cut`` defaults to the cut the model's training chose on its validation events (recorded
     by ``partgnn infer`` in the scores file), else :data:`SCORE_CUT`.
 
@@ -97,7 +100,9 @@ def evaluate_scores(
                 if event_id not in event_index:
                     raise InputError(f"{events_path}: no event {event_id}")
                 hit_weight, n_hits = _truth_of(events[event_index[event_id]], graph)
-            target = _target_edges(graph.edge_index.numpy(), y, particle_id, particle_pt, pt_min)
+            target = _target_edges(
+                graph.edge_index.numpy(), y, particle_id, particle_pt, pt_min, pt_max
+            )
             edge_rows.append(edge_metrics(scores, y, boundary=boundary, target=target, cut=cut))
             labels = build_tracks(graph.edge_index.numpy(), scores, graph.num_nodes, cut=cut)
             track_rows.append(
@@ -107,6 +112,7 @@ def evaluate_scores(
                     particle_pt=particle_pt,
                     hit_weight=hit_weight,
                     pt_min=pt_min,
+                    pt_max=pt_max,
                     particle_n_hits=n_hits,
                     hit_sector=hit_sector,
                 )
@@ -121,21 +127,30 @@ def evaluate_scores(
         "events": len(edge_rows),
         "cut": cut,
         "cut_source": cut_source,
+        "target_pt": [pt_min, pt_max],
         "edge": edge,
         "track": TrackMetrics.combine(track_rows).to_dict(),
     }
 
 
 def _target_edges(
-    edge_index: np.ndarray, y: np.ndarray, particle_id: np.ndarray, pt: np.ndarray, pt_min: float
+    edge_index: np.ndarray,
+    y: np.ndarray,
+    particle_id: np.ndarray,
+    pt: np.ndarray,
+    pt_min: float,
+    pt_max: float | None = None,
 ) -> np.ndarray:
-    """True edges whose particle has pT > pt_min and >= 3 hits in the graph."""
+    """True edges whose particle has pT > pt_min (and <= pt_max) and >= 3 hits in the graph."""
     _, inverse, counts = np.unique(particle_id, return_inverse=True, return_counts=True)
     hits_of_node = counts[inverse]
     source = edge_index[0]
-    return (
+    target = (
         (y > 0.5) & (particle_id[source] > 0) & (pt[source] > pt_min) & (hits_of_node[source] >= 3)
     )
+    if pt_max is not None:
+        target &= pt[source] <= pt_max
+    return target
 
 
 def _check_events_source(graphs: GraphFile, events_path: Path) -> None:

@@ -297,6 +297,7 @@ def track_metrics(
     min_hits: int = 3,
     particle_n_hits: ParticleHitCounts | None = None,
     hit_sector: Any = None,
+    pt_max: float | None = None,
 ) -> TrackMetrics:
     """Matches tracks to truth particles: double-majority efficiency, fakes, duplicates, score.
 
@@ -313,7 +314,8 @@ def track_metrics(
     - **Double majority**: a candidate track matches particle p (not noise) when more than 50%
       of the track's hits belong to p and more than 50% of p's hits (``n_p``) are in the track.
     - **Target particles**: non-noise particles present in ``particle_id`` with
-      ``pT > pt_min`` (no pT selection when ``particle_pt`` is ``None``) and ``n_p >=
+      ``pT > pt_min`` (and ``pT <= pt_max`` when given; no pT selection when ``particle_pt``
+      is ``None``) and ``n_p >=
       min_hits``. **Efficiency** = matched target particles / target particles.
     - **Fake rate** = candidate tracks with no double-majority match / candidate tracks (over
       all particles, target or not).
@@ -345,6 +347,8 @@ def track_metrics(
         particle_n_hits: Hits of each particle in the whole event: ``{particle_id: n}``, a pandas
             Series indexed by particle id, or two arrays ``(particle_ids, counts)``.
         hit_sector: Sector (partition part) of each hit, shape ``(N,)``, integer.
+        pt_max: Target particles have ``pT <= pt_max`` [GeV] (``None``: no upper bound), e.g.
+            ``pt_min=0.5, pt_max=1.0`` for the particles below a 1 GeV target.
 
     Returns:
         The :class:`TrackMetrics`.
@@ -375,6 +379,8 @@ def track_metrics(
         pt = np.zeros(len(particle_ids))
         pt[particle_of_hit] = particle_pt  # one value per particle: any of its hits will do
         is_target &= pt > pt_min
+        if pt_max is not None:
+            is_target &= pt <= pt_max
 
     # Tracks, numbered 0 .. T-1, and their (track, particle) pairs with shared hit counts.
     assigned = np.flatnonzero(labels >= 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,11 @@ def test_perfect_scores_on_a_subsampled_event_give_efficiency_one(tmp_path: Path
     assert track["fake_rate"] == 0.0
     assert track["trackml_score"] == pytest.approx(1.0)
     assert result["edge"]["efficiency"] == 1.0 and result["edge"]["purity"] == 1.0
+    assert result["target_pt"] == [0.5, None]
+    # A band above every particle's pT: no targets, no target edges.
+    band = evaluate_scores(scores, graphs, events_path=events, pt_min=1e6, pt_max=2e6)
+    assert band["track"]["n_target_particles"] == 0
+    assert math.isnan(band["edge"]["target_efficiency"])
 
 
 def test_evaluate_uses_the_cut_recorded_with_the_scores(tmp_path: Path):

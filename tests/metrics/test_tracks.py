@@ -461,3 +461,20 @@ def test_spanning_and_contained_efficiency_on_a_hand_made_event() -> None:
     assert not mixed.split_by_sector and np.isnan(mixed.contained_efficiency)
     with pytest.raises(InputError, match="hit_sector has 3 values for 14 hits"):
         track_metrics(labels, particle_id, hit_sector=hit_sector[:3])
+
+
+def test_a_pt_band_selects_its_targets() -> None:
+    """Three 3-hit particles of pT 0.3, 0.7 and 1.5 GeV; only the 0.7 GeV one is found."""
+    particle_id = np.repeat([1, 2, 3], 3)
+    particle_pt = np.repeat([0.3, 0.7, 1.5], 3)
+    labels = np.array([NO_TRACK] * 3 + [5] * 3 + [NO_TRACK] * 3)
+
+    def efficiency(pt_min: float, pt_max: float | None) -> tuple[int, float]:
+        metrics = track_metrics(labels, particle_id, particle_pt=particle_pt, pt_min=pt_min,
+                                pt_max=pt_max)  # fmt: skip
+        return metrics.n_target_particles, metrics.efficiency
+
+    assert efficiency(0.5, 1.0) == (1, 1.0)
+    assert efficiency(1.0, None) == (1, 0.0)
+    assert efficiency(0.0, 1.0) == (2, 0.5)
+    assert efficiency(0.0, None) == (3, 1 / 3)
