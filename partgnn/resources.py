@@ -1,8 +1,12 @@
-"""Files that ship inside the package: run-config templates and the detector geometry.
+"""Files that ship inside the package: run-config templates, the detector geometry and trained
+models.
 
 The wheel carries them as package data (``partgnn/configs/``), so nothing at run time reads the
 source tree. A run config is named either by a path or by the name of a shipped template
 (``--config demo`` is ``partgnn/configs/demo.yaml``); ``partgnn configs`` lists the templates.
+A trained model is named ``pretrained:NAME`` wherever a checkpoint is read
+(``partgnn/pretrained/NAME.pt``, with its model card ``NAME.yaml``); ``partgnn pretrained``
+lists them.
 The real TrackML sample event is never assumed to exist: ``$PARTGNN_TRACKML_SAMPLE`` names its
 folder when one is at hand.
 
@@ -21,6 +25,8 @@ from partgnn.errors import InputError
 SAMPLE_DIR_ENV = "PARTGNN_TRACKML_SAMPLE"
 
 _CONFIG_SUFFIX = ".yaml"
+#: How a checkpoint argument names a model shipped with the package.
+PRETRAINED_PREFIX = "pretrained:"
 
 
 def configs_dir() -> Path:
@@ -67,3 +73,33 @@ def trackml_sample_dir(default: str | os.PathLike[str] | None = None) -> Path | 
         if candidate and any(Path(candidate).glob("event*-hits.csv*")):
             return Path(candidate)
     return None
+
+
+def pretrained_dir() -> Path:
+    """The folder of the trained models shipped with the package."""
+    return Path(str(resources.files("partgnn") / "pretrained"))
+
+
+def pretrained_names() -> list[str]:
+    """Names of the shipped trained models (a checkpoint with a model card each)."""
+    folder = pretrained_dir()
+    return sorted(p.stem for p in folder.glob("*.pt") if p.with_suffix(_CONFIG_SUFFIX).is_file())
+
+
+def resolve_checkpoint(spec: str | os.PathLike[str]) -> Path:
+    """The checkpoint file ``spec`` names: ``pretrained:NAME`` is a shipped model, anything else
+    a path (returned as it is).
+
+    Raises:
+        InputError: ``pretrained:NAME`` names no shipped model; the message lists them.
+    """
+    text = os.fspath(spec)
+    if not text.startswith(PRETRAINED_PREFIX):
+        return Path(spec)
+    name = text.removeprefix(PRETRAINED_PREFIX)
+    if name not in pretrained_names():
+        raise InputError(
+            f"{text}: no such pretrained model (shipped: "
+            f"{', '.join(PRETRAINED_PREFIX + n for n in pretrained_names()) or 'none'})"
+        )
+    return pretrained_dir() / f"{name}.pt"

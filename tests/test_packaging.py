@@ -73,11 +73,12 @@ def installed(wheel: Path, tmp_path_factory) -> Path:
     return venv / "bin"
 
 
-def test_the_wheel_carries_the_configs_the_geometry_and_the_kernel_sources(wheel: Path):
+def test_the_wheel_carries_configs_geometry_kernel_sources_and_trained_models(wheel: Path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "partgnn/configs/detector/trackml.yaml" in names
     kernels = {f"partgnn/models/kernels/{name}.cpp" for name in ("norm_activation", "node_sums")}
     assert kernels <= names
+    assert {"partgnn/pretrained/trackml-pt1.pt", "partgnn/pretrained/trackml-pt1.yaml"} <= names
     assert {"partgnn/configs/demo.yaml", "partgnn/configs/halo.yaml"} <= names
     assert not any(name.startswith(("tests/", "tools/")) for name in names)
 

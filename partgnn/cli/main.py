@@ -26,6 +26,7 @@ from partgnn.cli import (
     eval_commands,
     partition_commands,
     plan_commands,
+    pretrained_commands,
     report_commands,
     selfcheck_commands,
     train_commands,
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_commands.register(subparsers)
     report_commands.register(subparsers)
     config_commands.register(subparsers)
+    pretrained_commands.register(subparsers)
     return parser
 
 

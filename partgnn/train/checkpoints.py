@@ -19,6 +19,7 @@ import torch
 
 from partgnn.data.output_files import atomic_output
 from partgnn.errors import InputError, OutputError, first_line
+from partgnn.resources import resolve_checkpoint
 
 LAST = "last.pt"
 
@@ -62,7 +63,8 @@ def load_checkpoint(
     """Reads a checkpoint with ``weights_only=True`` (no arbitrary code from the file).
 
     Args:
-        path: The checkpoint file.
+        path: The checkpoint file, or ``pretrained:NAME`` (a model shipped with the package,
+            :func:`~partgnn.resources.resolve_checkpoint`).
         device: Where its tensors go.
         required: Top-level keys it must hold (:data:`TRAINING_STATE` to resume training).
 
@@ -70,7 +72,7 @@ def load_checkpoint(
         InputError: If the file is missing, not a torch file, holds objects that loading with
             ``weights_only=True`` refuses (a pickle that would run code), or lacks a key.
     """
-    path = Path(path)
+    path = resolve_checkpoint(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
     try:

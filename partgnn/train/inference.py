@@ -24,6 +24,7 @@ from partgnn.errors import InputError
 from partgnn.models.build import build_model
 from partgnn.models.config import ModelConfig
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory
+from partgnn.resources import PRETRAINED_PREFIX
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.group_shards import open_group_shard
 from partgnn.train.loss import DTYPES
@@ -215,7 +216,10 @@ def run_inference(
             "source_file": str(Path(graphs).resolve()),
             "source_sha256": file_sha256(graphs),
         }
-    provenance = {"checkpoint": str(Path(checkpoint).resolve()), **source}
+    # A shipped model is recorded by its name (its file lies inside the installation).
+    named = os.fspath(checkpoint).startswith(PRETRAINED_PREFIX)
+    provenance = {"checkpoint": os.fspath(checkpoint) if named else str(Path(checkpoint).resolve()),
+                  **source}  # fmt: skip
     score_cut = checkpoint_score_cut(checkpoint)
     if score_cut is not None:
         provenance["score_cut"] = score_cut

@@ -1,0 +1,103 @@
+"""Ships a trained model with the package: ``partgnn/pretrained/NAME.pt`` and its model card.
+
+The checkpoint keeps what scoring needs (the weights, with the feature standardisation, the run
+config and the score cut chosen on the validation events), with ``model.fused`` turned off (the
+same weights; scoring then needs no C++ compiler). The card (``NAME.yaml``) records the config,
+how the data were made, the seeds, the held-out figures of the evaluation JSON files given and
+the score cut. Run after ``tools/bench_recipe.py``::
+
+    .venv/bin/python tools/make_pretrained.py --name trackml-pt1 --run DIR/run \\
+        --evaluation held-out=DIR/evaluation-test.json --summary "..." --data "..."
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import torch
+import yaml
+
+from partgnn.resources import pretrained_dir
+from partgnn.train.checkpoints import load_checkpoint
+
+#: The figures a card quotes from an evaluation JSON, by section.
+FIGURES = {
+    "edge": ("efficiency", "target_efficiency", "purity", "auc"),
+    "track": ("efficiency", "fake_rate", "impure_rate", "duplicate_rate"),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--name", required=True, help="the model's name: pretrained:NAME")
+    parser.add_argument("--run", type=Path, required=True, help="the training run's folder")
+    parser.add_argument(
+        "--evaluation", action="append", required=True, metavar="LABEL=JSON",
+        help="an evaluate --out JSON of held-out events, with a label (repeatable)",
+    )  # fmt: skip
+    parser.add_argument("--summary", required=True, help="one line: what the model is for")
+    parser.add_argument("--data", required=True, help="the commands that made the data")
+    parser.add_argument("--training", default="", help="how it was trained (command, time)")
+    parser.add_argument("--commit", default=None, help="the code that trained it (default: HEAD)")
+    args = parser.parse_args()
+    state = load_checkpoint(args.run / "checkpoints" / "last.pt")
+    config = state["config"]
+    config["model"]["fused"] = False
+    kept = {"model": state["model"], "config": config, "score_cut": state.get("score_cut")}
+    target = pretrained_dir() / f"{args.name}.pt"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(kept, target)
+    card = {
+        "name": args.name,
+        "summary": args.summary,
+        "use": f"partgnn infer --checkpoint pretrained:{args.name} --graphs GRAPHS --out SCORES",
+        "model": config["model"],
+        "training": {
+            "config": {k: config[k] for k in ("mode", "loss", "optim") if k in config},
+            "run": {k: config["run"][k] for k in ("seed", "dtype", "bf16")},
+            "steps": int(state["step"]) if "step" in state else None,
+            "how": args.training,
+            "commit": args.commit or _commit(),
+            "date": datetime.date.today().isoformat(),
+        },
+        "data": args.data,
+        "score_cut": kept["score_cut"],
+        "held_out": {},
+    }
+    for item in args.evaluation:
+        label, _, path = item.partition("=")
+        metrics = json.loads(Path(path).read_text())
+        card["held_out"][label] = {
+            "events": metrics["events"],
+            "cut": metrics["cut"],
+            "target_pt": metrics.get("target_pt", [1.0, None]),
+            **{
+                f"{section}_{key}": _rounded(metrics[section].get(key))
+                for section, keys in FIGURES.items()
+                for key in keys
+            },
+        }
+    card_path = target.with_suffix(".yaml")
+    card_path.write_text(yaml.safe_dump(card, sort_keys=False, width=100))
+    print(f"{target} ({target.stat().st_size / 1e6:.1f} MB) and {card_path}")
+
+
+def _rounded(value: object) -> float | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return round(float(value), 4)
+
+
+def _commit() -> str:
+    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=Path(__file__).parent)  # fmt: skip
+    return result.stdout.strip() or "unknown"
+
+
+if __name__ == "__main__":
+    main()
