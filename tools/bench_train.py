@@ -4,10 +4,13 @@ Simulates one pile-up-200 event, builds its graph (``--pt-min``, default no cut:
 ~1.1e6 edges), partitions it with METIS for each P, and trains a few steps with ``partgnn train``
 (mode full for P = 1, halo under torchrun for P > 1; one thread per rank), with and without
 activation checkpointing. Before each run ``partgnn plan`` predicts every rank's peak; the rows
-show the prediction and its error against the measured peak RSS. Prints markdown rows for
+show the prediction and its error against the measured peak RSS. ``--model-of CONFIG`` takes
+the model, the loss and the precision (``run.dtype``, ``run.bf16``) of a run config (a shipped
+one's name or a path) instead of ``--hidden``/``--steps``. Prints markdown rows for
 docs/BENCHMARKS.md:
 
     .venv/bin/python tools/bench_train.py --parts 1 2 4 --hidden 32 --steps 4 --train-steps 3
+    .venv/bin/python tools/bench_train.py --parts 1 2 4 --model-of recipe --checkpointing on
 """
 
 from __future__ import annotations
@@ -33,7 +36,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="message-passing steps")
     parser.add_argument("--train-steps", type=int, default=3, help="optimizer steps per run")
     parser.add_argument("--checkpointing", nargs="+", default=["off", "on"])
+    parser.add_argument(
+        "--model-of", default=None, metavar="CONFIG",
+        help="take model, loss and precision from this run config (name or path)",
+    )  # fmt: skip
     args = parser.parse_args()
+    base = _model_of(args.model_of) if args.model_of else None
 
     from _event_graph import write_event_graph
 
@@ -44,9 +52,13 @@ def main() -> None:
         folder = Path(folder)
         graphs = folder / "graphs.h5"
         n_nodes, n_edges = write_event_graph(graphs, pileup=args.pileup, pt_min=args.pt_min)
+        model = (
+            f"the model of {args.model_of} ({base['model']}, run {base['run']})"
+            if base
+            else f"Interaction Network H = {args.hidden}, {args.steps} steps, float32"
+        )
         print(
-            f"event graph: {n_nodes:,} nodes, {n_edges:,} edges; "
-            f"Interaction Network H = {args.hidden}, {args.steps} steps, float32; "
+            f"event graph: {n_nodes:,} nodes, {n_edges:,} edges; {model}; "
             f"{os.cpu_count()} cores, one thread per rank\n"
         )
         print(
@@ -69,12 +81,14 @@ def main() -> None:
                             "mode": "full" if n_parts == 1 else "halo",
                             "data": {"graphs": str(graphs), "shards": str(shards), "val_events": 0},
                             "model": {
-                                "hidden": args.hidden,
-                                "steps": args.steps,
+                                **(base["model"] if base else {}),
+                                **({} if base else {"hidden": args.hidden, "steps": args.steps}),
                                 "checkpoint": checkpointing == "on",
                             },
+                            **({"loss": base["loss"]} if base else {}),
                             "optim": {"epochs": args.train_steps, "warmup_steps": 1},
                             "run": {
+                                **(base["run"] if base else {}),
                                 "dir": str(run_dir),
                                 "device": "cpu",
                                 "progress": False,
@@ -139,6 +153,18 @@ def main() -> None:
                     f"| {efficiency:.2f} | {exchanged:.1f} |",
                     flush=True,
                 )
+
+
+def _model_of(spec: str) -> dict:
+    """The model, loss and precision settings of a run config."""
+    from partgnn.resources import resolve_config
+
+    config = yaml.safe_load(resolve_config(spec).read_text())
+    return {
+        "model": config.get("model", {}),
+        "loss": config.get("loss", {}),
+        "run": {k: config["run"][k] for k in ("dtype", "bf16") if k in config.get("run", {})},
+    }
 
 
 if __name__ == "__main__":
