@@ -86,20 +86,34 @@ def pretrained_names() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.pt") if p.with_suffix(_CONFIG_SUFFIX).is_file())
 
 
-def resolve_checkpoint(spec: str | os.PathLike[str]) -> Path:
-    """The checkpoint file ``spec`` names: ``pretrained:NAME`` is a shipped model, anything else
-    a path (returned as it is).
+def pretrained_name(spec: str | os.PathLike[str]) -> str | None:
+    """The NAME of ``pretrained:NAME`` (a shipped model), or ``None`` when ``spec`` is a path.
 
     Raises:
         InputError: ``pretrained:NAME`` names no shipped model; the message lists them.
     """
     text = os.fspath(spec)
     if not text.startswith(PRETRAINED_PREFIX):
-        return Path(spec)
+        return None
     name = text.removeprefix(PRETRAINED_PREFIX)
-    if name not in pretrained_names():
+    names = pretrained_names()
+    if name not in names:
         raise InputError(
             f"{text}: no such pretrained model (shipped: "
-            f"{', '.join(PRETRAINED_PREFIX + n for n in pretrained_names()) or 'none'})"
+            f"{', '.join(PRETRAINED_PREFIX + n for n in names) or 'none'})"
         )
-    return pretrained_dir() / f"{name}.pt"
+    return name
+
+
+def resolve_checkpoint(spec: str | os.PathLike[str]) -> Path:
+    """The checkpoint file ``spec`` names: ``pretrained:NAME`` is a shipped model
+    (:func:`pretrained_name`), anything else a path (returned as it is)."""
+    name = pretrained_name(spec)
+    return Path(spec) if name is None else pretrained_dir() / f"{name}.pt"
+
+
+def pretrained_card(name: str) -> Path:
+    """The model card of a shipped model, named ``NAME`` or ``pretrained:NAME``
+    (:func:`pretrained_name`'s error otherwise)."""
+    spec = name if name.startswith(PRETRAINED_PREFIX) else PRETRAINED_PREFIX + name
+    return pretrained_dir() / f"{pretrained_name(spec)}{_CONFIG_SUFFIX}"

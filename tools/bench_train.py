@@ -41,7 +41,12 @@ def main() -> None:
         help="take model, loss and precision from this run config (name or path)",
     )  # fmt: skip
     args = parser.parse_args()
-    base = _model_of(args.model_of) if args.model_of else None
+    if args.model_of:
+        base = _model_of(args.model_of)
+        model = f"the model of {args.model_of} ({base['model']}, run {base['run']})"
+    else:
+        base = {"model": {"hidden": args.hidden, "steps": args.steps}, "loss": {}, "run": {}}
+        model = f"Interaction Network H = {args.hidden}, {args.steps} steps, float32"
 
     from _event_graph import write_event_graph
 
@@ -52,11 +57,6 @@ def main() -> None:
         folder = Path(folder)
         graphs = folder / "graphs.h5"
         n_nodes, n_edges = write_event_graph(graphs, pileup=args.pileup, pt_min=args.pt_min)
-        model = (
-            f"the model of {args.model_of} ({base['model']}, run {base['run']})"
-            if base
-            else f"Interaction Network H = {args.hidden}, {args.steps} steps, float32"
-        )
         print(
             f"event graph: {n_nodes:,} nodes, {n_edges:,} edges; {model}; "
             f"{os.cpu_count()} cores, one thread per rank\n"
@@ -81,14 +81,13 @@ def main() -> None:
                             "mode": "full" if n_parts == 1 else "halo",
                             "data": {"graphs": str(graphs), "shards": str(shards), "val_events": 0},
                             "model": {
-                                **(base["model"] if base else {}),
-                                **({} if base else {"hidden": args.hidden, "steps": args.steps}),
+                                **base["model"],
                                 "checkpoint": checkpointing == "on",
                             },
-                            **({"loss": base["loss"]} if base else {}),
+                            "loss": base["loss"],
                             "optim": {"epochs": args.train_steps, "warmup_steps": 1},
                             "run": {
-                                **(base["run"] if base else {}),
+                                **base["run"],
                                 "dir": str(run_dir),
                                 "device": "cpu",
                                 "progress": False,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from partgnn.resources import PRETRAINED_PREFIX, pretrained_dir, pretrained_names
+from partgnn.resources import PRETRAINED_PREFIX, pretrained_card, pretrained_names
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,22 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_pretrained(args: argparse.Namespace) -> int:
-    from partgnn.errors import InputError
-
-    names = pretrained_names()
     if args.name is not None:
-        name = args.name.removeprefix(PRETRAINED_PREFIX)
-        if name not in names:
-            raise InputError(f"{args.name}: no such pretrained model (shipped: {', '.join(names)})")
-        print(_card(name).read_text(), end="")
+        print(pretrained_card(args.name).read_text(), end="")
         return 0
-    for name in names:
-        print(f"{PRETRAINED_PREFIX + name:<26} {_summary(_card(name).read_text())}")
+    for name in pretrained_names():
+        print(f"{PRETRAINED_PREFIX + name:<26} {_summary(pretrained_card(name).read_text())}")
     return 0
-
-
-def _card(name: str):
-    return pretrained_dir() / f"{name}.yaml"
 
 
 def _summary(card: str) -> str:

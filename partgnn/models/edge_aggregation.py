@@ -19,7 +19,7 @@ from typing import Literal, get_args
 import torch
 from torch_geometric.utils import scatter
 
-from partgnn.models.node_sums import Incidence, kernel_applies, sums_by_node
+from partgnn.models.node_sums import Incidence, sums_by_node
 
 Aggregation = Literal["sum", "mean", "max", "sum_max"]
 AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
@@ -54,7 +54,7 @@ def aggregate_both_ways(
     """
     if aggregation == "max":
         return _max(e, dst, n_nodes), _max(e, src, n_nodes)
-    if incidence is not None and not (incidence.n_nodes == n_nodes and kernel_applies(e)):
+    if incidence is not None and not incidence.serves(e, n_nodes):
         incidence = None
     incoming, outgoing = _EdgeSums.apply(e, src, dst, n_nodes, incidence)
     if aggregation == "mean":

@@ -27,9 +27,8 @@ from torch import nn
 from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
-from partgnn.models import node_sums
 from partgnn.models.fused_norm_activation import fusable, kernel_applies, norm_activation
-from partgnn.models.node_sums import Incidence
+from partgnn.models.node_sums import Incidence, sums_by_node
 
 
 def first_layer(
@@ -227,8 +226,7 @@ class EdgeMLP:
             incidence is not None
             and torch.is_grad_enabled()
             and projections.requires_grad
-            and incidence.n_nodes == projections.shape[0]
-            and node_sums.kernel_applies(projections)
+            and incidence.serves(projections, projections.shape[0])
         ):
             return _GatherBothEnds.apply(projections, src, dst, incidence)
         return EdgeMLP._gather(projections, src, dst)
@@ -287,5 +285,5 @@ class _GatherBothEnds(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_terms):
-        by_dst, by_src = node_sums.sums_by_node(grad_terms.contiguous(), ctx.incidence)
+        by_dst, by_src = sums_by_node(grad_terms.contiguous(), ctx.incidence)
         return torch.cat([by_src, by_dst], dim=1), None, None, None

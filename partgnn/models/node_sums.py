@@ -62,6 +62,10 @@ class Incidence:
     def n_nodes(self) -> int:
         return self.by_src.ptr.shape[0] - 1
 
+    def serves(self, rows: torch.Tensor, n_nodes: int) -> bool:
+        """Whether the kernel sums ``rows`` into ``n_nodes`` nodes with this listing."""
+        return self.n_nodes == n_nodes and kernel_applies(rows)
+
 
 def kernel_applies(rows: torch.Tensor) -> bool:
     """Whether the kernel sums ``rows``: a CPU matrix of float64, float32 or bf16."""

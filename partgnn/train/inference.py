@@ -24,7 +24,7 @@ from partgnn.errors import InputError
 from partgnn.models.build import build_model
 from partgnn.models.config import ModelConfig
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory
-from partgnn.resources import PRETRAINED_PREFIX
+from partgnn.resources import pretrained_name
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.group_shards import open_group_shard
 from partgnn.train.loss import DTYPES
@@ -217,7 +217,7 @@ def run_inference(
             "source_sha256": file_sha256(graphs),
         }
     # A shipped model is recorded by its name (its file lies inside the installation).
-    named = os.fspath(checkpoint).startswith(PRETRAINED_PREFIX)
+    named = pretrained_name(checkpoint) is not None
     provenance = {"checkpoint": os.fspath(checkpoint) if named else str(Path(checkpoint).resolve()),
                   **source}  # fmt: skip
     score_cut = checkpoint_score_cut(checkpoint)
