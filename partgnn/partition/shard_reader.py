@@ -269,6 +269,16 @@ class ShardFile:
 
         return self._read(index, read)
 
+    def owned_edge_truth(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Truth ``y`` and particle pT ``edge_pt`` of the edges of event ``index`` this rank
+        owns (counts in the loss), each ``(E_owned,)``, read alone."""
+
+        def read(group: h5py.Group) -> tuple[np.ndarray, np.ndarray]:
+            owned = group["edge_owned"][()].astype(bool)
+            return group["y"][()][owned], group["edge_pt"][()][owned]
+
+        return self._read(index, read)
+
     def edge_ids(self, index: int) -> np.ndarray:
         """Global ids of the rank's local edges of event ``index``, ``(E_local,)``."""
         return self.plan_array(index, "edge_ids")

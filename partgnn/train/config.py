@@ -24,6 +24,7 @@ from partgnn.distributed.halo_exchange import Transport
 from partgnn.errors import InputError, first_line
 from partgnn.models.config import ModelConfig
 from partgnn.resources import resolve_config
+from partgnn.train.loss import EdgeWeights
 
 MODES = ("full", "halo", "naive", "ddp")
 
@@ -54,9 +55,25 @@ class DataConfig:
 
 @dataclass
 class LossConfig:
-    """Weighted binary cross-entropy: true edges weigh ``pos_weight``, false edges 1."""
+    """Weighted binary cross-entropy (:mod:`partgnn.train.loss`).
+
+    Attributes:
+        pos_weight: Weight of a true edge (of a target particle, with ``target_pt``); false
+            edges weigh 1.
+        target_pt: ``null``: every true edge is a target. Else only the true edges of
+            particles with ``pT > target_pt`` [GeV] are targets (the edges' ``edge_pt``), as
+            the field trains on full event graphs: the others weigh ``nontarget_weight``.
+        nontarget_weight: Weight of a true edge of a non-target particle (0: left out of the
+            loss; it is still a positive, not a fake, where it counts).
+    """
 
     pos_weight: float = 3.0
+    target_pt: float | None = None
+    nontarget_weight: float = 0.0
+
+    def edge_weights(self) -> EdgeWeights:
+        """The weights of the kinds of edges these settings give."""
+        return EdgeWeights(self.pos_weight, self.target_pt, self.nontarget_weight)
 
 
 @dataclass
@@ -247,6 +264,12 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
         "must be > 0 or null",
     )
     require(config.loss.pos_weight > 0, "loss.pos_weight", "must be > 0")
+    require(
+        config.loss.target_pt is None or config.loss.target_pt >= 0,
+        "loss.target_pt",
+        "must be >= 0 or null",
+    )
+    require(config.loss.nontarget_weight >= 0, "loss.nontarget_weight", "must be >= 0")
     require(config.run.checkpoint_every >= 1, "run.checkpoint_every", "must be >= 1")
     require(config.run.eval_every >= 1, "run.eval_every", "must be >= 1")
     require(config.run.size_buckets >= 1, "run.size_buckets", "must be >= 1")

@@ -13,8 +13,10 @@ the partition boundary, and the loss normaliser:
   stored extended sector); no exchange; normaliser = the sector's own weighted edge count (each
   sector is trained as an independent graph); the boundary edges the rank would count are lost.
 
-Weighted edge count: ``sum over edges of (1 + (pos_weight - 1) * y)``
-(:func:`~partgnn.train.loss.weighted_count`).
+Weighted edge count: the sum of the edges' loss weights
+(:meth:`~partgnn.train.loss.EdgeWeights.normaliser`). When the weights depend on the particles'
+pT (``loss.target_pt``), a shard-reading source counts each event's edges of each kind once, at
+start: each rank its owned edges, summed over the graph group (every edge is owned by one rank).
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from partgnn.data.storage import GraphFile
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchanger
-from partgnn.partition.shard_reader import RankEvent, ShardDirectory, cut_edges
+from partgnn.partition.shard_reader import RankEvent, ShardDirectory, ShardFile, cut_edges
 from partgnn.train.group_shards import open_group_shard
-from partgnn.train.loss import weighted_count
+from partgnn.train.loss import EdgeCountsByKind, EdgeWeights
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -65,6 +68,8 @@ class TrainItem:
         counted_index: The positions of the counted edges ``(n_counted,)``, or ``None`` when
             every edge is counted: computed once per event, so a training step selects its
             edges without reading the mask on the host (a synchronisation on GPUs).
+        weight: Each local edge's loss weight ``(E_local,)``, or ``None`` when true edges
+            weigh ``pos_weight`` and false ones 1 (:meth:`EdgeWeights.per_edge`).
     """
 
     event_id: int
@@ -81,6 +86,7 @@ class TrainItem:
     lost_y: torch.Tensor | None = None
     n_counted: int | None = None
     counted_index: torch.Tensor | None = None
+    weight: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.n_owned is None:
@@ -103,7 +109,7 @@ class WholeGraphSource:
     Args:
         graphs: Graphs file.
         device: Target device.
-        pos_weight: Weight of true edges.
+        weights: The loss weights of the kinds of edges.
         boundary_shards: Shard directory whose cut marks boundary edges (optional).
     """
 
@@ -111,13 +117,13 @@ class WholeGraphSource:
         self,
         graphs: str | os.PathLike[str],
         device: torch.device,
-        pos_weight: float,
+        weights: EdgeWeights,
         boundary_shards: str | os.PathLike[str] | None = None,
     ) -> None:
         self.graphs = GraphFile(graphs)
         self.event_ids = self.graphs.event_ids
         self.device = device
-        self.pos_weight = pos_weight
+        self.weights = weights
         self.boundary_shards = ShardDirectory(boundary_shards) if boundary_shards else None
         if self.boundary_shards is not None:
             self.boundary_shards.check_source(graphs)
@@ -135,7 +141,7 @@ class WholeGraphSource:
         boundary = torch.zeros(n_edges, dtype=torch.bool)
         if self.boundary_shards is not None:
             boundary = torch.from_numpy(cut_edges(self.boundary_shards, index, n_edges))
-        normaliser = weighted_count(n_edges, int(graph.y.sum()), self.pos_weight)
+        normaliser = self.weights.normaliser(self.weights.counts(graph.y, graph.edge_pt))
         return TrainItem(
             event_id=int(graph.event_id),
             x=to_device(graph.x, self.device),
@@ -146,16 +152,61 @@ class WholeGraphSource:
             boundary=to_device(boundary, self.device),
             normaliser=normaliser,
             event_normaliser=normaliser,
+            weight=_edge_weights(self.weights, graph.y, graph.edge_pt, self.device),
         )
 
 
-class _RankShardSource:
-    """What the sources reading a rank's shard share: ``shard``, ``event_ids``, the event count
-    and the event sizes."""
+def _edge_weights(
+    weights: EdgeWeights, y: torch.Tensor, edge_pt: torch.Tensor, device: torch.device
+) -> torch.Tensor | None:
+    per_edge = weights.per_edge(y, edge_pt)
+    return None if per_edge is None else to_device(per_edge, device)
 
-    def __init__(self, shards: ShardDirectory, context: DistContext) -> None:
+
+def global_edge_counts(
+    shard: ShardFile, context: DistContext, weights: EdgeWeights
+) -> list[EdgeCountsByKind]:
+    """Each event's edges of each kind over its whole graph: every rank counts the edges it
+    owns, summed over the graph group.
+
+    .. warning::
+        Collective of the graph group (on its gloo control group where it has one).
+    """
+    local = torch.tensor(
+        [
+            [counts.edges, counts.true, counts.nontarget]
+            for counts in (
+                weights.counts(*shard.owned_edge_truth(index)) for index in range(len(shard))
+            )
+        ],
+        dtype=torch.int64,
+    ).reshape(-1, 3)
+    if context.world_size > 1:
+        group = context.control_group if context.control_group is not None else context.group
+        dist.all_reduce(local, group=group)
+    return [EdgeCountsByKind(*map(int, row)) for row in local.tolist()]
+
+
+class _RankShardSource:
+    """What the sources reading a rank's shard share: ``shard``, ``event_ids``, the event count,
+    the event sizes and the events' weighted edge counts."""
+
+    def __init__(self, shards: ShardDirectory, context: DistContext, weights: EdgeWeights) -> None:
         self.shard = open_group_shard(shards, context)
         self.event_ids = list(shards.meta["event_ids"])
+        self.weights = weights
+        # Counted at start when the weights need the edges' pT: the shards' attributes only
+        # count true edges.
+        self._global_counts = (
+            global_edge_counts(self.shard, context, weights) if weights.by_pt else None
+        )
+
+    def event_normaliser(self, index: int, event: RankEvent) -> float:
+        """The weighted edge count of event ``index``'s whole graph."""
+        if self._global_counts is not None:
+            return self.weights.normaliser(self._global_counts[index])
+        counts = EdgeCountsByKind(event.n_global_edges, event.n_global_true_edges)
+        return self.weights.normaliser(counts)
 
     def __len__(self) -> int:
         return len(self.shard)
@@ -172,21 +223,17 @@ class HaloSource(_RankShardSource):
         self,
         shards: ShardDirectory,
         context: DistContext,
-        pos_weight: float,
+        weights: EdgeWeights,
         *,
         transport: str = "auto",
         counter: CommunicationCounter | None = None,
         overlap: bool = False,
     ) -> None:
-        super().__init__(shards, context)
+        super().__init__(shards, context, weights)
         self.context = context
-        self.pos_weight = pos_weight
         self.transport = transport
         self.counter = counter
         self.overlap = overlap
-
-    def _event_normaliser(self, event: RankEvent) -> float:
-        return weighted_count(event.n_global_edges, event.n_global_true_edges, self.pos_weight)
 
     def item(self, index: int) -> TrainItem:
         event = self.shard[index]
@@ -194,6 +241,7 @@ class HaloSource(_RankShardSource):
         exchange = HaloExchanger.for_plan(
             plan, self.context, transport=self.transport, counter=self.counter, overlap=self.overlap
         )
+        normaliser = self.event_normaliser(index, event)
         return TrainItem(
             event_id=event.event_id,
             x=to_device(graph.x, device),
@@ -202,42 +250,44 @@ class HaloSource(_RankShardSource):
             y=to_device(graph.y, device),
             counted=to_device(torch.from_numpy(plan.edge_owned), device),
             boundary=to_device(torch.from_numpy(~plan.interior_edges), device),
-            normaliser=self._event_normaliser(event),
-            event_normaliser=self._event_normaliser(event),
+            normaliser=normaliser,
+            event_normaliser=normaliser,
             exchange=exchange,
             n_owned=plan.n_owned,
+            weight=_edge_weights(self.weights, graph.y, graph.edge_pt, device),
         )
 
 
 class NaiveSource(_RankShardSource):
     """A rank's independent sector, without exchange (mode ``naive``)."""
 
-    def __init__(self, shards: ShardDirectory, context: DistContext, pos_weight: float) -> None:
-        super().__init__(shards, context)
+    def __init__(self, shards: ShardDirectory, context: DistContext, weights: EdgeWeights) -> None:
+        super().__init__(shards, context, weights)
         self.device = context.device
-        self.pos_weight = pos_weight
 
     def item(self, index: int) -> TrainItem:
         event = self.shard[index]
         if event.sector is not None:
-            return self._extended(event)
+            return self._extended(index, event)
         plan, graph = event.plan, event.graph
         interior = torch.from_numpy(plan.interior_edges)
         y = graph.y[interior]
         # Boundary edges whose target this rank owns: it would count them, but they are lost.
         lost = torch.from_numpy(plan.edge_owned & ~plan.interior_edges)
         return self._item(
+            index,
             event,
             graph.x[: plan.n_owned],
             graph.edge_index[:, interior],
             graph.edge_attr[interior],
             y,
+            graph.edge_pt[interior],
             counted=torch.ones(y.shape[0], dtype=torch.bool),
             boundary=torch.zeros(y.shape[0], dtype=torch.bool),
             lost_y=graph.y[lost],
         )
 
-    def _extended(self, event: RankEvent) -> TrainItem:
+    def _extended(self, index: int, event: RankEvent) -> TrainItem:
         sector = event.sector
         edge_index = sector.edge_index
         boundary = (edge_index >= sector.n_owned).any(dim=0)
@@ -246,11 +296,13 @@ class NaiveSource(_RankShardSource):
         in_sector = np.isin(plan.edge_ids, sector.global_edges.numpy())
         lost = torch.from_numpy(plan.edge_owned & ~in_sector)
         return self._item(
+            index,
             event,
             sector.x,
             edge_index,
             sector.edge_attr,
             sector.y,
+            sector.edge_pt,
             counted=sector.edge_owned,
             boundary=boundary,
             lost_y=event.graph.y[lost],
@@ -259,18 +311,20 @@ class NaiveSource(_RankShardSource):
 
     def _item(
         self,
+        index: int,
         event: RankEvent,
         x: torch.Tensor,
         edge_index: torch.Tensor,
         edge_attr: torch.Tensor,
         y: torch.Tensor,
+        edge_pt: torch.Tensor,
         *,
         counted: torch.Tensor,
         boundary: torch.Tensor,
         lost_y: torch.Tensor,
         n_owned: int | None = None,
     ) -> TrainItem:
-        n_true = int(y[counted].sum())
+        sector_counts = self.weights.counts(y[counted], edge_pt[counted])
         return TrainItem(
             event_id=event.event_id,
             x=to_device(x, self.device),
@@ -279,10 +333,9 @@ class NaiveSource(_RankShardSource):
             y=to_device(y, self.device),
             counted=to_device(counted, self.device),
             boundary=to_device(boundary, self.device),
-            normaliser=weighted_count(int(counted.sum()), n_true, self.pos_weight),
-            event_normaliser=weighted_count(
-                event.n_global_edges, event.n_global_true_edges, self.pos_weight
-            ),
+            normaliser=self.weights.normaliser(sector_counts),
+            event_normaliser=self.event_normaliser(index, event),
             lost_y=to_device(lost_y, self.device),
             n_owned=n_owned,
+            weight=_edge_weights(self.weights, y, edge_pt, self.device),
         )

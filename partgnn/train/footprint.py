@@ -226,7 +226,12 @@ def _step_peak(
         n_halo = int(nodes * PROBE_HALO_FRACTION)
         send_index = torch.randperm(nodes - n_halo, generator=generator)[:n_halo].to(device)
         exchange = LoopbackExchange(send_index, nodes - n_halo, overlap=config.run.overlap)
-    normaliser = weighted_count(edges, int(y.sum()), settings.pos_weight)
+    weights = settings.weights
+    normaliser = weighted_count(edges, int(y.sum()), weights.pos_weight)
+    weight = None
+    if weights.by_pt:  # the per-edge weights training holds (particle pT up to 2 GeV)
+        edge_pt = 2.0 * torch.rand(edges, generator=generator)
+        weight = weights.per_edge(y, edge_pt.to(device))
     item = TrainItem(
         event_id=0,
         x=x,
@@ -239,6 +244,7 @@ def _step_peak(
         event_normaliser=normaliser,
         exchange=exchange,
         n_owned=nodes - exchange.n_halo if exchange is not None else nodes,
+        weight=weight,
     )
 
     def step() -> None:

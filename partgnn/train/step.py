@@ -14,7 +14,7 @@ from torch import nn
 
 from partgnn.train.config import TrainConfig
 from partgnn.train.events import TrainItem
-from partgnn.train.loss import DTYPES, autocast, edge_loss
+from partgnn.train.loss import DTYPES, EdgeWeights, autocast, edge_loss
 
 
 @dataclass(frozen=True)
@@ -24,17 +24,17 @@ class StepSettings:
     Attributes:
         dtype: Parameter and activation dtype (``run.dtype``).
         bf16: Forward pass under bf16 autocast (``run.bf16``).
-        pos_weight: Weight of true edges in the loss (``loss.pos_weight``).
+        weights: The loss weights of the kinds of edges (the ``loss`` section).
     """
 
     dtype: torch.dtype
     bf16: bool
-    pos_weight: float
+    weights: EdgeWeights
 
     @classmethod
     def of(cls, config: TrainConfig) -> StepSettings:
         """The settings of a run config."""
-        return cls(DTYPES[config.run.dtype], config.run.bf16, config.loss.pos_weight)
+        return cls(DTYPES[config.run.dtype], config.run.bf16, config.loss.edge_weights())
 
 
 def edge_logits(model: nn.Module, item: TrainItem, dtype: torch.dtype) -> torch.Tensor:
@@ -53,8 +53,9 @@ def training_loss(model: nn.Module, item: TrainItem, settings: StepSettings) -> 
     return edge_loss(
         item.select_counted(logits.to(settings.dtype)),
         item.select_counted(item.y.to(settings.dtype)),
-        settings.pos_weight,
+        settings.weights.pos_weight,
         item.normaliser,
+        weight=None if item.weight is None else item.select_counted(item.weight),
     )
 
 

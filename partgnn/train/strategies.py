@@ -209,7 +209,7 @@ class HaloStrategy(_ShardStrategy):
         return HaloSource(
             self._shards(),
             self.context,
-            self.config.loss.pos_weight,
+            self.config.loss.edge_weights(),
             transport=run.transport,
             counter=self.counter,
             overlap=run.overlap,
@@ -249,7 +249,7 @@ class NaiveStrategy(_ShardStrategy):
                 f"{self.context.global_world_size}"
             )
         self._margin = int(shards.meta.get("margin", 0))
-        return NaiveSource(shards, self.context, self.config.loss.pos_weight)
+        return NaiveSource(shards, self.context, self.config.loss.edge_weights())
 
 
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -266,5 +266,8 @@ def strategy_for(
 
 def _whole_graphs(config: TrainConfig, context: DistContext) -> WholeGraphSource:
     return WholeGraphSource(
-        config.data.graphs, context.device, config.loss.pos_weight, config.data.boundary_shards
+        config.data.graphs,
+        context.device,
+        config.loss.edge_weights(),
+        config.data.boundary_shards,
     )

@@ -50,9 +50,10 @@ def evaluate(
         item = source.item(index)
         logits = edge_logits(model, item, settings.dtype)
         logits, y = item.select_counted(logits), item.select_counted(item.y)
-        loss_sum += edge_loss(logits, y.to(settings.dtype), settings.pos_weight, 1.0).to(
-            torch.float64
-        )
+        weight = None if item.weight is None else item.select_counted(item.weight)
+        loss_sum += edge_loss(
+            logits, y.to(settings.dtype), settings.weights.pos_weight, 1.0, weight=weight
+        ).to(torch.float64)
         scores = torch.sigmoid(logits)
         counts = counts + count_edges(
             scores, y, item.select_counted(item.boundary), lost_y=item.lost_y

@@ -241,6 +241,11 @@ BAD_FIELDS = [
     (GRAPHS + "optim: {max_steps: 0}\n", "optim.max_steps must be >= 1 or null (got 0)"),
     (GRAPHS + "optim: {grad_clip: 0}\n", "optim.grad_clip must be > 0 or null (got 0.0)"),
     (GRAPHS + "loss: {pos_weight: 0}\n", "loss.pos_weight must be > 0 (got 0.0)"),
+    (GRAPHS + "loss: {target_pt: -1}\n", "loss.target_pt must be >= 0 or null (got -1.0)"),
+    (
+        GRAPHS + "loss: {nontarget_weight: -0.5}\n",
+        "loss.nontarget_weight must be >= 0 (got -0.5)",
+    ),
     (GRAPHS + "run: {checkpoint_every: 0}\n", "run.checkpoint_every must be >= 1 (got 0)"),
     (GRAPHS + "run: {eval_every: 0}\n", "run.eval_every must be >= 1 (got 0)"),
     (GRAPHS + "run: {timeout_s: 0}\n", "run.timeout_s must be > 0 (got 0.0)"),

@@ -141,6 +141,37 @@ def test_halo_across_two_hosts_equals_full_mode(dataset, full_runs, tmp_path):
 
 
 @pytest.mark.slow
+def test_target_pt_loss_in_halo_mode_equals_full_mode(dataset, full_runs, tmp_path):
+    """With ``loss.target_pt`` each rank counts its owned edges of each kind at start and the
+    graph group sums them, so the halo loss is still the full graph's; the non-target true
+    edges left out change what is learned; naive sectors normalise by their own count."""
+    loss = {"target_pt": 0.5, "nontarget_weight": 0.0}
+    runs = {}
+    for mode, shards in (("full", "phi1"), ("halo", "phi2"), ("naive", "phi2")):
+        config = _three_step_config(tmp_path / f"{mode}.yaml", dataset, mode, "float64", shards)
+        config.write_text(config.read_text() + f"loss: {json.dumps(loss)}\n")
+        if mode == "full":
+            context = init_distributed(device="cpu", timeout_s=60)
+            try:
+                Trainer(load_config(config), context).fit()
+            finally:
+                destroy_distributed(context)
+        else:
+            _train(2, config, tmp_path)
+        runs[mode] = config.with_suffix("")
+    full, halo = _weights(runs["full"]), _weights(runs["halo"])
+    worst = max(_relative(halo[k], full[k]) for k in full)
+    assert worst <= 1e-9, f"float64 weights differ by {worst:.3g}"
+    for column in ("train_loss", "val_loss"):
+        a, b = (float(_metrics(runs[m])[-1][column]) for m in ("halo", "full"))
+        assert abs(a - b) <= 1e-12 * abs(b), (column, a, b)
+    default = _weights(full_runs["float64"])
+    assert max(_relative(full[k], default[k]) for k in full) > 1e-6
+    naive_losses = [float(r["train_loss"]) for r in _metrics(runs["naive"])]
+    assert naive_losses and all(0 < loss < 10 for loss in naive_losses), naive_losses
+
+
+@pytest.mark.slow
 def test_resumed_run_ends_with_identical_weights(dataset, tmp_path):
     common = {
         "mode": "halo",
