@@ -32,8 +32,9 @@ def evaluate(
     """Loss and edge metrics on the validation events ``indices`` (counts reduced across ranks).
 
     Each rank evaluates the events its strategy gives it and counts the edges it counts in
-    training; the loss is the sum over events of the weighted BCE over the sum of their
-    weighted edge counts. Besides the metrics at the default cut, ``best_cut`` is the score cut
+    training (of those, with ``loss.target_pt``, the edges the loss weighs: a non-target true
+    edge left out of the loss is left out of the metrics); the loss is the sum over events of
+    the weighted BCE over the sum of their weighted edge counts. Besides the metrics at the default cut, ``best_cut`` is the score cut
     that maximises the edge F-beta score (``cut_beta``) on these events
     (``best_cut_efficiency``, ``best_cut_purity`` there).
 
@@ -50,14 +51,16 @@ def evaluate(
         item = source.item(index)
         logits = edge_logits(model, item, settings.dtype)
         logits, y = item.select_counted(logits), item.select_counted(item.y)
+        boundary = item.select_counted(item.boundary)
         weight = None if item.weight is None else item.select_counted(item.weight)
         loss_sum += edge_loss(
             logits, y.to(settings.dtype), settings.weights.pos_weight, 1.0, weight=weight
         ).to(torch.float64)
+        if weight is not None:  # the metrics count the edges the loss weighs
+            weighed = (weight > 0).nonzero().squeeze(1)
+            logits, y, boundary = (t.index_select(0, weighed) for t in (logits, y, boundary))
         scores = torch.sigmoid(logits)
-        counts = counts + count_edges(
-            scores, y, item.select_counted(item.boundary), lost_y=item.lost_y
-        )
+        counts = counts + count_edges(scores, y, boundary, lost_y=item.lost_y)
         histograms = histograms + score_histograms(scores, y, lost_y=item.lost_y)
         if strategy.counts_event_normaliser:
             normaliser += item.event_normaliser
