@@ -131,6 +131,11 @@ class RunConfig:
             in connected components, a missing one only splits one).
         progress: Show a progress bar on rank 0.
         tensorboard: Write TensorBoard logs.
+        init_from: Start from this checkpoint's weights (a path or ``pretrained:NAME``) instead
+            of random ones: fine-tuning. Its model settings must be the config's; the optimizer,
+            the learning-rate schedule and the step count start afresh, and the input
+            standardisation is the checkpoint's (its weights were learned for those scalings),
+            not fitted again. A resumed run continues from its own checkpoint.
         deterministic: Only deterministic kernels (``torch.use_deterministic_algorithms``;
             on GPUs e.g. ``index_add_`` without atomics, and cuBLAS with a fixed workspace):
             two runs give the same bits, at some cost in speed on GPUs. On CPUs the kernels
@@ -152,6 +157,7 @@ class RunConfig:
     cut_beta: float = 0.5
     progress: bool = True
     tensorboard: bool = True
+    init_from: str | None = None
     deterministic: bool = False
 
 

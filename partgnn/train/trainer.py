@@ -129,7 +129,9 @@ class Trainer:
             device=self.device, dtype=self.settings.dtype
         )
         self.feature_statistics: FeatureStatistics | None = None
-        if config.data.standardise:
+        if config.run.init_from is not None:
+            self._init_from(config.run.init_from)
+        elif config.data.standardise:
             self.feature_statistics = fit_feature_statistics(
                 (self.source.item(i) for i in self.train_indices),
                 group=self.context.group,
@@ -411,6 +413,25 @@ class Trainer:
             )
         if self.context.global_world_size > 1:
             dist.barrier()
+
+    def _init_from(self, spec: str) -> None:
+        """Loads the weights (and input standardisation) of checkpoint ``spec``."""
+        checkpoint = load_checkpoint(spec, "cpu")
+        where = f"run.init_from {spec}"
+        try:
+            saved = dataclasses.asdict(ModelConfig(**checkpoint["config"]["model"]))
+        except (KeyError, TypeError) as err:
+            raise InputError(f"{where}: no readable model settings ({first_line(err)})") from None
+        ours = _function_settings(self.config.to_dict()["model"])
+        theirs = _function_settings(saved)
+        differing = sorted(key for key in ours if ours[key] != theirs.get(key))
+        if differing:
+            pairs = ", ".join(f"{key} {theirs.get(key)!r}, not {ours[key]!r}" for key in differing)
+            raise InputError(f"{where}: the checkpoint's model settings differ: {pairs}")
+        try:
+            self.model.load_state_dict(checkpoint["model"])
+        except RuntimeError as err:
+            raise InputError(f"{where}: weights do not fit the model ({first_line(err)})") from None
 
     def _resume(self) -> None:
         path = self.run_dir / "checkpoints" / LAST

@@ -34,9 +34,9 @@ def evaluate(
     Each rank evaluates the events its strategy gives it and counts the edges it counts in
     training (of those, with ``loss.target_pt``, the edges the loss weighs: a non-target true
     edge left out of the loss is left out of the metrics); the loss is the sum over events of
-    the weighted BCE over the sum of their weighted edge counts. Besides the metrics at the default cut, ``best_cut`` is the score cut
-    that maximises the edge F-beta score (``cut_beta``) on these events
-    (``best_cut_efficiency``, ``best_cut_purity`` there).
+    the weighted BCE over the sum of their weighted edge counts. Besides the metrics at the
+    default cut, ``best_cut`` is the score cut that maximises the edge F-beta score
+    (``cut_beta``) on these events (``best_cut_efficiency``, ``best_cut_purity`` there).
 
     .. warning::
         Collective over the whole job (the model's exchanges, then the reductions).
