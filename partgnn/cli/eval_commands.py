@@ -41,12 +41,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--graphs", type=Path, required=True, help="the scored graphs file")
     evaluate.add_argument("--events", type=Path, help="events file: truth weights, hit counts")
     evaluate.add_argument("--shards", type=Path, help="shards whose cut defines boundary edges")
-    evaluate.add_argument(
+    cut = evaluate.add_mutually_exclusive_group()
+    cut.add_argument(
         "--cut",
         type=score,
         default=None,
         help=f"edge score cut (default: the one training chose, recorded by infer; else "
         f"{SCORE_CUT})",
+    )
+    cut.add_argument(
+        "--cut-at-efficiency",
+        type=score,
+        default=None,
+        metavar="E",
+        help="choose the cut on these events: the highest that keeps a fraction E of their "
+        "target edges (e.g. 0.99 on validation events; pass the cut it prints to --cut for "
+        "the test events)",
     )
     evaluate.add_argument(
         "--pt-min", type=non_negative_float, default=1.0, help="target particles' pT above [GeV]"
@@ -96,6 +106,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         pt_min=args.pt_min,
         event_ids=args.event_ids,
         pt_max=args.pt_max,
+        cut_at_efficiency=args.cut_at_efficiency,
     )
     _print_metrics(metrics)
     if args.out is not None:
@@ -108,7 +119,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def _print_metrics(metrics: dict[str, object]) -> None:
     low, high = metrics["target_pt"]
     band = f"pT > {low:g} GeV" if high is None else f"{low:g} < pT <= {high:g} GeV"
-    print(f"{metrics['events']} events, score cut {metrics['cut']:g} ({metrics['cut_source']}), "
+    print(f"{metrics['events']} events, score cut {metrics['cut']:.9g} ({metrics['cut_source']}), "
           f"target particles {band}")  # fmt: skip
     for section in ("edge", "track"):
         print(f"  {section} metrics:")

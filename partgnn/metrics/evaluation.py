@@ -8,6 +8,7 @@ particles inside one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ def evaluate_scores(
     pt_min: float = 1.0,
     event_ids: list[int] | None = None,
     pt_max: float | None = None,
+    cut_at_efficiency: float | None = None,
 ) -> dict[str, object]:
     """Edge and track metrics of a scores file over all its events.
 
@@ -41,7 +43,9 @@ def evaluate_scores(
     Target particles (the target edge efficiency and the track efficiency) have
     ``pt_min < pT`` (and ``pT <= pt_max`` when given: a band, e.g. 0.5-1 GeV).
     ``cut`` defaults to the cut the model's training chose on its validation events (recorded
-    by ``partgnn infer`` in the scores file), else :data:`SCORE_CUT`.
+    by ``partgnn infer`` in the scores file), else :data:`SCORE_CUT`; ``cut_at_efficiency``
+    instead chooses it on these events: the highest cut keeping that fraction of their target
+    edges (:func:`cut_for_target_efficiency`), e.g. on validation events, for the test events.
 
     Raises:
         InputError: If the scores were made from another graphs file, or events are missing.
@@ -53,7 +57,17 @@ def evaluate_scores(
                 f"{scores_path}: scores were made from another file than {graphs_path}"
             )
         cut_source = "given"
-        if cut is None:
+        if cut_at_efficiency is not None:
+            cut = cut_for_target_efficiency(
+                scores_path,
+                graphs_path,
+                cut_at_efficiency,
+                pt_min=pt_min,
+                pt_max=pt_max,
+                event_ids=event_ids,
+            )
+            cut_source = f"target edge efficiency {cut_at_efficiency:g} on these events"
+        elif cut is None:
             recorded = scores_file.attrs.get("score_cut")
             cut, cut_source = (
                 (float(recorded), "chosen in training")
@@ -67,25 +81,9 @@ def evaluate_scores(
         if events is not None:
             _check_events_source(graphs, events_path)
         event_index = {eid: i for i, eid in enumerate(events.event_ids)} if events else {}
-        graph_index = {eid: i for i, eid in enumerate(graphs.event_ids)}
         all_scores, all_y, edge_rows, track_rows = [], [], [], []
-        selected = scores_file.event_ids if event_ids is None else event_ids
-        unknown = sorted(set(selected) - set(scores_file.event_ids))
-        if unknown:
-            raise InputError(f"{scores_path}: no scores for event {unknown[0]}")
-        score_index = {eid: i for i, eid in enumerate(scores_file.event_ids)}
-        for event_id in selected:
-            index = score_index[event_id]
-            if event_id not in graph_index:
-                raise InputError(f"{graphs_path}: no event {event_id} (scored in {scores_path})")
-            graph = graphs[graph_index[event_id]]
-            scores = scores_file[index]
+        for event_id, graph, scores in _scored_events(scores_file, graphs, event_ids):
             y = graph.y.numpy()
-            if scores.shape != y.shape:
-                raise InputError(
-                    f"{scores_path}: event {event_id} has {scores.shape[0]} scores for "
-                    f"{y.shape[0]} edges"
-                )
             boundary, hit_sector = None, None
             if shards is not None:
                 if event_id not in shards.meta["event_ids"]:
@@ -131,6 +129,75 @@ def evaluate_scores(
         "edge": edge,
         "track": TrackMetrics.combine(track_rows).to_dict(),
     }
+
+
+def cut_for_target_efficiency(
+    scores_path: Path,
+    graphs_path: Path,
+    efficiency: float,
+    *,
+    pt_min: float = 1.0,
+    pt_max: float | None = None,
+    event_ids: list[int] | None = None,
+) -> float:
+    """The highest score cut at which at least ``efficiency`` of the target edges of these
+    events (pooled) pass (an edge passes when its score is above the cut).
+
+    Raises:
+        InputError: The events have no target edges, or ``efficiency`` is not in (0, 1].
+    """
+    if not 0.0 < efficiency <= 1.0:
+        raise InputError(f"target edge efficiency must be in (0, 1] (got {efficiency:g})")
+    with ScoresFile(scores_path) as scores_file, GraphFile(graphs_path) as graphs:
+        target_scores = [
+            scores[
+                _target_edges(
+                    graph.edge_index.numpy(),
+                    graph.y.numpy(),
+                    graph.particle_id.numpy(),
+                    graph.particle_pt.numpy(),
+                    pt_min,
+                    pt_max,
+                )
+            ]
+            for _, graph, scores in _scored_events(scores_file, graphs, event_ids)
+        ]
+    ordered = np.sort(np.concatenate(target_scores)).astype(np.float32)
+    if ordered.size == 0:
+        raise InputError(f"{scores_path}: no target edges to choose a cut on")
+    # At most `allowed` target edges may fail (score <= cut): the cut sits just below the
+    # (allowed + 1)-th lowest score.
+    allowed = int(np.floor((1.0 - efficiency) * ordered.size + 1e-9))
+    if allowed >= ordered.size:
+        return 1.0
+    return float(np.nextafter(ordered[allowed], np.float32(-np.inf)))
+
+
+def _scored_events(
+    scores_file: ScoresFile, graphs: GraphFile, event_ids: list[int] | None
+) -> Iterator[tuple[int, Data, np.ndarray]]:
+    """``(event_id, graph, scores)`` of the selected events (all scored ones by default).
+
+    Raises:
+        InputError: An event is not scored or not in the graphs, or its scores do not fit.
+    """
+    selected = scores_file.event_ids if event_ids is None else event_ids
+    unknown = sorted(set(selected) - set(scores_file.event_ids))
+    if unknown:
+        raise InputError(f"{scores_file.path}: no scores for event {unknown[0]}")
+    score_index = {eid: i for i, eid in enumerate(scores_file.event_ids)}
+    graph_index = {eid: i for i, eid in enumerate(graphs.event_ids)}
+    for event_id in selected:
+        if event_id not in graph_index:
+            raise InputError(f"{graphs.path}: no event {event_id} (scored in {scores_file.path})")
+        graph = graphs[graph_index[event_id]]
+        scores = scores_file[score_index[event_id]]
+        if scores.shape != graph.y.shape:
+            raise InputError(
+                f"{scores_file.path}: event {event_id} has {scores.shape[0]} scores for "
+                f"{graph.y.shape[0]} edges"
+            )
+        yield event_id, graph, scores
 
 
 def _target_edges(

@@ -16,6 +16,7 @@ from partgnn.data.storage import (
     write_graphs,
     write_scores,
 )
+from partgnn.errors import InputError
 from partgnn.metrics.evaluation import evaluate_scores
 from tests.conftest import make_tiny_event
 
@@ -75,3 +76,25 @@ def test_evaluate_uses_the_cut_recorded_with_the_scores(tmp_path: Path):
         assert result["cut_source"] == ("chosen in training" if recorded else "default")
         assert result["edge"]["efficiency"] == expected_efficiency
     assert evaluate_scores(scores, graphs, cut=0.6, pt_min=0.5)["edge"]["efficiency"] == 1.0
+
+
+@pytest.mark.parametrize(("efficiency", "lowest_kept"), [(1.0, 0.4), (4 / 6, 0.6), (0.5, 0.7)])
+def test_the_cut_chosen_for_a_target_efficiency(tmp_path: Path, efficiency, lowest_kept):
+    scores, graphs, _ = _write_files(tmp_path, 4)
+    with ScoresFile(scores) as stored:
+        truth = stored[0]
+    values = truth.copy()
+    values[truth > 0.5] = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]  # the 6 target edges
+    values[truth < 0.5] = 0.65  # false edges
+    event_id = make_tiny_event().event_id
+    write_scores(scores, [(event_id, values)], provenance={"source_sha256": file_sha256(graphs)})
+    result = evaluate_scores(scores, graphs, pt_min=0.5, cut_at_efficiency=efficiency)
+    cut = result["cut"]
+    # The highest cut that keeps the fraction: just below the lowest target score kept.
+    assert cut < lowest_kept and cut == pytest.approx(lowest_kept, abs=1e-6)
+    assert result["edge"]["target_efficiency"] >= efficiency - 1e-12
+    assert result["cut_source"] == f"target edge efficiency {efficiency:g} on these events"
+    higher = evaluate_scores(scores, graphs, pt_min=0.5, cut=lowest_kept)
+    assert higher["edge"]["target_efficiency"] < efficiency
+    with pytest.raises(InputError, match="no target edges"):
+        evaluate_scores(scores, graphs, pt_min=1e6, cut_at_efficiency=0.99)
