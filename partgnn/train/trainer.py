@@ -458,8 +458,9 @@ class Trainer:
         restore_rng_states(checkpoint.get("rng_states"), self.context)
 
 
-#: Model settings that change how the model is computed, not what: a run resumes across them.
-COMPUTE_ONLY_MODEL_SETTINGS = ("fused",)
+#: Model settings that change how the model is computed, not what: a run resumes across them
+#: and starts from (``run.init_from``) a checkpoint saved with other values.
+COMPUTE_ONLY_MODEL_SETTINGS = ("fused", "checkpoint")
 
 
 def _function_settings(model: dict) -> dict:

@@ -30,7 +30,8 @@ def _graphs_config(tmp_path, dataset, name, **sections):
 
 def test_a_run_starts_from_the_shipped_model(dataset, tmp_path):
     pretrained = load_checkpoint("pretrained:trackml-pt1")
-    model = dict(pretrained["config"]["model"], fused=False)
+    # Fused kernels and activation checkpointing change how, not what, the model computes.
+    model = dict(pretrained["config"]["model"], fused=False, checkpoint=True)
     config = _graphs_config(
         tmp_path,
         dataset,
