@@ -16,6 +16,14 @@ recipe model in ``DIR/run``). For each partition method and P it
    on boundary vs interior edges, track efficiency of particles whose hits span sectors vs
    particles inside one.
 
+At full size (``--config full-recipe --recipe bench-full``, the data and model of
+``tools/bench_full_recipe.py``), training a model per strategy, method and P is out of reach
+of a 2-core machine (2 hours each); ``--sector-models recipe`` scores naive and overlapping
+sectors with the recipe's own model instead (what a boundary costs a model that never had to
+learn around it), and every strategy's costs come from ``--halo-steps`` training steps on the
+graphs ``--cost-graphs`` names (e.g. ``val``: the validation events, so the training events
+need no partitioning); ``--cut`` evaluates at the cut chosen on validation events.
+
 Prints markdown tables for docs/BENCHMARKS.md and draws ``OUT/spanning_vs_p.png`` and
 ``OUT/cost_vs_p.png``. Finished runs are kept and skipped on a re-run (a run directory with
 its ``evaluation.json`` is finished; ``docs/results/compare/`` keeps the small files of the
@@ -23,6 +31,9 @@ finished runs, which can be copied into ``OUT/runs/`` to resume on a new checkou
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_compare.py --recipe bench-recipe \\
         --out bench-compare --methods phi metis --parts 2 4 8 16
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_compare.py --recipe bench-full \
+        --config full-recipe --sector-models recipe --cost-graphs val --halo-steps 3 \
+        --cut CUT --out bench-compare-full --methods metis phi --parts 4 8
 """
 
 from __future__ import annotations
@@ -44,7 +55,6 @@ from partgnn.metrics.report import load_run
 from partgnn.train.config import load_config
 
 BIN = Path(sys.executable).parent
-CONFIG = shipped_config("recipe")
 STRATEGIES = ("naive", "overlap", "halo")
 
 
@@ -56,17 +66,32 @@ def main() -> None:
     parser.add_argument("--parts", type=int, nargs="+", default=[2, 4, 8, 16])
     parser.add_argument("--halo-steps", type=int, default=50)
     parser.add_argument("--val-events", type=int, default=5)
+    parser.add_argument("--config", default="recipe", help="shipped config the runs train")
+    parser.add_argument(
+        "--sector-models",
+        choices=("trained", "recipe"),
+        default="trained",
+        help="naive/overlap score with models trained on their sectors, or the recipe's model",
+    )
+    parser.add_argument(
+        "--cost-graphs",
+        default="train",
+        help="graphs-NAME.h5 of --recipe the cost steps (and sector training) run on",
+    )
+    parser.add_argument("--cut", default=None, help="evaluate at this score cut")
     parser.add_argument(
         "--tables-only", action="store_true", help="print the tables of the finished cells"
     )
     args = parser.parse_args()
     out, recipe = args.out, args.recipe
     out.mkdir(parents=True, exist_ok=True)
-    margin = load_config(CONFIG).model.steps + 1
+    args.config_path = shipped_config(args.config)
+    margin = load_config(args.config_path).model.steps + 1
     model = recipe / "run" / "checkpoints" / "last.pt"
     if not model.exists():
         sys.exit(f"{model}: run tools/bench_recipe.py --out {recipe} first")
-    graphs = {name: recipe / f"graphs-{name}.h5" for name in ("train", "test")}
+    graphs = {name: recipe / f"graphs-{name}.h5" for name in (args.cost_graphs, "test")}
+    graphs["train"] = graphs.pop(args.cost_graphs)
     results = []
     for method in args.methods:
         for n_parts in args.parts:
@@ -129,7 +154,8 @@ def _run_cell(
             "run.tensorboard=false",
             "run.timeout_s=1800",
         ]
-        if strategy == "halo":
+        recipe_model = strategy == "halo" or args.sector_models == "recipe"
+        if recipe_model:  # trained for its costs only
             overrides.append(f"optim.max_steps={args.halo_steps}")
         if (run_dir / "evaluation.json").exists():  # finished (or restored from docs/results)
             cell.append(_result(run_dir, method, n_parts, strategy))
@@ -139,10 +165,10 @@ def _run_cell(
                 n_parts,
                 "train",
                 "--config",
-                str(CONFIG),
+                str(args.config_path),
                 *(a for o in overrides for a in ("--set", o)),
             )
-        checkpoint = model if strategy == "halo" else run_dir / "checkpoints" / "last.pt"
+        checkpoint = model if recipe_model else run_dir / "checkpoints" / "last.pt"
         scores = run_dir / "scores-test.h5"
         if not scores.exists():
             _launch(
@@ -171,6 +197,7 @@ def _run_cell(
                 str(sectors_test),
                 "--out",
                 str(evaluation),
+                *(["--cut", args.cut] if args.cut is not None else []),
             )
         cell.append(_result(run_dir, method, n_parts, strategy))
     return cell
@@ -231,7 +258,9 @@ def _print_tables(results: list[dict], margin: int, args: argparse.Namespace) ->
         f"machine: {os.cpu_count()} cores ({platform.machine()}), OMP_NUM_THREADS="
         f"{os.environ.get('OMP_NUM_THREADS', 'unset')} per rank; overlap margin {margin} hops "
         f"(steps + 1); halo cost from {args.halo_steps} steps, halo physics from the "
-        "full-graph recipe model\n"
+        f"full-graph model of {args.config}; naive and overlap physics from "
+        f"{'that model' if args.sector_models == 'recipe' else 'models trained on their sectors'}"
+        "\n"
     )
     print(
         "| method | P | strategy | cut | edge eff. | purity | boundary-edge eff. "

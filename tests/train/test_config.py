@@ -361,7 +361,7 @@ def test_every_config_of_the_issue_is_shipped():
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda path: path.name)
 def test_shipped_config_loads_and_its_data_fits_its_mode(path: Path):
     config = load_config(path)
-    assert config.mode == path.stem or path.stem in ("demo", "pileup200", "recipe")
+    assert config.mode == path.stem or path.stem in ("demo", "pileup200", "recipe", "full-recipe")
     if config.mode in ("full", "ddp"):
         assert config.data.graphs
     else:

@@ -1,0 +1,262 @@
+"""The full-graph recipe (shipped config full-recipe): halo training on P ranks, then held-out
+figures at a score cut chosen on validation events.
+
+Simulates pile-up-200 events and builds *full* event graphs (every hit, no pT cut): training
+events (the trainer's validation events are the last ``--val-events`` of them), separate
+validation events for the score cut, and held-out test events; partitions the training graphs
+for ``--ranks`` ranks (``--method``, METIS by default); trains the recipe in halo mode under
+``torchrun`` with ``--resume auto``, so a run cut off by the end of a sitting continues from its
+last checkpoint when the script is run again (the training wall time of every sitting is
+added up in ``OUT/train_wall.json``); then scores the validation and test events in one
+process, chooses the cut on the validation events (the highest keeping ``--efficiency`` of
+their pT > 1 GeV target edges) and evaluates the test events at that cut: pT > 1 GeV targets,
+the 0.5-1 GeV band, and perfect scores (the construction limit). Prints markdown tables for
+docs/BENCHMARKS.md::
+
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_full_recipe.py --out bench-full
+
+``--set key=value`` is passed to training; ``--tables-only`` re-prints a finished run's tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _paths import shipped_config
+
+from partgnn.data.storage import GraphFile, file_sha256, write_scores
+
+BIN = Path(sys.executable).parent
+CONFIG = shipped_config("full-recipe")
+#: name -> (seed, first event id) of the simulated datasets; the event counts are arguments.
+DATASETS = {"train": (11, 0), "val": (12, 1000), "test": (13, 2000)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--train-events", type=int, default=40)
+    parser.add_argument("--val-events", type=int, default=2, help="the trainer's, in the file")
+    parser.add_argument("--cut-events", type=int, default=3, help="validation events for the cut")
+    parser.add_argument("--test-events", type=int, default=2)
+    parser.add_argument("--pileup", type=float, default=200.0)
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--method", default="metis")
+    parser.add_argument("--efficiency", type=float, default=0.99)
+    parser.add_argument("--out", type=Path, default=Path("bench-full"))
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--tables-only", action="store_true")
+    args = parser.parse_args()
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = out / "run"
+    if not args.tables_only:
+        counts = {
+            "train": args.train_events + args.val_events,
+            "val": args.cut_events,
+            "test": args.test_events,
+        }
+        for name, n_events in counts.items():
+            _make_graphs(out, name, n_events, args.pileup)
+        shards = out / f"{args.method}{args.ranks}"
+        if not (shards / "meta.json").exists():
+            _partgnn(
+                "partition",
+                str(out / "graphs-train.h5"),
+                "--parts",
+                str(args.ranks),
+                "--method",
+                args.method,
+                "--out",
+                str(shards),
+            )
+        _train(out, run_dir, shards, args)
+        _score_and_evaluate(out, run_dir, args.efficiency)
+    _print_tables(out, run_dir)
+
+
+def _make_graphs(out: Path, name: str, n_events: int, pileup: float) -> None:
+    seed, first = DATASETS[name]
+    events, graphs = out / f"events-{name}.h5", out / f"graphs-{name}.h5"
+    if graphs.exists():
+        return
+    _partgnn(
+        "simulate",
+        "--events",
+        str(n_events),
+        "--pileup",
+        f"{pileup:g}",
+        "--seed",
+        str(seed),
+        "--first-event-id",
+        str(first),
+        "--out",
+        str(events),
+    )
+    _partgnn("build-graphs", str(events), "--out", str(graphs))
+
+
+def _train(out: Path, run_dir: Path, shards: Path, args: argparse.Namespace) -> None:
+    """Trains (or continues) the recipe on ``args.ranks`` ranks; adds this sitting's wall time
+    to ``OUT/train_wall.json``."""
+    overrides = [
+        "mode=halo",
+        f"data.shards={shards}",
+        f"data.val_events={args.val_events}",
+        f"run.dir={run_dir}",
+        "run.progress=false",
+        *args.overrides,
+    ]
+    wall_path = out / "train_wall.json"
+    walls = json.loads(wall_path.read_text()) if wall_path.exists() else []
+    start = time.perf_counter()
+    command = [
+        str(BIN / "torchrun"),
+        "--standalone",
+        "--nproc-per-node",
+        str(args.ranks),
+        "-m",
+        "partgnn",
+        "train",
+        "--config",
+        str(CONFIG),
+        "--resume",
+        "auto",
+        *(a for o in overrides for a in ("--set", o)),
+    ]
+    print("$ " + " ".join(["torchrun", *command[1:]]), file=sys.stderr, flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    try:
+        subprocess.run(command, check=True, env=env)
+    finally:
+        walls.append(round(time.perf_counter() - start, 1))
+        wall_path.write_text(json.dumps(walls) + "\n")
+
+
+def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float) -> None:
+    checkpoint = run_dir / "checkpoints" / "last.pt"
+    for name in ("val", "test"):
+        _partgnn(
+            "infer",
+            "--checkpoint",
+            str(checkpoint),
+            "--graphs",
+            str(out / f"graphs-{name}.h5"),
+            "--out",
+            str(out / f"scores-{name}.h5"),
+            "--device",
+            "cpu",
+        )
+    chosen = _evaluate(out, "val", "evaluation-val.json", "--cut-at-efficiency", str(efficiency))
+    cut = f"{chosen['cut']!r}"
+    _evaluate(out, "test", "evaluation-test.json", "--cut", cut)
+    _evaluate(
+        out, "test", "evaluation-test-low-pt.json", "--cut", cut, "--pt-min", "0.5", "--pt-max", "1"
+    )
+    perfect = out / "scores-test-perfect.h5"
+    with GraphFile(out / "graphs-test.h5") as graph_file:
+        truth = [(int(g.event_id), g.y.numpy()) for g in graph_file]
+    write_scores(perfect, truth, provenance={"source_sha256": file_sha256(out / "graphs-test.h5")})
+    _evaluate(out, "test", "evaluation-perfect.json", "--cut", "0.5", scores=perfect)
+    _evaluate(
+        out,
+        "test",
+        "evaluation-perfect-low-pt.json",
+        "--cut",
+        "0.5",
+        "--pt-min",
+        "0.5",
+        "--pt-max",
+        "1",
+        scores=perfect,
+    )
+
+
+def _evaluate(out: Path, name: str, result: str, *options: str, scores: Path | None = None):
+    scores = scores or out / f"scores-{name}.h5"
+    _partgnn(
+        "evaluate",
+        str(scores),
+        "--graphs",
+        str(out / f"graphs-{name}.h5"),
+        "--events",
+        str(out / f"events-{name}.h5"),
+        "--out",
+        str(out / result),
+        *options,
+    )
+    return json.loads((out / result).read_text())
+
+
+def _partgnn(*arguments: str) -> None:
+    print("$ partgnn " + " ".join(arguments), file=sys.stderr, flush=True)
+    subprocess.run([str(BIN / "partgnn"), *arguments], check=True, stdout=subprocess.DEVNULL)
+
+
+def _print_tables(out: Path, run_dir: Path) -> None:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    wall_path = out / "train_wall.json"
+    walls = json.loads(wall_path.read_text()) if wall_path.exists() else []
+    print(
+        f"machine: {os.cpu_count()} cores ({platform.machine()}), "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; {summary['steps']} "
+        f"steps; training wall time {sum(walls) / 60:.1f} min in {len(walls)} sitting(s) "
+        f"({', '.join(f'{w / 60:.1f}' for w in walls)} min)\n"
+    )
+    with open(run_dir / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    print(
+        "| epoch | step | train loss | val loss | val target efficiency / purity* (best cut) "
+        "| best cut | step time [s] |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['epoch']} | {row['step']} | {float(row['train_loss']):.4f} "
+            f"| {float(row['val_loss']):.4f} | {float(row['val_best_cut_efficiency']):.4f} / "
+            f"{float(row['val_best_cut_purity']):.4f} | {float(row['val_best_cut']):.3f} "
+            f"| {float(row['step_time_s']):.2f} |"
+        )
+    print(
+        "\n*in training, over the edges the loss weighs (non-target true edges left out).\n\n"
+        "| events | cut | target edge efficiency | edge purity | AUC | track efficiency "
+        "| fake rate | impure rate | duplicate rate |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = (
+        ("evaluation-val.json", "validation (cut chosen here), pT > 1"),
+        ("evaluation-test.json", "held-out, pT > 1"),
+        ("evaluation-perfect.json", "held-out, perfect scores, pT > 1"),
+        ("evaluation-test-low-pt.json", "held-out, 0.5 < pT <= 1"),
+        ("evaluation-perfect-low-pt.json", "held-out, perfect scores, 0.5 < pT <= 1"),
+    )
+    results = {}
+    for name, label in rows:
+        if not (out / name).exists():
+            continue
+        r = results[name] = json.loads((out / name).read_text())
+        edge, track = r["edge"], r["track"]
+        print(
+            f"| {label} ({r['events']}) | {r['cut']:.6g} | {edge['target_efficiency']:.4f} "
+            f"| {edge['purity']:.4f} | {edge['auc']:.5f} | {track['efficiency']:.4f} "
+            f"| {track['fake_rate']:.4f} | {track['impure_rate']:.4f} "
+            f"| {track['duplicate_rate']:.4f} |"
+        )
+    for band, (test, perfect) in {
+        "pT > 1": ("evaluation-test.json", "evaluation-perfect.json"),
+        "0.5 < pT <= 1": ("evaluation-test-low-pt.json", "evaluation-perfect-low-pt.json"),
+    }.items():
+        if test in results and perfect in results:
+            ratio = results[test]["track"]["efficiency"] / results[perfect]["track"]["efficiency"]
+            print(f"\ntrack efficiency / construction limit ({band}): {ratio:.4f}")
+
+
+if __name__ == "__main__":
+    main()
