@@ -154,7 +154,11 @@ class InteractionNetwork(nn.Module):
             n_owned = getattr(exchange, "n_owned", x.shape[0])
         overlap = getattr(exchange, "can_overlap", False)
         exchange = exchange or _identity
-        lean = self.checkpoint and torch.is_grad_enabled()
+        # With checkpointing the edge MLPs run in chunks of edges whether or not gradients are
+        # recorded (no event-sized temporaries when scoring either); regions of steps are
+        # recomputed only when they are.
+        chunked = self.checkpoint
+        lean = chunked and torch.is_grad_enabled()
         x, edge_attr = self.input_scaler(x[:n_owned], edge_attr)
         if overlap:
             # Interior edges (both endpoints owned) first: they are computed while the halo
@@ -172,7 +176,7 @@ class InteractionNetwork(nn.Module):
             h = self._node_mlp(self.node_encoder, [x])
         # Recomputed, the edge encoder runs inside the first edge update (its output is never
         # kept whole); else it runs on its own.
-        e = edge_attr if lean else edge_mlp(self.edge_encoder, edge_attr, fused=self.fused)
+        e = edge_attr if chunked else edge_mlp(self.edge_encoder, edge_attr, fused=self.fused)
         src, dst = edge_index
         if lean:
             # Regions of STEPS_PER_REGION steps are recomputed in the backward pass from their
@@ -194,7 +198,7 @@ class InteractionNetwork(nn.Module):
             h, e = self._steps(0, self.steps, h, e, graph)
         # The head sees the final node latents of both endpoints: one more exchange.
         logits = edge_mlp(
-            self.edge_head, e, src=src, dst=dst, recompute=lean, heap_release=self.heap_release,
+            self.edge_head, e, src=src, dst=dst, recompute=chunked, heap_release=self.heap_release,
             fused=self.fused, **graph.nodes(h),
         )  # fmt: skip
         logits = logits.squeeze(-1)
@@ -207,8 +211,8 @@ class InteractionNetwork(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Message-passing steps ``[first, last)``: new node latents ``(n_owned, H)`` and edge
         latents ``(E_local, H)`` from ``h`` and ``e`` (the edge features before step 0 in
-        lean mode, encoded inside it)."""
-        lean = self.checkpoint and torch.is_grad_enabled()
+        checkpointing, encoded inside it)."""
+        chunked = self.checkpoint
         for step in range(first, last):
             index = 0 if len(self.edge_mlps) == 1 else step
             latents = graph.nodes(h)
@@ -218,8 +222,8 @@ class InteractionNetwork(nn.Module):
                 src=graph.src,
                 dst=graph.dst,
                 residual=self.residual,
-                recompute=lean,
-                row_encoder=self.edge_encoder if lean and step == 0 else None,
+                recompute=chunked,
+                row_encoder=self.edge_encoder if chunked and step == 0 else None,
                 heap_release=self.heap_release,
                 fused=self.fused,
                 **latents,
