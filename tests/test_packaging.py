@@ -78,7 +78,8 @@ def test_the_wheel_carries_configs_geometry_kernel_sources_and_trained_models(wh
     assert "partgnn/configs/detector/trackml.yaml" in names
     kernels = {f"partgnn/models/kernels/{name}.cpp" for name in ("norm_activation", "node_sums")}
     assert kernels <= names
-    assert {"partgnn/pretrained/trackml-pt1.pt", "partgnn/pretrained/trackml-pt1.yaml"} <= names
+    for model in ("trackml-pt1", "trackml-full"):
+        assert {f"partgnn/pretrained/{model}.pt", f"partgnn/pretrained/{model}.yaml"} <= names
     assert {"partgnn/configs/demo.yaml", "partgnn/configs/halo.yaml"} <= names
     assert not any(name.startswith(("tests/", "tools/")) for name in names)
 

@@ -44,11 +44,17 @@ def main() -> None:
     parser.add_argument("--data", required=True, help="the commands that made the data")
     parser.add_argument("--training", default="", help="how it was trained (command, time)")
     parser.add_argument("--commit", default=None, help="the code that trained it (default: HEAD)")
+    parser.add_argument(
+        "--score-cut", type=float, default=None,
+        help="the cut to ship (default: the one training chose on its validation events), e.g. "
+        "one chosen by evaluate --cut-at-efficiency on separate validation events",
+    )  # fmt: skip
     args = parser.parse_args()
     state = load_checkpoint(args.run / "checkpoints" / "last.pt")
     config = state["config"]
     config["model"]["fused"] = False
-    kept = {"model": state["model"], "config": config, "score_cut": state.get("score_cut")}
+    score_cut = state.get("score_cut") if args.score_cut is None else args.score_cut
+    kept = {"model": state["model"], "config": config, "score_cut": score_cut}
     target = pretrained_dir() / f"{args.name}.pt"
     target.parent.mkdir(parents=True, exist_ok=True)
     torch.save(kept, target)
@@ -59,7 +65,11 @@ def main() -> None:
         "model": config["model"],
         "training": {
             "config": {k: config[k] for k in ("mode", "loss", "optim") if k in config},
-            "run": {k: config["run"][k] for k in ("seed", "dtype", "bf16")},
+            "run": {
+                k: config["run"][k]
+                for k in ("seed", "dtype", "bf16", "init_from")
+                if config["run"].get(k) is not None
+            },
             "steps": int(state["step"]) if "step" in state else None,
             "how": args.training,
             "commit": args.commit or _commit(),
