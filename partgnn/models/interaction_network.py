@@ -64,11 +64,11 @@ class InteractionNetwork(nn.Module):
         layer_norm: LayerNorm in every MLP layer.
         checkpoint: Keep only the latents of every ``STEPS_PER_REGION``-th step for the
             backward pass and recompute the rest there (regions of steps; edge MLPs in chunks
-            of edges; the edge encoder inside the first edge update): about half a row of
-            ``H`` per edge per step. Halo exchanges are not repeated (the recomputation
-            replays the rows received, :mod:`partgnn.models.replayed_exchange`). Without it,
-            LayerNorm and activations are still recomputed (about four rows of ``H`` per edge
-            per step; faster on small graphs).
+            of edges, also when scoring; the edge encoder inside the first edge update): about
+            half a row of ``H`` per edge per step. Halo exchanges are not repeated (the
+            recomputation replays the rows received, :mod:`partgnn.models.replayed_exchange`).
+            Without it, LayerNorm and activations are still recomputed (about four rows of
+            ``H`` per edge per step; faster on small graphs).
         heap_release: After which recomputed edge MLPs the freed C-heap pages go back to the
             system (default: event-sized ones; :mod:`~partgnn.memory.heap_release`).
         fused: Each MLP's LayerNorm and activation (and an edge update's residual) in one
@@ -174,8 +174,8 @@ class InteractionNetwork(nn.Module):
             h = activation_checkpoint(self.node_encoder, x, use_reentrant=False)
         else:
             h = self._node_mlp(self.node_encoder, [x])
-        # Recomputed, the edge encoder runs inside the first edge update (its output is never
-        # kept whole); else it runs on its own.
+        # Chunked, the edge encoder runs inside the first edge update (its output is never
+        # whole); else it runs on its own.
         e = edge_attr if chunked else edge_mlp(self.edge_encoder, edge_attr, fused=self.fused)
         src, dst = edge_index
         if lean:
@@ -212,7 +212,6 @@ class InteractionNetwork(nn.Module):
         """Message-passing steps ``[first, last)``: new node latents ``(n_owned, H)`` and edge
         latents ``(E_local, H)`` from ``h`` and ``e`` (the edge features before step 0 in
         checkpointing, encoded inside it)."""
-        chunked = self.checkpoint
         for step in range(first, last):
             index = 0 if len(self.edge_mlps) == 1 else step
             latents = graph.nodes(h)
@@ -222,8 +221,8 @@ class InteractionNetwork(nn.Module):
                 src=graph.src,
                 dst=graph.dst,
                 residual=self.residual,
-                recompute=chunked,
-                row_encoder=self.edge_encoder if chunked and step == 0 else None,
+                recompute=self.checkpoint,
+                row_encoder=self.edge_encoder if self.checkpoint and step == 0 else None,
                 heap_release=self.heap_release,
                 fused=self.fused,
                 **latents,
