@@ -22,7 +22,9 @@ of a 2-core machine (2 hours each); ``--sector-models recipe`` scores naive and 
 sectors with the recipe's own model instead (what a boundary costs a model that never had to
 learn around it), and every strategy's costs come from ``--halo-steps`` training steps on the
 graphs ``--cost-graphs`` names (e.g. ``val``: the validation events, so the training events
-need no partitioning); ``--cut`` evaluates at the cut chosen on validation events.
+need no partitioning); ``--cut`` evaluates at cuts chosen on validation events (several: one
+table each, e.g. the cut keeping 99 % of the target edges and the cut of the best track
+efficiency; the first is ``evaluation.json`` of a run, the others ``evaluation-cutC.json``).
 
 Prints markdown tables for docs/BENCHMARKS.md and draws ``OUT/spanning_vs_p.png`` and
 ``OUT/cost_vs_p.png``. Finished runs are kept and skipped on a re-run (a run directory with
@@ -33,7 +35,7 @@ finished runs, which can be copied into ``OUT/runs/`` to resume on a new checkou
         --out bench-compare --methods phi metis --parts 2 4 8 16
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_compare.py --recipe bench-full \
         --config full-recipe --sector-models recipe --cost-graphs val --halo-steps 3 \
-        --cut CUT --out bench-compare-full --methods metis phi --parts 4 8
+        --cut CUT [CUT ...] --out bench-compare-full --methods metis phi --parts 4 8
 """
 
 from __future__ import annotations
@@ -78,7 +80,9 @@ def main() -> None:
         default="train",
         help="graphs-NAME.h5 of --recipe the cost steps (and sector training) run on",
     )
-    parser.add_argument("--cut", default=None, help="evaluate at this score cut")
+    parser.add_argument(
+        "--cut", nargs="+", default=[None], help="evaluate at these score cuts (one table each)"
+    )
     parser.add_argument(
         "--tables-only", action="store_true", help="print the tables of the finished cells"
     )
@@ -95,11 +99,9 @@ def main() -> None:
     results = []
     for method in args.methods:
         for n_parts in args.parts:
-            if args.tables_only:
-                cell = _read_cell(out, method, n_parts, margin)
-                results += cell
-                continue
-            results += _run_cell(out, recipe, graphs, model, method, n_parts, margin, args)
+            if not args.tables_only:
+                _run_cell(out, recipe, graphs, model, method, n_parts, margin, args)
+            results += _read_cell(out, method, n_parts, args.cut)
     _print_tables(results, margin, args)
     _plot(results, out)
 
@@ -113,6 +115,11 @@ def _run_dir(out: Path, method: str, n_parts: int, strategy: str) -> Path:
     return out / "runs" / f"{method}{n_parts}-{strategy}"
 
 
+def _evaluation_name(cuts: list[str | None], cut: str | None) -> str:
+    """``evaluation.json`` for the first cut asked, ``evaluation-cutC.json`` for the others."""
+    return "evaluation.json" if cut == cuts[0] else f"evaluation-cut{cut}.json"
+
+
 def _run_cell(
     out: Path,
     recipe: Path,
@@ -122,7 +129,7 @@ def _run_cell(
     n_parts: int,
     margin: int,
     args: argparse.Namespace,
-) -> list[dict]:
+) -> None:
     for name, path in graphs.items():
         for k in (0, margin):
             shards = _shards(out, method, n_parts, name, k)
@@ -140,7 +147,6 @@ def _run_cell(
                     str(shards),
                 )
     sectors_test = _shards(out, method, n_parts, "test", 0)
-    cell = []
     for strategy in STRATEGIES:
         run_dir = _run_dir(out, method, n_parts, strategy)
         k = margin if strategy == "overlap" else 0
@@ -157,9 +163,6 @@ def _run_cell(
         recipe_model = strategy == "halo" or args.sector_models == "recipe"
         if recipe_model:  # trained for its costs only
             overrides.append(f"optim.max_steps={args.halo_steps}")
-        if (run_dir / "evaluation.json").exists():  # finished (or restored from docs/results)
-            cell.append(_result(run_dir, method, n_parts, strategy))
-            continue
         if not (run_dir / "summary.json").exists():
             _launch(
                 n_parts,
@@ -170,6 +173,9 @@ def _run_cell(
             )
         checkpoint = model if recipe_model else run_dir / "checkpoints" / "last.pt"
         scores = run_dir / "scores-test.h5"
+        evaluations = [run_dir / _evaluation_name(args.cut, cut) for cut in args.cut]
+        if all(path.exists() for path in evaluations):  # finished (or restored from docs/results)
+            continue
         if not scores.exists():
             _launch(
                 n_parts,
@@ -184,44 +190,47 @@ def _run_cell(
                 "cpu",
                 *(["--naive"] if strategy != "halo" else []),
             )
-        evaluation = run_dir / "evaluation.json"
-        if not evaluation.exists():
-            _partgnn(
-                "evaluate",
-                str(scores),
-                "--graphs",
-                str(graphs["test"]),
-                "--events",
-                str(recipe / "events-test.h5"),
-                "--shards",
-                str(sectors_test),
-                "--out",
-                str(evaluation),
-                *(["--cut", args.cut] if args.cut is not None else []),
-            )
-        cell.append(_result(run_dir, method, n_parts, strategy))
-    return cell
+        for cut, evaluation in zip(args.cut, evaluations, strict=True):
+            if not evaluation.exists():
+                _partgnn(
+                    "evaluate",
+                    str(scores),
+                    "--graphs",
+                    str(graphs["test"]),
+                    "--events",
+                    str(recipe / "events-test.h5"),
+                    "--shards",
+                    str(sectors_test),
+                    "--out",
+                    str(evaluation),
+                    *(["--cut", cut] if cut is not None else []),
+                )
 
 
-def _read_cell(out: Path, method: str, n_parts: int, margin: int) -> list[dict]:
-    return [
-        _result(_run_dir(out, method, n_parts, strategy), method, n_parts, strategy)
-        for strategy in STRATEGIES
-        if (_run_dir(out, method, n_parts, strategy) / "evaluation.json").exists()
-    ]
+def _read_cell(out: Path, method: str, n_parts: int, cuts: list[str | None]) -> list[dict]:
+    """The finished runs of one cell, one result per strategy and cut asked."""
+    results = []
+    for strategy in STRATEGIES:
+        run_dir = _run_dir(out, method, n_parts, strategy)
+        for cut in cuts:
+            evaluation = run_dir / _evaluation_name(cuts, cut)
+            if evaluation.exists():
+                result = _result(run_dir, evaluation, method, n_parts, strategy)
+                results.append({**result, "asked": cut})
+    return results
 
 
-def _result(run_dir: Path, method: str, n_parts: int, strategy: str) -> dict:
+def _result(run_dir: Path, evaluation: Path, method: str, n_parts: int, strategy: str) -> dict:
     run = load_run(run_dir)
-    evaluation = json.loads((run_dir / "evaluation.json").read_text())
+    metrics = json.loads(evaluation.read_text())
     return {
         "method": method,
         "P": n_parts,
         "strategy": strategy,
         "run": run,
-        "edge": evaluation["edge"],
-        "track": evaluation["track"],
-        "cut": evaluation["cut"],
+        "edge": metrics["edge"],
+        "track": metrics["track"],
+        "cut": metrics["cut"],
     }
 
 
@@ -262,30 +271,39 @@ def _print_tables(results: list[dict], margin: int, args: argparse.Namespace) ->
         f"{'that model' if args.sector_models == 'recipe' else 'models trained on their sectors'}"
         "\n"
     )
-    print(
-        "| method | P | strategy | cut | edge eff. | purity | boundary-edge eff. "
-        "| interior-edge eff. | track eff. | spanning-track eff. (particles) "
-        "| contained-track eff. | fake rate | impure rate |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        edge, track = r["edge"], r["track"]
+    for cut in _cuts(results):
         print(
-            f"| {r['method']} | {r['P']} | {r['strategy']} | {r['cut']:.3f} "
-            f"| {_fmt(edge['efficiency'], '.4f')} | {_fmt(edge['purity'], '.4f')} "
-            f"| {_fmt(edge.get('boundary_efficiency'), '.4f')} "
-            f"| {_fmt(edge.get('interior_efficiency'), '.4f')} "
-            f"| {_fmt(track['efficiency'], '.4f')} "
-            f"| {_fmt(track['spanning_efficiency'], '.4f')} ({track['n_spanning_targets']}) "
-            f"| {_fmt(track['contained_efficiency'], '.4f')} "
-            f"| {_fmt(track['fake_rate'], '.4f')} | {_fmt(track['impure_rate'], '.4f')} |"
+            "| method | P | strategy | cut | edge eff. | target edge eff. | purity "
+            "| boundary-edge eff. | interior-edge eff. | track eff. "
+            "| spanning-track eff. (particles) | contained-track eff. | fake rate | impure rate |"
         )
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in results:
+            if r["asked"] != cut:
+                continue
+            edge, track = r["edge"], r["track"]
+            print(
+                f"| {r['method']} | {r['P']} | {r['strategy']} | {r['cut']:.3f} "
+                f"| {_fmt(edge['efficiency'], '.4f')} "
+                f"| {_fmt(edge.get('target_efficiency'), '.4f')} "
+                f"| {_fmt(edge['purity'], '.4f')} "
+                f"| {_fmt(edge.get('boundary_efficiency'), '.4f')} "
+                f"| {_fmt(edge.get('interior_efficiency'), '.4f')} "
+                f"| {_fmt(track['efficiency'], '.4f')} "
+                f"| {_fmt(track['spanning_efficiency'], '.4f')} ({track['n_spanning_targets']}) "
+                f"| {_fmt(track['contained_efficiency'], '.4f')} "
+                f"| {_fmt(track['fake_rate'], '.4f')} | {_fmt(track['impure_rate'], '.4f')} |"
+            )
+        print()
     print(
-        "\n| method | P | strategy | step time [ms] | peak RSS / rank [MB] | MB exchanged / step "
+        "| method | P | strategy | step time [ms] | peak RSS / rank [MB] | MB exchanged / step "
         "| replicated nodes | replicated edges | training steps | training minutes |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
+    first_cut = _cuts(results)[:1]
     for r in results:
+        if r["asked"] not in first_cut:  # costs do not depend on the cut
+            continue
         run = r["run"]
         per_step = run.mb_exchanged / run.steps if run.steps else float("nan")
         print(
@@ -295,6 +313,11 @@ def _print_tables(results: list[dict], margin: int, args: argparse.Namespace) ->
             f"| {_fmt(100 * run.replicated_edges, '+.1f')}% | {run.steps} "
             f"| {_fmt(run.wall_time_s / 60, '.1f')} |"
         )
+
+
+def _cuts(results: list[dict]) -> list[str | None]:
+    """The cuts asked for (``None``: each run's own), in the order first met."""
+    return list(dict.fromkeys(r["asked"] for r in results))
 
 
 def _plot(results: list[dict], out: Path) -> None:
@@ -310,23 +333,34 @@ def _plot(results: list[dict], out: Path) -> None:
         ax.minorticks_off()
         ax.set_xlabel("P (sectors)")
 
-    def series(method: str, strategy: str, value) -> tuple[list[int], list[float]]:
+    def series(
+        method: str, strategy: str, value, cut: str | None = None
+    ) -> tuple[list[int], list[float]]:
+        cut = cut or results[0]["asked"]  # costs: one row per run
         rows = sorted(
-            (r for r in results if r["method"] == method and r["strategy"] == strategy),
+            (
+                r
+                for r in results
+                if r["method"] == method and r["strategy"] == strategy and r["asked"] == cut
+            ),
             key=lambda r: r["P"],
         )
         return [r["P"] for r in rows], [value(r) for r in rows]
 
-    figure = Figure(figsize=(5 * len(methods), 4), layout="constrained")
-    for ax, method in zip(np.atleast_1d(figure.subplots(1, len(methods))), methods, strict=True):
-        for strategy in STRATEGIES:
-            x, y = series(method, strategy, lambda r: r["track"]["spanning_efficiency"])
-            ax.plot(x, y, "o-", color=colours[strategy], label=strategy)
-        p_axis(ax)
-        ax.set_ylabel("track efficiency, particles spanning sectors")
-        ax.set_title(f"{method} sectors")
-        ax.legend()
-    figure.savefig(out / "spanning_vs_p.png", dpi=120)
+    cuts = _cuts(results)
+    for cut in cuts:
+        figure = Figure(figsize=(5 * len(methods), 4), layout="constrained")
+        axes = np.atleast_1d(figure.subplots(1, len(methods)))
+        for ax, method in zip(axes, methods, strict=True):
+            for strategy in STRATEGIES:
+                x, y = series(method, strategy, lambda r: r["track"]["spanning_efficiency"], cut)
+                ax.plot(x, y, "o-", color=colours[strategy], label=strategy)
+            p_axis(ax)
+            ax.set_ylabel("track efficiency, particles spanning sectors")
+            ax.set_title(f"{method} sectors" + (f", cut {cut}" if len(cuts) > 1 else ""))
+            ax.legend()
+        name = "spanning_vs_p" if cut == cuts[0] else f"spanning_vs_p-cut{cut}"
+        figure.savefig(out / f"{name}.png", dpi=120)
 
     panels = (
         ("step time [ms]", lambda r: r["run"].step_time_ms),
