@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Sequence
 
 from partgnn.cli import (
+    acorn_commands,
     config_commands,
     data_commands,
     eval_commands,
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     data_commands.register(subparsers)
+    acorn_commands.register(subparsers)
     partition_commands.register(subparsers)
     selfcheck_commands.register(subparsers)
     train_commands.register(subparsers)

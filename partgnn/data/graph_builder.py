@@ -24,10 +24,8 @@ from torch_geometric.data import Data
 from partgnn.data.event import Event
 from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.graph_config import GraphBuildConfig
+from partgnn.data.graph_features import graph_features, wrap_phi
 from partgnn.data.layer_pairs import adjacent_layer_pairs, layers_between
-
-# Scale of r and z in the features: metres keep them O(1) like phi / pi and eta.
-_LENGTH_SCALE = 1000.0
 
 # Windows are looked up in one sorted array of keys ``bin * _BIN_STRIDE + phi + offset``; the
 # three phi copies (phi - 2 pi, phi, phi + 2 pi, shifted by 3 pi) span [0, 6 pi] < _BIN_STRIDE,
@@ -174,32 +172,13 @@ def build_event_graph(
     y = _match_pairs(src, dst, true_pairs, len(r))
     edge_pt = np.where(y, particle_pt[src], 0.0)
 
-    dr = r[dst] - r[src]
-    dphi = _wrap_phi(phi[dst] - phi[src])
-    dz = z[dst] - z[src]
-    deta = eta[dst] - eta[src]
-    # Every edge has dr > 0 (a cut), so the slopes are finite.
-    phi_slope = dphi / (dr / _LENGTH_SCALE)
-    z0 = z[src] - r[src] * dz / dr
-    edge_attr = np.stack(
-        [
-            dr / _LENGTH_SCALE,
-            dphi,
-            dz / _LENGTH_SCALE,
-            deta,
-            np.hypot(deta, dphi),
-            phi_slope,
-            z0 / _LENGTH_SCALE,
-        ],
-        axis=1,
-    )
-    x = np.stack([r / _LENGTH_SCALE, phi / math.pi, z / _LENGTH_SCALE, eta], axis=1)
+    x, edge_attr = graph_features(xyz, src, dst)
 
     data = Data(
-        x=torch.from_numpy(x.astype(np.float32)),
+        x=torch.from_numpy(x),
         pos=torch.from_numpy(xyz.astype(np.float32)),
         edge_index=torch.from_numpy(np.stack([src, dst]).astype(np.int64)),
-        edge_attr=torch.from_numpy(edge_attr.astype(np.float32)),
+        edge_attr=torch.from_numpy(edge_attr),
         y=torch.from_numpy(y.astype(np.float32)),
         edge_pt=torch.from_numpy(edge_pt.astype(np.float32)),
         hit_id=torch.from_numpy(hit_id),
@@ -246,12 +225,6 @@ def _particle_properties(event: Event, particle_id: np.ndarray) -> tuple[np.ndar
     pt[found] = np.hypot(particles["px"].to_numpy(), particles["py"].to_numpy())[row]
     vertex[found] = np.stack([particles[c].to_numpy()[row] for c in ("vx", "vy", "vz")], axis=1)
     return pt, vertex
-
-
-def _wrap_phi(dphi: np.ndarray) -> np.ndarray:
-    """Wraps angle differences to ``(-pi, pi]``."""
-    wrapped = np.remainder(dphi + math.pi, 2.0 * math.pi) - math.pi
-    return np.where(wrapped == -math.pi, math.pi, wrapped)
 
 
 @functools.lru_cache(maxsize=8)
@@ -394,7 +367,7 @@ def _apply_cuts(
     r1, r2 = hits.r[src], hits.r[dst]
     dr = r2 - r1
     dz = hits.z[dst] - hits.z[src]
-    dphi = _wrap_phi(hits.phi[dst] - hits.phi[src])
+    dphi = wrap_phi(hits.phi[dst] - hits.phi[src])
     # |z0| <= z0_max with z0 = z1 - r1 * dz / dr, multiplied by dr > 0 to avoid dividing.
     keep = (
         (dr > 0)

@@ -62,6 +62,12 @@ GRAPH_FIELDS: dict[str, np.dtype] = {
     "layer": np.dtype(np.int64),
 }
 
+#: Group of an event's graph holding fields kept from where the graph came from.
+EXTRA_GROUP = "extra"
+
+#: Fields kept beside a graph: name -> array.
+Extra = dict[str, np.ndarray]
+
 # Below this many elements compression costs more than it saves.
 _COMPRESS_MIN_ELEMENTS = 1024
 
@@ -114,7 +120,7 @@ def write_events(
 
 def write_graphs(
     path: str | os.PathLike[str],
-    graphs: Iterable[tuple[Data, dict[str, float]]],
+    graphs: Iterable[tuple[Data, dict[str, object]] | tuple[Data, dict[str, object], Extra]],
     *,
     provenance: dict[str, object] | None = None,
 ) -> int:
@@ -122,8 +128,11 @@ def write_graphs(
 
     Args:
         path: Output file.
-        graphs: ``(graph, quality)`` pairs; ``graph`` carries the fields of
-            :data:`GRAPH_FIELDS` and ``event_id``; ``quality`` becomes the event's attributes.
+        graphs: ``(graph, quality)`` pairs, or ``(graph, quality, extra)``; ``graph`` carries
+            the fields of :data:`GRAPH_FIELDS` and ``event_id``; ``quality`` becomes the
+            event's attributes; ``extra`` (name -> array) is stored beside the graph under
+            ``extra/`` (fields of a graph made elsewhere, kept as they came:
+            :meth:`GraphFile.extra`).
         provenance: Root attributes (source file and checksum, build configuration...).
 
     Returns:
@@ -133,10 +142,11 @@ def write_graphs(
         _EventRecord(
             int(graph.event_id),
             quality,
-            functools.partial(_write_graph_fields, graph=graph),
-            sum(v.numel() * v.element_size() for v in graph.values() if torch.is_tensor(v)),
+            functools.partial(_write_graph_fields, graph=graph, extra=extra[0] if extra else {}),
+            sum(v.numel() * v.element_size() for v in graph.values() if torch.is_tensor(v))
+            + sum(a.nbytes for a in (extra[0] if extra else {}).values()),
         )
-        for graph, quality in graphs
+        for graph, quality, *extra in graphs
     )
     return _write_event_groups(path, GRAPHS_FORMAT, provenance, items)
 
@@ -149,13 +159,17 @@ def _write_tables(group: h5py.Group, *, event: Event) -> None:
             write_array(table_group, column, table[column].to_numpy())
 
 
-def _write_graph_fields(group: h5py.Group, *, graph: Data) -> None:
+def _write_graph_fields(group: h5py.Group, *, graph: Data, extra: Extra) -> None:
     for name, dtype in GRAPH_FIELDS.items():
         value = getattr(graph, name, None)
         if value is None:
             raise InputError(f"graph of {group.name} lacks field {name!r}")
         array = value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
         write_array(group, name, array.astype(dtype, copy=False))
+    if extra:
+        extra_group = group.create_group(EXTRA_GROUP)
+        for name, array in extra.items():
+            write_array(extra_group, name, np.asarray(array))
 
 
 class _EventRecord(NamedTuple):
@@ -254,12 +268,13 @@ class EventShape(NamedTuple):
 
 
 def group_nbytes(group: h5py.Group) -> int:
-    """Decoded bytes of every dataset under an HDF5 group (sizes from the index alone)."""
+    """Decoded bytes of every dataset under an HDF5 group (sizes from the index alone), but for
+    the kept fields of :data:`EXTRA_GROUP`, which training never decodes."""
     total = 0
 
-    def add(_name: str, obj: object) -> None:
+    def add(name: str, obj: object) -> None:
         nonlocal total
-        if isinstance(obj, h5py.Dataset):
+        if isinstance(obj, h5py.Dataset) and name.split("/")[0] != EXTRA_GROUP:
             total += int(obj.size) * obj.dtype.itemsize
 
     group.visititems(add)
@@ -399,6 +414,16 @@ class GraphFile(_EventStore):
                     f"{where}: {field} has {width} columns but the file's {names_attr} name "
                     f"{expected} (an event from another graph construction?)"
                 )
+
+    def extra(self, index: int) -> Extra:
+        """The fields kept beside graph ``index`` (:func:`write_graphs`'s ``extra``; empty for
+        graphs built here)."""
+
+        def read(group: h5py.Group) -> Extra:
+            kept = group.get(EXTRA_GROUP)
+            return {} if kept is None else {name: kept[name][()] for name in kept}
+
+        return self._from_index(index, read)
 
     def quality(self, index: int) -> dict[str, object]:
         """The construction quality stored with event ``index`` (n_edges, efficiency, ...)."""

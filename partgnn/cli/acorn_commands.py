@@ -1,0 +1,168 @@
+"""``import-acorn`` and ``export-acorn``: acorn event files (GNN4ITk CommonFramework) in and out."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from partgnn.cli.arg_types import non_negative_float
+
+#: What export-acorn writes per event beside the scores.
+TRACK_CHOICES = ("none", "components", "walk")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds ``import-acorn`` and ``export-acorn`` to the ``partgnn`` parser."""
+    importer = subparsers.add_parser(
+        "import-acorn",
+        help="read acorn event files (.pyg) into a graphs file",
+        description=(
+            "Reads the acorn event files (event<id>.pyg or event<id>-graph.pyg, any depth, "
+            "e.g. trainset/ valset/ testset/) under DIRECTORY into one graphs file: the "
+            "graph, its truth (edge truth, each hit's particle and pT from the track edges) "
+            "and every other per-hit, per-edge and per-track field, kept as it came. Both "
+            "acorn namings are read (hit_*/edge_*/track_* fields, or the older y, truth_map, "
+            "pt...). Files are unpickled with an allow-list of PyG's Data classes: a file "
+            "that would run code is refused."
+        ),
+    )
+    importer.add_argument("directory", type=Path, help="folder of acorn event files")
+    importer.add_argument("--out", required=True, type=Path, help="output graphs file (.h5)")
+    importer.add_argument(
+        "--pt-unit", choices=("MeV", "GeV"), default="MeV",
+        help="unit of the files' pT (ITk files: MeV, the default; TrackML-based: GeV)",
+    )  # fmt: skip
+    importer.set_defaults(run=run_import_acorn)
+
+    exporter = subparsers.add_parser(
+        "export-acorn",
+        help="write scores (and track labels) back as acorn event files",
+        description=(
+            "Writes, for every event of SCORES, its acorn event file again (read from where "
+            "import-acorn found it) with the edge scores added (edge_scores, or scores in the "
+            "older naming), in the file's own edge order, and with --tracks the track "
+            "labels of each hit (hit_track_labels, or labels) and edge (edge_track_labels: "
+            "the track of an edge whose two hits share one, else -1). The folder layout "
+            "under the imported directory is kept."
+        ),
+    )
+    exporter.add_argument("scores", type=Path, help="scores file from infer")
+    exporter.add_argument(
+        "--graphs", required=True, type=Path, help="the graphs file import-acorn wrote"
+    )
+    exporter.add_argument("--out", required=True, type=Path, help="output folder")
+    exporter.add_argument(
+        "--tracks", choices=TRACK_CHOICES, default="none",
+        help="also write track labels built this way (default: none)",
+    )  # fmt: skip
+    exporter.add_argument(
+        "--cut", type=non_negative_float, default=None,
+        help="edge score cut for --tracks (default: the one infer recorded, else 0.5)",
+    )  # fmt: skip
+    exporter.set_defaults(run=run_export_acorn)
+
+
+def run_import_acorn(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from partgnn.data.acorn import acorn_to_graph, find_acorn_files, load_acorn_file
+    from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
+    from partgnn.data.output_files import check_output_path
+    from partgnn.data.storage import write_graphs
+
+    check_output_path(args.out)
+    files = find_acorn_files(args.directory)
+    root = args.directory.resolve()
+    counts = {"nodes": 0, "edges": 0, "true": 0, "missing": 0, "tracks": 0}
+
+    def graphs():
+        for path in tqdm(files, desc="import-acorn", unit="event"):
+            graph, kept, quality = acorn_to_graph(
+                load_acorn_file(path), path=path, pt_unit=args.pt_unit
+            )
+            quality["acorn_relative"] = str(path.resolve().relative_to(root))
+            counts["nodes"] += quality["n_nodes"]
+            counts["edges"] += quality["n_edges"]
+            counts["true"] += quality["n_true_edges"]
+            counts["missing"] += quality["track_edges_missing"]
+            counts["tracks"] += quality["n_track_edges"]
+            yield graph, quality, kept
+
+    provenance = {
+        "source": "acorn",
+        "source_directory": str(root),
+        "pt_unit": args.pt_unit,
+        "node_features": list(NODE_FEATURES),
+        "edge_features": list(EDGE_FEATURES),
+    }
+    n_events = write_graphs(args.out, graphs(), provenance=provenance)
+    print(
+        f"imported {n_events} acorn events from {args.directory} -> {args.out}: "
+        f"{counts['nodes']:,} hits, {counts['edges']:,} edges ({counts['true']:,} true), "
+        f"{counts['tracks']:,} track edges of which {counts['missing']:,} missing from the graphs"
+    )
+    return 0
+
+
+def run_export_acorn(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from partgnn.data.output_files import atomic_directory
+    from partgnn.data.storage import GraphFile, ScoresFile
+    from partgnn.errors import InputError
+
+    scores_file, graphs = ScoresFile(args.scores), GraphFile(args.graphs)
+    with scores_file, graphs:
+        if graphs.attrs.get("source") != "acorn":
+            raise InputError(f"{args.graphs}: not a graphs file import-acorn wrote")
+        recorded = scores_file.attrs.get("score_cut")
+        cut = args.cut if args.cut is not None else float(recorded if recorded else 0.5)
+        index_of = {event_id: i for i, event_id in enumerate(graphs.event_ids)}
+        with atomic_directory(args.out) as staging:
+            for i, event_id in enumerate(tqdm(scores_file.event_ids, desc="export-acorn")):
+                if event_id not in index_of:
+                    raise InputError(f"{args.graphs}: no event {event_id} (it is in {args.scores})")
+                _export_event(
+                    graphs, index_of[event_id], scores_file[i], staging, args.tracks, cut,
+                    where=f"{args.scores}: event {event_id}",
+                )  # fmt: skip
+    print(
+        f"wrote {len(scores_file.event_ids)} acorn event files -> {args.out}"
+        + (f" (tracks: {args.tracks}, cut {cut:g})" if args.tracks != "none" else "")
+    )
+    return 0
+
+
+def _export_event(
+    graphs, index: int, scores, staging: Path, tracks: str, cut: float, *, where: str
+) -> None:
+    """Writes one event's acorn file again, with its scores (and track labels) added."""
+    import numpy as np
+    import torch
+
+    from partgnn.data.acorn import EDGE_TRACK_LABELS, NAMINGS, load_acorn_file, write_acorn_file
+    from partgnn.errors import InputError
+    from partgnn.metrics.tracks import build_tracks
+
+    quality = graphs.quality(index)
+    source = Path(str(quality["acorn_source"]))
+    fields = load_acorn_file(source)
+    naming = NAMINGS[str(quality["acorn_naming"])]
+    n_edges = int(fields["edge_index"].shape[1])
+    if scores.shape != (n_edges,):
+        raise InputError(
+            f"{where} has {scores.shape[0]} scores, {source} {n_edges} edges "
+            "(not the file that was imported?)"
+        )
+    fields[naming.edge_scores] = torch.from_numpy(scores.astype(np.float32))
+    if tracks != "none":
+        graph = graphs[index]
+        labels = build_tracks(graph.edge_index, scores, graph.num_nodes, cut=cut, method=tracks)
+        fields[naming.hit_track_labels] = torch.from_numpy(labels)
+        if naming.name == "prefixed":
+            src, dst = graph.edge_index.numpy()
+            same = (labels[src] == labels[dst]) & (labels[src] >= 0)
+            fields[EDGE_TRACK_LABELS] = torch.from_numpy(np.where(same, labels[src], -1))
+    target = staging / str(quality["acorn_relative"])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_acorn_file(target, fields)
