@@ -58,6 +58,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from partgnn.train.config import load_config
     from partgnn.train.footprint import measure_footprint
     from partgnn.train.memory_plan import (
+        ItemSize,
         largest_event,
         measure_base_bytes,
         measure_cuda_context_bytes,
@@ -75,7 +76,8 @@ def run_plan(args: argparse.Namespace) -> int:
     footprint = measure_footprint(config, node_features, edge_features, device)
     probe_seconds = time.perf_counter() - started
     base = measure_base_bytes() if device.type == "cpu" else measure_cuda_context_bytes(device)
-    ranks = plan_ranks(shapes, footprint, base, config.data.cache_mb * MIB)
+    item_size = ItemSize.of(config, node_features, edge_features)
+    ranks = plan_ranks(shapes, footprint, base, config.data.cache_mb * MIB, item_size)
     peak = max(r.total_bytes for r in ranks)
     needed = None
     method = _method(config)
@@ -87,6 +89,7 @@ def run_plan(args: argparse.Namespace) -> int:
                 footprint,
                 base,
                 args.memory_gb * 1e9,
+                item_size,
                 method=method,
                 max_parts=args.max_parts,
                 headroom=args.headroom,

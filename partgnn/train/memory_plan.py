@@ -8,9 +8,11 @@ A rank's peak is the sum of three parts, each from something known before the ru
   allocator (:func:`measure_cuda_context_bytes`). NCCL's communicators (a few to a few hundred
   MB per rank, by peers and channels) come on top and are not predicted: a run reports the
   GPU's memory in use beside torch's peak (``device_used_mb_per_rank``);
-- **data**: the decoded events the rank keeps (the item cache holds them up to
-  ``data.cache_mb``; past it, the current event and the one read ahead), sized from the shards'
-  or graphs file's index (:meth:`~partgnn.partition.shard_reader.ShardFile.shape`);
+- **data**: the training items the rank keeps (the item cache holds them up to
+  ``data.cache_mb``; past it, the current event and the one read ahead) and the decoded arrays
+  of the event being read ahead, sized from the shards' or graphs file's index
+  (:meth:`~partgnn.partition.shard_reader.ShardFile.shape`) and what an item holds per edge and
+  node (:class:`ItemSize`: 1.3x the stored bytes on the full recipe's shards);
 - **step**: one training step of the configured model on the rank's largest graph, from the
   live bytes per edge and per node measured on probe graphs, times what the process holds per
   live byte (:func:`~partgnn.train.footprint.measure_footprint`).
@@ -39,6 +41,44 @@ MAX_PARTS = 256
 
 
 @dataclass(frozen=True)
+class ItemSize:
+    """Bytes of the tensors a rank's training item holds (:func:`~partgnn.train.item_cache.
+    item_tensors`, what the item cache keeps), per local edge, node and halo node.
+
+    Attributes:
+        per_edge: ``edge_index`` (int64), ``edge_attr``, ``y`` and, where the config has them,
+            per-edge loss weights, the counted edges' positions (int64) and the interior-first
+            edge order and its inverse (int64); the ``counted`` and ``boundary`` masks.
+        per_node: ``x``.
+        per_halo: The exchange's send index (int64; as many rows as halo nodes on average).
+    """
+
+    per_edge: float
+    per_node: float
+    per_halo: float = 8.0
+
+    @classmethod
+    def of(cls, config: TrainConfig, node_features: int, edge_features: int) -> ItemSize:
+        """What an item of ``config``'s mode holds, for these feature widths (items keep the
+        stored float32 features; a step casts them to ``run.dtype``)."""
+        value = 4
+        per_edge = 16 + value * edge_features + value + 2
+        if config.mode in ("halo", "naive"):
+            per_edge += 8  # counted_index: a rank does not count the edges another one owns
+        if config.loss.target_pt is not None:
+            per_edge += value  # the per-edge loss weights
+        if config.mode == "halo" and config.run.overlap:
+            per_edge += 16  # interior-first order and its inverse
+        return cls(per_edge=float(per_edge), per_node=float(value * node_features))
+
+    def bytes(self, shape: EventShape) -> float:
+        """Bytes of the item of an event of this shape."""
+        return (
+            self.per_edge * shape.edges + self.per_node * shape.nodes + self.per_halo * shape.halo
+        )
+
+
+@dataclass(frozen=True)
 class RankMemory:
     """Predicted peak memory of one rank.
 
@@ -48,7 +88,7 @@ class RankMemory:
         halo: Halo nodes among ``nodes``.
         edges: Local edges of the rank's largest graph.
         base_bytes: The process without data (0 on CUDA).
-        data_bytes: Decoded events kept.
+        data_bytes: Training items kept, and the decoded arrays of the event read ahead.
         step_bytes: One training step's tensors on the largest graph.
     """
 
@@ -141,7 +181,11 @@ def rank_shapes(config: TrainConfig) -> list[list[EventShape]]:
 
 
 def plan_ranks(
-    shapes: list[list[EventShape]], footprint: Footprint, base_bytes: float, cache_bytes: float
+    shapes: list[list[EventShape]],
+    footprint: Footprint,
+    base_bytes: float,
+    cache_bytes: float,
+    item_size: ItemSize,
 ) -> list[RankMemory]:
     """Predicted peak memory of every rank from its events' sizes.
 
@@ -150,6 +194,7 @@ def plan_ranks(
         footprint: The model's step bytes per edge and per node.
         base_bytes: The process without data.
         cache_bytes: The item cache's budget (``data.cache_mb`` in bytes).
+        item_size: What a training item holds (:meth:`ItemSize.of`).
     """
     ranks = []
     for rank, events in enumerate(shapes):
@@ -163,20 +208,24 @@ def plan_ranks(
                 halo=largest.halo,
                 edges=largest.edges,
                 base_bytes=base_bytes,
-                data_bytes=data_bytes([shape.nbytes for shape in events], cache_bytes),
+                data_bytes=data_bytes(
+                    [item_size.bytes(shape) for shape in events],
+                    cache_bytes,
+                    read_ahead_bytes=max(shape.nbytes for shape in events),
+                ),
                 step_bytes=footprint.bytes(largest.nodes, largest.edges),
             )
         )
     return ranks
 
 
-def data_bytes(event_bytes: list[int], cache_bytes: float) -> float:
-    """Bytes of decoded events a rank holds at once: all of them while they fit the cache;
-    past it, the cache full plus the event in use and the one read ahead."""
-    total = float(sum(event_bytes))
-    if total <= cache_bytes:
-        return total
-    return cache_bytes + 2.0 * max(event_bytes)
+def data_bytes(item_bytes: list[float], cache_bytes: float, read_ahead_bytes: float = 0.0) -> float:
+    """Bytes of training items a rank holds at once (all of them while they fit the cache;
+    past it, the cache full plus the item in use and the one read ahead), plus the decoded
+    arrays of the event being read ahead (``read_ahead_bytes``, while its item is made)."""
+    total = float(sum(item_bytes))
+    held = total if total <= cache_bytes else cache_bytes + 2.0 * max(item_bytes)
+    return held + read_ahead_bytes
 
 
 @dataclass(frozen=True)
@@ -202,6 +251,7 @@ def ranks_needed(
     footprint: Footprint,
     base_bytes: float,
     budget_bytes: float,
+    item_size: ItemSize,
     *,
     method: str = "metis",
     max_parts: int = MAX_PARTS,
@@ -213,9 +263,9 @@ def ranks_needed(
     prediction's error (measured within 15 % of the peak, and low with checkpointing) is kept
     free.
 
-    The event is partitioned (``method``, seed 0) for each P tried; a rank's data is the event's
-    decoded bytes in proportion to its local edges (edge arrays dominate). P starts at the
-    estimate ``step bytes of the whole graph / room left per rank`` and grows by one.
+    The event is partitioned (``method``, seed 0) for each P tried; a rank's data is its item
+    (``item_size``). P starts at the estimate ``step bytes of the whole graph / room left per
+    rank`` and grows by one.
 
     Args:
         graphs: The graphs file.
@@ -223,6 +273,7 @@ def ranks_needed(
         footprint: The model's step bytes per edge and per node.
         base_bytes: The process without data.
         budget_bytes: Memory of one device (or one rank's share of a host).
+        item_size: What a training item holds (:meth:`ItemSize.of`).
         method: Partition method (:data:`~partgnn.partition.assign.METHODS`).
         max_parts: Most ranks to try.
         headroom: Share of the prediction kept free on top of it (0.15: 15 %).
@@ -235,14 +286,13 @@ def ranks_needed(
     edge_index = graph.edge_index.numpy()
     usable = budget_bytes / (1.0 + headroom)
     room = usable - base_bytes
-    whole = footprint.bytes(shape.nodes, shape.edges) + shape.nbytes
+    whole = footprint.bytes(shape.nodes, shape.edges) + item_size.bytes(shape)
     start = 1 if room <= 0 else max(1, min(max_parts, int(whole // room)))
     tried: list[tuple[int, float]] = []
     ranks: list[RankMemory] = []
     for n_parts in range(start, max_parts + 1):
         part = partition_graph(graph, n_parts, method, seed=0)
         local_edges, owned, halo = partition_counts(edge_index, part, n_parts)
-        share = local_edges / max(shape.edges, 1)
         ranks = [
             RankMemory(
                 rank=rank,
@@ -250,7 +300,11 @@ def ranks_needed(
                 halo=int(halo[rank]),
                 edges=int(local_edges[rank]),
                 base_bytes=base_bytes,
-                data_bytes=float(shape.nbytes * share[rank]),
+                data_bytes=item_size.bytes(
+                    EventShape(
+                        int(owned[rank] + halo[rank]), int(local_edges[rank]), int(halo[rank]), 0
+                    )
+                ),
                 step_bytes=footprint.bytes(int(owned[rank] + halo[rank]), int(local_edges[rank])),
             )
             for rank in range(n_parts)

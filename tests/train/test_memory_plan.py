@@ -6,17 +6,27 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from partgnn.cli.main import main
 from partgnn.data.storage import GraphFile
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.train import footprint
 from partgnn.train.config import load_config
+from partgnn.train.events import WholeGraphSource
 from partgnn.train.footprint import Footprint
-from partgnn.train.memory_plan import data_bytes, plan_ranks, rank_shapes, ranks_needed
+from partgnn.train.item_cache import item_nbytes
+from partgnn.train.memory_plan import (
+    ItemSize,
+    data_bytes,
+    plan_ranks,
+    rank_shapes,
+    ranks_needed,
+)
 from tests.train.conftest import write_config
 
 FOOTPRINT = Footprint(per_edge=1000.0, per_node=500.0, constant=10.0, probes=())
+ITEM = ItemSize(per_edge=80.0, per_node=16.0)
 
 
 def _halo_config(dataset, tmp_path):
@@ -49,39 +59,54 @@ def test_rank_shapes_read_the_shards_index(dataset, tmp_path):
 
 def test_plan_adds_process_data_and_the_largest_graphs_step(dataset, tmp_path):
     shapes = rank_shapes(_halo_config(dataset, tmp_path))
-    ranks = plan_ranks(shapes, FOOTPRINT, base_bytes=100.0, cache_bytes=2**30)
+    ranks = plan_ranks(shapes, FOOTPRINT, base_bytes=100.0, cache_bytes=2**30, item_size=ITEM)
     for rank, events in zip(ranks, shapes, strict=True):
         largest = max(events, key=lambda s: FOOTPRINT.bytes(s.nodes, s.edges))
         assert rank.step_bytes == FOOTPRINT.bytes(largest.nodes, largest.edges)
-        assert rank.data_bytes == sum(s.nbytes for s in events)
+        items = sum(ITEM.bytes(s) for s in events)
+        assert rank.data_bytes == pytest.approx(items + max(s.nbytes for s in events))
         assert rank.total_bytes == 100.0 + rank.data_bytes + rank.step_bytes
 
 
-def test_data_past_the_cache_budget_is_the_cache_plus_two_events():
+def test_data_past_the_cache_budget_is_the_cache_plus_two_items():
     assert data_bytes([10, 20, 30], cache_bytes=100) == 60
     assert data_bytes([10, 20, 30], cache_bytes=25) == 25 + 2 * 30
+    assert data_bytes([10, 20, 30], cache_bytes=100, read_ahead_bytes=7) == 67
+
+
+@pytest.mark.parametrize("target_pt", [None, 1.0])
+def test_item_size_is_what_a_training_item_holds(dataset, tmp_path, target_pt):
+    loss = {} if target_pt is None else {"target_pt": target_pt, "nontarget_weight": 0.0}
+    config = load_config(
+        write_config(tmp_path / "f.yaml", data={"graphs": str(dataset["graphs"])}, loss=loss)
+    )
+    source = WholeGraphSource(dataset["graphs"], torch.device("cpu"), config.loss.edge_weights())
+    (shapes,) = rank_shapes(config)
+    item = source.item(0)
+    size = ItemSize.of(config, item.x.shape[1], item.edge_attr.shape[1])
+    assert size.bytes(shapes[0]) == item_nbytes(item)
 
 
 def test_ranks_needed_grows_p_until_the_largest_rank_fits(dataset):
     with GraphFile(dataset["graphs"]) as graphs:
         shape = graphs.shape(0)
-        whole = FOOTPRINT.bytes(shape.nodes, shape.edges) + shape.nbytes
-        answer = ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 0.6)
+        whole = FOOTPRINT.bytes(shape.nodes, shape.edges) + ITEM.bytes(shape)
+        answer = ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 0.6, ITEM)
         assert answer.n_parts is not None and answer.n_parts >= 2
         assert answer.tried[-1] == (answer.n_parts, max(r.total_bytes for r in answer.ranks))
         assert answer.tried[-1][1] <= whole * 0.6
         assert all(largest > whole * 0.6 for _, largest in answer.tried[:-1])
-        assert ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 2).n_parts == 1
-        never = ranks_needed(graphs, 0, FOOTPRINT, 1e12, 1e9, max_parts=3)
+        assert ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 2, ITEM).n_parts == 1
+        never = ranks_needed(graphs, 0, FOOTPRINT, 1e12, 1e9, ITEM, max_parts=3)
         assert never.n_parts is None
 
 
 def test_ranks_needed_keeps_the_headroom_free(dataset):
     with GraphFile(dataset["graphs"]) as graphs:
         shape = graphs.shape(0)
-        whole = FOOTPRINT.bytes(shape.nodes, shape.edges) + shape.nbytes
-        assert ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 1.1).n_parts == 1
-        kept = ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 1.1, headroom=0.15)
+        whole = FOOTPRINT.bytes(shape.nodes, shape.edges) + ITEM.bytes(shape)
+        assert ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 1.1, ITEM).n_parts == 1
+        kept = ranks_needed(graphs, 0, FOOTPRINT, 0.0, whole * 1.1, ITEM, headroom=0.15)
         assert kept.n_parts is not None and kept.n_parts >= 2
         assert kept.tried[0][1] * 1.15 > whole * 1.1  # one rank would have been too tight
         assert kept.tried[-1][1] * 1.15 <= whole * 1.1
