@@ -68,6 +68,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument(
         "--event-ids", type=int, nargs="+", default=None, help="evaluate only these events"
     )
+    evaluate.add_argument(
+        "--track-building", choices=("components", "walk", "junction"), default="components",
+        help="how tracks are built from the edges above the cut: connected components "
+        "(default), a walk-through, or components after junction removal",
+    )  # fmt: skip
     evaluate.add_argument("--out", type=Path, help="write the metrics as JSON here")
     evaluate.set_defaults(run=run_evaluate)
 
@@ -107,6 +112,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         event_ids=args.event_ids,
         pt_max=args.pt_max,
         cut_at_efficiency=args.cut_at_efficiency,
+        track_building=args.track_building,
     )
     _print_metrics(metrics)
     if args.out is not None:
@@ -120,7 +126,7 @@ def _print_metrics(metrics: dict[str, object]) -> None:
     low, high = metrics["target_pt"]
     band = f"pT > {low:g} GeV" if high is None else f"{low:g} < pT <= {high:g} GeV"
     print(f"{metrics['events']} events, score cut {metrics['cut']:.9g} ({metrics['cut_source']}), "
-          f"target particles {band}")  # fmt: skip
+          f"target particles {band}, tracks by {metrics['track_building']}")  # fmt: skip
     for section in ("edge", "track"):
         print(f"  {section} metrics:")
         for key, value in metrics[section].items():

@@ -34,6 +34,7 @@ def evaluate_scores(
     event_ids: list[int] | None = None,
     pt_max: float | None = None,
     cut_at_efficiency: float | None = None,
+    track_building: str = "components",
 ) -> dict[str, object]:
     """Edge and track metrics of a scores file over all its events.
 
@@ -46,6 +47,7 @@ def evaluate_scores(
     by ``partgnn infer`` in the scores file), else :data:`SCORE_CUT`; ``cut_at_efficiency``
     instead chooses it on these events: the highest cut keeping that fraction of their target
     edges (:func:`cut_for_target_efficiency`), e.g. on validation events, for the test events.
+    Tracks are built by ``track_building`` (:data:`~partgnn.metrics.tracks.TRACK_BUILDING_METHODS`).
 
     Raises:
         InputError: If the scores were made from another graphs file, or events are missing.
@@ -102,7 +104,9 @@ def evaluate_scores(
                 graph.edge_index.numpy(), y, particle_id, particle_pt, pt_min, pt_max
             )
             edge_rows.append(edge_metrics(scores, y, boundary=boundary, target=target, cut=cut))
-            labels = build_tracks(graph.edge_index.numpy(), scores, graph.num_nodes, cut=cut)
+            labels = build_tracks(
+                graph.edge_index.numpy(), scores, graph.num_nodes, cut=cut, method=track_building
+            )
             track_rows.append(
                 track_metrics(
                     labels,
@@ -125,6 +129,7 @@ def evaluate_scores(
         "events": len(edge_rows),
         "cut": cut,
         "cut_source": cut_source,
+        "track_building": track_building,
         "target_pt": [pt_min, pt_max],
         "edge": edge,
         "track": TrackMetrics.combine(track_rows).to_dict(),

@@ -31,7 +31,7 @@ _NAN = float("nan")
 NO_TRACK = -1
 
 #: Track building methods of :func:`build_tracks`.
-TRACK_BUILDING_METHODS: tuple[str, ...] = ("components", "walk")
+TRACK_BUILDING_METHODS: tuple[str, ...] = ("components", "walk", "junction")
 
 # What ``particle_n_hits`` may be: {particle_id: n_hits}, a pandas Series indexed by particle id
 # (e.g. ``particles.set_index("particle_id")["nhits"]``), or two arrays ``(particle_ids, n_hits)``.
@@ -44,7 +44,7 @@ def build_tracks(
     n_nodes: int,
     *,
     cut: float = 0.5,
-    method: Literal["components", "walk"] = "components",
+    method: Literal["components", "walk", "junction"] = "components",
 ) -> np.ndarray:
     """Groups hits into tracks using the edges whose score is above a cut.
 
@@ -71,13 +71,20 @@ def build_tracks(
       broken by the lower edge index. On graphs with directed cycles (the inner-to-outer graphs
       of :func:`~partgnn.data.graph_builder.build_event_graph` have none) a cycle of kept edges
       is one track.
+    - ``"junction"``: connected components after junction removal. A *junction* is a hit with
+      more than one accepted incoming or outgoing edge; an accepted edge is kept when it is the
+      highest-scoring accepted outgoing edge of its source *and* the highest-scoring accepted
+      incoming edge of its target (both judged on all accepted edges at once, so a weak edge
+      at a junction is cut whichever side it is on; the walk-through instead judges incoming
+      edges among the outgoing winners). Chains pass unchanged; the components of the kept
+      edges are the tracks. Equal scores are broken by the lower edge index.
 
     Args:
         edge_index: Edges ``(source, target)``, shape ``(2, E)``, integer (numpy or torch).
         scores: Edge scores, shape ``(E,)``, e.g. the classifier's sigmoid output in [0, 1].
         n_nodes: Number of hits N.
         cut: Score threshold; an edge is accepted when ``score > cut``.
-        method: ``"components"`` or ``"walk"``.
+        method: ``"components"``, ``"walk"`` or ``"junction"``.
 
     Returns:
         Track label of each hit, shape ``(N,)``, int64: tracks are numbered ``0 .. T - 1`` in
@@ -116,7 +123,28 @@ def build_tracks(
     src, dst = edge_index[0, accepted], edge_index[1, accepted]
     if method == "walk":
         src, dst = _walk_edges(src, dst, scores[accepted], accepted)
+    elif method == "junction":
+        src, dst = _junction_free_edges(src, dst, scores[accepted], accepted)
     return _component_labels(src, dst, n_nodes)
+
+
+def _best_per(key: np.ndarray, score: np.ndarray, edge_id: np.ndarray) -> np.ndarray:
+    """Whether each edge is the highest-scoring of those sharing its ``key`` (ties: lower id)."""
+    order = np.lexsort((edge_id, -score, key))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = key[order][1:] != key[order][:-1]
+    best = np.zeros(len(order), dtype=bool)
+    best[order[first]] = True
+    return best
+
+
+def _junction_free_edges(
+    src: np.ndarray, dst: np.ndarray, score: np.ndarray, edge_id: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The accepted edges that are both their source's best outgoing and their target's best
+    incoming edge (junction removal of :func:`build_tracks`)."""
+    keep = _best_per(src, score, edge_id) & _best_per(dst, score, edge_id)
+    return src[keep], dst[keep]
 
 
 def _walk_edges(
@@ -191,6 +219,14 @@ class TrackMetrics:
             sector (NaN without sectors or without such particles).
         split_by_sector: Whether the hits' sectors were given (the spanning counts are 0 and
             the split efficiencies NaN otherwise).
+        n_reconstructed_atlas: Target particles that hold more than 50 % of the hits of a
+            candidate track (the ATLAS matching of acorn's evaluation; its fake rate is
+            ``impure_rate``).
+        efficiency_atlas: ``n_reconstructed_atlas / n_target_particles``.
+        n_reconstructed_one_way: Target particles more than 50 % of whose hits are in one
+            candidate track, whatever else the track holds (acorn's one-way matching; its fake
+            rate is ``impure_rate`` too). Two-way matching is double majority.
+        efficiency_one_way: ``n_reconstructed_one_way / n_target_particles``.
     """
 
     n_target_particles: int
@@ -210,6 +246,10 @@ class TrackMetrics:
     spanning_efficiency: float = _NAN
     contained_efficiency: float = _NAN
     split_by_sector: bool = False
+    n_reconstructed_atlas: int = 0
+    efficiency_atlas: float = _NAN
+    n_reconstructed_one_way: int = 0
+    efficiency_one_way: float = _NAN
 
     def to_dict(self) -> dict[str, int | float | None]:
         """The fields as a plain dict (for JSON, HDF5 attributes and printing)."""
@@ -229,6 +269,8 @@ class TrackMetrics:
         n_spanning_targets: int = 0,
         n_reconstructed_spanning: int = 0,
         sectors_known: bool = False,
+        n_reconstructed_atlas: int = 0,
+        n_reconstructed_one_way: int = 0,
     ) -> TrackMetrics:
         """Builds the metrics from the counts; the rates follow their definitions above.
 
@@ -261,6 +303,10 @@ class TrackMetrics:
             spanning_efficiency=spanning,
             contained_efficiency=contained,
             split_by_sector=sectors_known,
+            n_reconstructed_atlas=n_reconstructed_atlas,
+            efficiency_atlas=_ratio(n_reconstructed_atlas, n_target_particles),
+            n_reconstructed_one_way=n_reconstructed_one_way,
+            efficiency_one_way=_ratio(n_reconstructed_one_way, n_target_particles),
         )
 
     @classmethod
@@ -284,6 +330,8 @@ class TrackMetrics:
             n_spanning_targets=sum(m.n_spanning_targets for m in metrics),
             n_reconstructed_spanning=sum(m.n_reconstructed_spanning for m in metrics),
             sectors_known=bool(metrics) and all(m.split_by_sector for m in metrics),
+            n_reconstructed_atlas=sum(m.n_reconstructed_atlas for m in metrics),
+            n_reconstructed_one_way=sum(m.n_reconstructed_one_way for m in metrics),
         )
 
 
@@ -321,7 +369,12 @@ def track_metrics(
       all particles, target or not).
     - **Impure rate** = candidate tracks in which no particle (noise excluded) holds more than
       50% of the hits / candidate tracks: the fake rate of the track-purity convention, which
-      does not count pure fragments of a particle as fakes.
+      does not count pure fragments of a particle as fakes (and the fake rate of acorn's ATLAS
+      and one-way matching).
+    - **ATLAS efficiency** = target particles holding more than 50% of a candidate track's
+      hits / target particles; **one-way efficiency** = target particles with more than 50%
+      of their hits in one candidate track / target particles (acorn's matching styles at
+      fraction 0.5; its two-way style is double majority).
     - **Duplicate rate** = duplicate tracks / (matched tracks + duplicate tracks), where a
       duplicate is a candidate track with no match whose hits are more than 50% from a particle
       that another track matches. (Under double majority a particle is matched by at most one
@@ -399,6 +452,12 @@ def track_metrics(
     reconstructed = np.zeros(len(particle_ids), dtype=bool)
     reconstructed[pair_particle[matched]] = True
     duplicate = candidate & track_majority & ~particle_majority & reconstructed[pair_particle]
+    reconstructed_atlas = np.zeros(len(particle_ids), dtype=bool)
+    reconstructed_atlas[pair_particle[candidate & track_majority]] = True
+    reconstructed_one_way = np.zeros(len(particle_ids), dtype=bool)
+    reconstructed_one_way[
+        pair_particle[candidate & particle_majority & ~is_noise[pair_particle]]
+    ] = True
     n_pure_tracks = len(np.unique(pair_track[candidate & track_majority]))
 
     trackml_score = None
@@ -431,6 +490,8 @@ def track_metrics(
         n_spanning_targets=int((is_target & spanning).sum()),
         n_reconstructed_spanning=int((is_target & spanning & reconstructed).sum()),
         sectors_known=hit_sector is not None,
+        n_reconstructed_atlas=int((is_target & reconstructed_atlas).sum()),
+        n_reconstructed_one_way=int((is_target & reconstructed_one_way).sum()),
     )
 
 

@@ -16,7 +16,7 @@ from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.errors import InputError
 from partgnn.metrics.tracks import NO_TRACK, TrackMetrics, build_tracks, track_metrics
 
-METHODS = ("components", "walk")
+METHODS = ("components", "walk", "junction")
 
 
 def edges(*pairs: tuple[int, int]) -> np.ndarray:
@@ -75,6 +75,24 @@ def test_walk_gives_a_merge_node_to_the_best_predecessor() -> None:
     scores = np.array([0.7, 0.9, 0.8])
     assert build_tracks(edge_index, scores, 4).tolist() == [0, 0, 0, 0]
     assert build_tracks(edge_index, scores, 4, method="walk").tolist() == [-1, 0, 0, 0]
+
+
+def test_junction_removal_cuts_the_weak_edges_of_forks_and_merges() -> None:
+    # A chain 0-1-2-3; 1 also forks to 4 (weaker) and 5 also merges into 2 (weaker).
+    edge_index = edges((0, 1), (1, 2), (2, 3), (1, 4), (5, 2))
+    scores = np.array([0.9, 0.9, 0.9, 0.6, 0.7])
+    assert build_tracks(edge_index, scores, 6).tolist() == [0] * 6
+    junction = build_tracks(edge_index, scores, 6, method="junction")
+    assert junction.tolist() == [0, 0, 0, 0, -1, -1]
+
+
+def test_junction_removal_judges_both_ends_on_all_accepted_edges() -> None:
+    # A=0 goes to C=2 (0.9) and better to E=3 (0.95); B=1 goes only to C (0.8). The walk lets
+    # B keep C (A chose E); junction removal cuts B -> C, since A -> C is C's best incoming.
+    edge_index = edges((0, 2), (0, 3), (1, 2))
+    scores = np.array([0.9, 0.95, 0.8])
+    assert build_tracks(edge_index, scores, 4, method="walk").tolist() == [0, 1, 1, 0]
+    assert build_tracks(edge_index, scores, 4, method="junction").tolist() == [0, -1, -1, 0]
 
 
 def test_walk_follows_the_best_edge_not_the_first() -> None:
@@ -380,6 +398,27 @@ def test_combine_sums_counts_and_averages_scores() -> None:
     assert (
         TrackMetrics.combine([a, dataclasses.replace(b, trackml_score=None)]).trackml_score is None
     )
+
+
+def test_atlas_and_one_way_matching_beside_double_majority() -> None:
+    # Particle 1 (5 hits): track 0 holds 2 of them and 1 hit of particle 3: the track is 2/3
+    # particle 1 (ATLAS-matched), but holds 2/5 of the particle (not one-way, not double
+    # majority). Particle 2 (4 hits): track 1 holds all 4 and the 4 hits of particle 4
+    # (below 1 GeV): 4/8 of the track is no majority (not ATLAS, and the track is impure), 4/4
+    # of the particle is one-way. Particle 3 (4 hits): track 2 is 3 of them (every match).
+    particle = [1, 1, 3, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4, 3, 3, 3]
+    labels = [0, 0, 0, -1, -1, -1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2]
+    pt = [2.0] * 10 + [0.5] * 4 + [2.0] * 3
+    metrics = track_metrics(labels, particle, particle_pt=pt, min_hits=3)
+    assert metrics.n_target_particles == 3 and metrics.n_tracks == 3
+    assert metrics.n_reconstructed_targets == 1  # double majority: particle 3
+    assert metrics.n_reconstructed_atlas == 2  # particles 1 and 3
+    assert metrics.n_reconstructed_one_way == 2  # particles 2 and 3
+    assert metrics.efficiency_atlas == pytest.approx(2 / 3)
+    assert metrics.impure_rate == pytest.approx(1 / 3)  # track 1
+    combined = TrackMetrics.combine([metrics, metrics])
+    assert combined.n_reconstructed_atlas == 4
+    assert combined.efficiency_one_way == pytest.approx(2 / 3)
 
 
 # --- event size and end to end ----------------------------------------------------------------
