@@ -71,14 +71,16 @@ def build_tracks(
       broken by the lower edge index. On graphs with directed cycles (the inner-to-outer graphs
       of :func:`~partgnn.data.graph_builder.build_event_graph` have none) a cycle of kept edges
       is one track.
-    - ``"junction"``: connected components after junction removal. A *junction* is a hit with
-      more than one accepted incoming or outgoing edge; an accepted edge is kept when it is the
-      highest-scoring accepted outgoing edge of its source *and* the highest-scoring accepted
-      incoming edge of its target (both judged on all accepted edges at once, so a weak edge
-      at a junction is cut whichever side it is on; the walk-through instead judges incoming
-      edges among the outgoing winners). Chains pass unchanged; the components of the kept
-      edges are the tracks. Equal scores are broken by the lower edge index.
-
+    - ``"junction"``: connected components after junction removal. First, *twin* hits (two
+      hits with an accepted edge from a common hit and an accepted edge to a common hit: the
+      two hits a particle leaves on overlapping modules of one layer, whose true edges to the
+      next layer form a ladder rather than a chain) are taken together as one hit. Then a
+      *junction* is a hit with more than one accepted incoming or outgoing edge; an accepted
+      edge is kept when it is the highest-scoring accepted outgoing edge of its source *and*
+      the highest-scoring accepted incoming edge of its target (both judged on all accepted
+      edges at once, so a weak edge at a junction is cut whichever side it is on). Chains and
+      ladders pass unchanged; the components of the kept edges are the tracks (twins share
+      their track). Equal scores are broken by the lower edge index.
     Args:
         edge_index: Edges ``(source, target)``, shape ``(2, E)``, integer (numpy or torch).
         scores: Edge scores, shape ``(E,)``, e.g. the classifier's sigmoid output in [0, 1].
@@ -124,7 +126,7 @@ def build_tracks(
     if method == "walk":
         src, dst = _walk_edges(src, dst, scores[accepted], accepted)
     elif method == "junction":
-        src, dst = _junction_free_edges(src, dst, scores[accepted], accepted)
+        return _junction_removed_labels(src, dst, scores[accepted], accepted, n_nodes)
     return _component_labels(src, dst, n_nodes)
 
 
@@ -138,13 +140,58 @@ def _best_per(key: np.ndarray, score: np.ndarray, edge_id: np.ndarray) -> np.nda
     return best
 
 
-def _junction_free_edges(
-    src: np.ndarray, dst: np.ndarray, score: np.ndarray, edge_id: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The accepted edges that are both their source's best outgoing and their target's best
-    incoming edge (junction removal of :func:`build_tracks`)."""
-    keep = _best_per(src, score, edge_id) & _best_per(dst, score, edge_id)
-    return src[keep], dst[keep]
+def _junction_removed_labels(
+    src: np.ndarray, dst: np.ndarray, score: np.ndarray, edge_id: np.ndarray, n_nodes: int
+) -> np.ndarray:
+    """Track labels of junction removal (:func:`build_tracks`): twins merged, then each kept
+    edge the best outgoing of its source and the best incoming of its target, (N,)."""
+    group = _twin_groups(src, dst, n_nodes)
+    gsrc, gdst = group[src], group[dst]
+    inside = gsrc != gdst  # the edges between twins, and edges within a group, are dropped
+    gsrc, gdst, score, edge_id = gsrc[inside], gdst[inside], score[inside], edge_id[inside]
+    keep = _best_per(gsrc, score, edge_id) & _best_per(gdst, score, edge_id)
+    group_labels = _component_labels(gsrc[keep], gdst[keep], n_nodes)
+    labels = group_labels[group]
+    # A group of twins with no kept edge is still a track of its own hits (>= 2 of them).
+    size = np.bincount(group, minlength=n_nodes)
+    lone = (labels == NO_TRACK) & (size[group] >= 2)
+    if lone.any():
+        _, fresh = np.unique(group[lone], return_inverse=True)
+        labels[lone] = labels.max(initial=NO_TRACK) + 1 + fresh
+    return _renumbered(labels)
+
+
+def _twin_groups(src: np.ndarray, dst: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Each hit's group: the smallest hit it is joined to by twin relations (two hits with a
+    common predecessor and a common successor among the edges), (N,)."""
+    adjacency = sp.csr_matrix(
+        (np.ones(len(src), dtype=np.int32), (src, dst)), shape=(n_nodes, n_nodes)
+    )
+    common_predecessor = adjacency.T @ adjacency  # (i, j): a hit precedes both
+    common_successor = adjacency @ adjacency.T  # (i, j): a hit follows both
+    pairs = sp.triu(common_predecessor.multiply(common_successor), k=1).tocoo()
+    if pairs.nnz == 0:
+        return np.arange(n_nodes)
+    _, component = connected_components(pairs, directed=False)
+    # The smallest hit of each component names it.
+    first = np.full(component.max() + 1, n_nodes, dtype=np.int64)
+    np.minimum.at(first, component, np.arange(n_nodes))
+    return first[component]
+
+
+def _renumbered(labels: np.ndarray) -> np.ndarray:
+    """Labels ``>= 0`` renumbered 0 .. T - 1 in the order of each track's lowest hit."""
+    out = np.full(len(labels), NO_TRACK, dtype=np.int64)
+    assigned = np.flatnonzero(labels >= 0)
+    if len(assigned) == 0:
+        return out
+    order = np.unique(labels[assigned], return_index=True)
+    # np.unique returns the first occurrence (lowest hit) of each label; sort labels by it.
+    by_first = order[0][np.argsort(assigned[order[1]])]
+    first = np.empty(labels.max() + 1, dtype=np.int64)
+    first[by_first] = np.arange(len(by_first))
+    out[assigned] = first[labels[assigned]]
+    return out
 
 
 def _walk_edges(

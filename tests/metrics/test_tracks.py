@@ -95,6 +95,17 @@ def test_junction_removal_judges_both_ends_on_all_accepted_edges() -> None:
     assert build_tracks(edge_index, scores, 4, method="junction").tolist() == [0, -1, -1, 0]
 
 
+def test_junction_removal_keeps_the_ladder_of_double_hits_together() -> None:
+    # 0 -> the double hits {1, 2} of one layer -> 3 -> the double hits {4, 5} -> 6: twins share
+    # a predecessor and a successor. Node 7 forks off 3 more weakly: a junction, cut.
+    edge_index = edges((0, 1), (0, 2), (1, 3), (2, 3), (3, 4), (3, 5), (4, 6), (5, 6), (3, 7))
+    scores = np.array([0.9, 0.8, 0.95, 0.7, 0.9, 0.9, 0.8, 0.9, 0.6])
+    assert build_tracks(edge_index, scores, 8, method="junction").tolist() == [0] * 7 + [-1]
+    # The walk follows one hit of each pair: the others start tracks of their own.
+    walk = build_tracks(edge_index, scores, 8, method="walk")
+    assert len(set(walk.tolist()) - {-1}) > 1
+
+
 def test_walk_follows_the_best_edge_not_the_first() -> None:
     # A wrong edge 0 -> 4 outscores the true 0 -> 1; the rest of the chain 1-2-3 still forms
     # a track instead of being orphaned.
