@@ -8,7 +8,7 @@ from pathlib import Path
 from partgnn.cli.arg_types import non_negative_float
 
 #: What export-acorn writes per event beside the scores.
-TRACK_CHOICES = ("none", "components", "walk")
+TRACK_CHOICES = ("none", "components", "walk", "junction")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -148,7 +148,7 @@ def test_scores_and_tracks_go_back_as_acorn_files_and_evaluate_works(
         ["evaluate", str(scores), "--graphs", str(graphs), "--out", str(metrics)],
         ["info", str(graphs)],
         ["export-acorn", str(scores), "--graphs", str(graphs), "--out", str(out),
-         "--tracks", "walk", "--cut", "0.5"],
+         "--tracks", "junction", "--cut", "0.5"],
     ):  # fmt: skip
         assert main(command) == 0, capsys.readouterr().err
     result = json.loads(metrics.read_text())
