@@ -1,4 +1,5 @@
-"""Data-stage sub-commands: ``simulate``, ``import-trackml``, ``build-graphs``, ``info``."""
+"""Data-stage sub-commands: ``simulate``, ``import-trackml``, ``fit-module-map``,
+``build-graphs``, ``info``."""
 
 from __future__ import annotations
 
@@ -41,10 +42,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     trackml.add_argument("--out", required=True, type=Path, help="output events file (.h5)")
     trackml.set_defaults(run=run_import_trackml)
 
+    fit = subparsers.add_parser(
+        "fit-module-map",
+        help="learn a module map (module pairs tracks cross, with windows) from training events",
+    )
+    fit.add_argument("events", type=Path, help="training events file (truth is read)")
+    fit.add_argument("--out", required=True, type=Path, help="output module map (.npz)")
+    fit.add_argument(
+        "--pt-min", type=non_negative_float, default=0.0,
+        help="learn from particles of pT at least this [GeV] (default 0: every particle)",
+    )  # fmt: skip
+    fit.add_argument(
+        "--window", choices=("minmax", "rms"), default="minmax",
+        help="per pair: [min, max] widened by --width x its width, or mean +- --width x rms",
+    )  # fmt: skip
+    fit.add_argument("--width", type=non_negative_float, default=0.0, help="see --window")
+    fit.add_argument("--geometry", default=None, help=geometry_help)
+    fit.set_defaults(run=run_fit_module_map)
+
     build = subparsers.add_parser("build-graphs", help="build event graphs from an events file")
     build.add_argument("events", type=Path, help="events file from simulate or import-trackml")
     build.add_argument("--out", required=True, type=Path, help="output graphs file (.h5)")
     build.add_argument("--geometry", default=None, help=geometry_help)
+    build.add_argument(
+        "--method", choices=("geometric", "module-map"), default="geometric",
+        help="edges by geometric cuts between adjacent layers (default) or by a module map",
+    )  # fmt: skip
+    build.add_argument(
+        "--map", type=Path, default=None, help="module map (with --method module-map)"
+    )
     for field in dataclasses.fields(GraphBuildConfig):
         build.add_argument(
             "--" + field.name.replace("_", "-"),
@@ -115,13 +141,51 @@ def run_import_trackml(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_fit_module_map(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from partgnn.data.geometry import load_geometry
+    from partgnn.data.graph_builder import module_doublets
+    from partgnn.data.module_map import fit_module_map
+    from partgnn.data.output_files import check_output_path
+    from partgnn.data.storage import EventFile, file_sha256
+
+    check_output_path(args.out)
+    geometry = load_geometry(args.geometry)
+    with EventFile(args.events) as events:
+        doublets = [
+            module_doublets(event, geometry, pt_min=args.pt_min)
+            for event in tqdm(events, total=len(events), desc="fit-module-map", unit="event")
+        ]
+        settings = {
+            "events": len(events),
+            "source_file": str(args.events.resolve()),
+            "source_sha256": file_sha256(args.events),
+            "pt_min": args.pt_min,
+            "geometry": geometry.name,
+        }
+    module_map = fit_module_map(doublets, window=args.window, width=args.width, settings=settings)
+    module_map.save(args.out)
+    n_doublets = sum(len(source) for source, _, _ in doublets)
+    print(
+        f"module map of {len(module_map):,} module pairs from {n_doublets:,} true doublets of "
+        f"{settings['events']} events -> {args.out}"
+    )
+    return 0
+
+
 def run_build_graphs(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from partgnn.data.geometry import load_geometry
     from partgnn.data.graph_builder import build_event_graph
+    from partgnn.data.module_map import ModuleMap
     from partgnn.data.storage import EVENTS_FORMAT, EventFile, file_sha256, write_graphs
+    from partgnn.errors import InputError
 
+    if (args.method == "module-map") != (args.map is not None):
+        raise InputError("build-graphs: --map goes with --method module-map, and it needs one")
+    module_map = ModuleMap.load(args.map) if args.map is not None else None
     geometry = load_geometry(args.geometry)
     cuts = {
         field.name: getattr(args, field.name)
@@ -135,7 +199,7 @@ def run_build_graphs(args: argparse.Namespace) -> int:
     def graphs() -> Iterator:
         for event in tqdm(events, total=len(events), desc="build-graphs", unit="event"):
             start = time.perf_counter()
-            graph, quality = build_event_graph(event, geometry, config)
+            graph, quality = build_event_graph(event, geometry, config, module_map)
             row = {**quality.to_dict(), "seconds": time.perf_counter() - start}
             rows.append({"event_id": event.event_id, **row})
             yield graph, row
@@ -146,6 +210,8 @@ def run_build_graphs(args: argparse.Namespace) -> int:
         "source_format": EVENTS_FORMAT,
         "geometry": geometry.name,
         "config": dataclasses.asdict(config),
+        "method": args.method,
+        **({"module_map": str(args.map.resolve())} if args.map is not None else {}),
         "node_features": list(NODE_FEATURES),
         "edge_features": list(EDGE_FEATURES),
     }

@@ -26,6 +26,7 @@ from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.graph_config import GraphBuildConfig
 from partgnn.data.graph_features import graph_features, wrap_phi
 from partgnn.data.layer_pairs import adjacent_layer_pairs, layers_between
+from partgnn.data.module_map import ModuleMap, event_doublets, module_keys, module_map_edges
 
 # Windows are looked up in one sorted array of keys ``bin * _BIN_STRIDE + phi + offset``; the
 # three phi copies (phi - 2 pi, phi, phi + 2 pi, shifted by 3 pi) span [0, 6 pi] < _BIN_STRIDE,
@@ -107,7 +108,10 @@ def true_consecutive_pairs(
 
 
 def build_event_graph(
-    event: Event, geometry: DetectorGeometry, config: GraphBuildConfig | None = None
+    event: Event,
+    geometry: DetectorGeometry,
+    config: GraphBuildConfig | None = None,
+    module_map: ModuleMap | None = None,
 ) -> tuple[Data, GraphQuality]:
     """Builds the hit graph of one event.
 
@@ -119,10 +123,16 @@ def build_event_graph(
     when its hits are a true consecutive pair of one particle (:func:`true_consecutive_pairs`,
     in either direction); the hits' distance from their production vertex orders them.
 
+    With a ``module_map``, the edges are instead the hit pairs the map accepts
+    (:func:`~partgnn.data.module_map.module_map_edges`: recorded module pairs, inside their
+    windows), each directed from the hit at the smaller radius (at equal radii, smaller |z|);
+    of ``config`` only ``pt_min`` applies.
+
     Args:
         event: The event (TrackML tables).
         geometry: The detector; maps ``(volume_id, layer_id)`` to a layer index.
         config: Cuts; ``None`` is ``GraphBuildConfig()``.
+        module_map: Build by this module map instead of the geometric cuts.
 
     Returns:
         ``(data, quality)``. ``data`` holds, with N nodes and E edges:
@@ -163,7 +173,13 @@ def build_event_graph(
     eta = np.arcsinh(z / np.maximum(r, 1e-9))
     coords = _HitCoordinates(r=r, phi=phi, z=z, eta=eta)
 
-    src, dst = _edges_between_layer_pairs(coords, layer, geometry, config)
+    if module_map is None:
+        src, dst = _edges_between_layer_pairs(coords, layer, geometry, config)
+    else:
+        module = module_keys(layer, hits["module_id"].to_numpy()[keep])
+        src, dst = _inner_to_outer(
+            *module_map_edges(module_map, module, xyz, where=event.name), r, z
+        )
     order = np.lexsort((dst, src))
     src, dst = src[order], dst[order]
 
@@ -225,6 +241,37 @@ def _particle_properties(event: Event, particle_id: np.ndarray) -> tuple[np.ndar
     pt[found] = np.hypot(particles["px"].to_numpy(), particles["py"].to_numpy())[row]
     vertex[found] = np.stack([particles[c].to_numpy()[row] for c in ("vx", "vy", "vz")], axis=1)
     return pt, vertex
+
+
+def module_doublets(
+    event: Event, geometry: DetectorGeometry, *, pt_min: float = 0.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An event's true doublets for fitting a module map
+    (:func:`~partgnn.data.module_map.fit_module_map`): the modules of the earlier and later
+    hit of every true consecutive pair of a particle with ``pT >= pt_min`` [GeV], ``(M,)``
+    each, and the pair's window features ``(M, 4)``."""
+    hits = event.hits
+    layer = geometry.layer_index(
+        hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(), where=event.name
+    )
+    particle_id = event.truth["particle_id"].to_numpy().astype(np.int64)
+    particle_pt, vertex = _particle_properties(event, particle_id)
+    xyz = np.stack([hits[c].to_numpy() for c in ("x", "y", "z")], axis=1).astype(np.float64)
+    pairs = true_consecutive_pairs(particle_id, layer, np.linalg.norm(xyz - vertex, axis=1))
+    pairs = pairs[particle_pt[pairs[:, 0]] >= pt_min]
+    return event_doublets(module_keys(layer, hits["module_id"].to_numpy()), xyz, pairs)
+
+
+def _inner_to_outer(
+    first: np.ndarray, second: np.ndarray, r: np.ndarray, z: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hit pairs directed from the smaller radius (at equal radii, smaller |z|), each pair once."""
+    flip = (r[first] > r[second]) | (
+        (r[first] == r[second]) & (np.abs(z[first]) > np.abs(z[second]))
+    )
+    src, dst = np.where(flip, second, first), np.where(flip, first, second)
+    keys = np.unique(src * len(r) + dst)
+    return keys // len(r), keys % len(r)
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,0 +1,237 @@
+"""Module-map graph construction: the module pairs real tracks cross, learned from truth.
+
+The method of L2IT's module map (used in GNN4ITk): from the truth of training events, record
+every pair of detector modules that two consecutive hits of one particle lie on (a *doublet*
+of modules), with windows on the quantities graph construction cuts on, per pair; a new
+event's graph then joins two hits only when their modules are a recorded pair and the hit pair
+falls in that pair's windows. A module is ``(layer index, module_id)`` of the events file
+(simulated events number pseudo modules on a regular grid per layer:
+:func:`~partgnn.data.simulation.module_ids`; TrackML events carry the detector's).
+
+Windows (per module pair, over its training pairs, each oriented from the hit nearer the
+particle's production vertex to the farther one): ``z0`` [mm], ``dphi`` [rad], ``phi_slope``
+[rad/mm] and ``deta`` (:data:`WINDOW_FEATURES`); ``minmax`` keeps ``[min, max]`` widened by
+``margin`` times its width on each side, ``rms`` keeps ``mean +- k * rms``.
+
+Glossary: a *doublet* is a pair of hits (or of modules) on a particle's path, consecutive
+along it; a *candidate* is a hit pair on a recorded module pair, before the windows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from partgnn.data.graph_features import MIN_DR, wrap_phi
+from partgnn.data.output_files import atomic_output
+from partgnn.errors import InputError
+
+#: The quantities a module pair's windows bound, in the order of :attr:`ModuleMap.low`.
+WINDOW_FEATURES: tuple[str, ...] = ("z0", "dphi", "phi_slope", "deta")
+
+#: Format tag of a module-map file.
+MAP_FORMAT = "partgnn-module-map"
+
+#: Most candidate hit pairs one event may produce (a guard against a map that joins everything).
+MAX_CANDIDATES = 200_000_000
+
+
+@dataclass(frozen=True)
+class ModuleMap:
+    """Recorded module pairs and their windows.
+
+    Attributes:
+        source: Module of the earlier hit of each pair ``(K,)``, int64 (see :func:`module_keys`),
+            sorted with ``target``.
+        target: Module of the later hit ``(K,)``, int64.
+        low: Lower window bound of each pair and feature ``(K, 4)`` (:data:`WINDOW_FEATURES`).
+        high: Upper bound ``(K, 4)``.
+        count: Training doublets behind each pair ``(K,)``.
+        settings: How it was fitted (events, pT cut, window kind and width).
+    """
+
+    source: np.ndarray
+    target: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    count: np.ndarray
+    settings: dict
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Writes the map as an ``.npz`` file, atomically."""
+        with atomic_output(path) as tmp, open(tmp, "wb") as handle:
+            np.savez_compressed(
+                handle, source=self.source, target=self.target, low=self.low, high=self.high,
+                count=self.count, settings=np.array(json.dumps({"format": MAP_FORMAT,
+                                                                **self.settings})),
+            )  # fmt: skip
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> ModuleMap:
+        """Reads a map written by :meth:`save`.
+
+        Raises:
+            InputError: Missing, not a module map, or its arrays disagree.
+        """
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                fields = {name: arrays[name] for name in arrays.files}
+        except FileNotFoundError:
+            raise InputError(f"{path}: file not found") from None
+        except (OSError, ValueError) as err:
+            raise InputError(f"{path}: not a module-map file ({err})") from None
+        try:
+            settings = json.loads(str(fields.pop("settings")))
+            source, target = fields["source"], fields["target"]
+            low, high, count = fields["low"], fields["high"], fields["count"]
+        except (KeyError, json.JSONDecodeError) as err:
+            raise InputError(f"{path}: not a module-map file (lacks {err})") from None
+        if settings.pop("format", None) != MAP_FORMAT:
+            raise InputError(f"{path}: not a module-map file (format tag missing)")
+        k = len(source)
+        if not (len(target) == len(count) == k and low.shape == high.shape == (k, 4)):
+            raise InputError(f"{path}: the map's arrays disagree in length")
+        return cls(source, target, low, high, count, settings)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+
+def module_keys(layer: np.ndarray, module_id: np.ndarray) -> np.ndarray:
+    """One int64 per hit naming its module: ``layer index * 2**32 + module_id``, (N,)."""
+    return np.asarray(layer, dtype=np.int64) * (1 << 32) + np.asarray(module_id, dtype=np.int64)
+
+
+def pair_features(xyz: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """:data:`WINDOW_FEATURES` of hit pairs from ``first`` to ``second`` ``(M, 4)``, float64."""
+    r = np.hypot(xyz[:, 0], xyz[:, 1])
+    phi = np.arctan2(xyz[:, 1], xyz[:, 0])
+    z = xyz[:, 2]
+    eta = np.arcsinh(z / np.maximum(r, 1e-9))
+    dr = r[second] - r[first]
+    dr = np.where(np.abs(dr) < MIN_DR, np.where(dr < 0, -MIN_DR, MIN_DR), dr)
+    dphi = wrap_phi(phi[second] - phi[first])
+    z0 = z[first] - r[first] * (z[second] - z[first]) / dr
+    return np.stack([z0, dphi, dphi / dr, eta[second] - eta[first]], axis=1)
+
+
+def fit_module_map(
+    doublets: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    *,
+    window: str = "minmax",
+    width: float = 0.0,
+    settings: dict | None = None,
+) -> ModuleMap:
+    """Fits a module map to training doublets.
+
+    Args:
+        doublets: Per event ``(source module, target module, features)``: ``(M,)``, ``(M,)``
+            and ``(M, 4)`` (:func:`event_doublets`).
+        window: ``"minmax"`` (``[min, max]`` widened by ``width`` times its width each side)
+            or ``"rms"`` (``mean +- width * rms``).
+        width: See ``window``.
+        settings: Recorded with the map.
+
+    Raises:
+        InputError: No doublets, or an unknown window kind.
+    """
+    if window not in ("minmax", "rms"):
+        raise InputError(f"module map: window must be minmax or rms (got {window!r})")
+    parts = list(doublets)
+    if not parts or sum(len(s) for s, _, _ in parts) == 0:
+        raise InputError("module map: the training events have no true doublets")
+    source = np.concatenate([s for s, _, _ in parts])
+    target = np.concatenate([t for _, t, _ in parts])
+    features = np.concatenate([f for _, _, f in parts])
+    keys, inverse, count = np.unique(
+        np.stack([source, target], axis=1), axis=0, return_inverse=True, return_counts=True
+    )
+    inverse = inverse.ravel()
+    k = len(keys)
+    if window == "minmax":
+        low = np.full((k, 4), np.inf)
+        high = np.full((k, 4), -np.inf)
+        np.minimum.at(low, inverse, features)
+        np.maximum.at(high, inverse, features)
+        spread = (high - low) * width
+        low, high = low - spread, high + spread
+    else:
+        total = np.zeros((k, 4))
+        squares = np.zeros((k, 4))
+        np.add.at(total, inverse, features)
+        np.add.at(squares, inverse, features**2)
+        mean = total / count[:, None]
+        rms = np.sqrt(np.maximum(squares / count[:, None] - mean**2, 0.0))
+        low, high = mean - width * rms, mean + width * rms
+    return ModuleMap(
+        keys[:, 0].copy(), keys[:, 1].copy(), low, high, count,
+        {"window": window, "width": width, **(settings or {})},
+    )  # fmt: skip
+
+
+def event_doublets(
+    module: np.ndarray, xyz: np.ndarray, true_pairs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The module pairs and window features of an event's true doublets.
+
+    Args:
+        module: Module of each hit ``(N,)`` (:func:`module_keys`).
+        xyz: Hit positions ``(N, 3)`` [mm].
+        true_pairs: ``(earlier, later)`` hit pairs ``(M, 2)``.
+    """
+    first, second = true_pairs[:, 0], true_pairs[:, 1]
+    return module[first], module[second], pair_features(xyz, first, second)
+
+
+def module_map_edges(
+    module_map: ModuleMap, module: np.ndarray, xyz: np.ndarray, *, where: str = "event"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The hit pairs of an event that the map accepts, as ``(earlier, later)`` index arrays.
+
+    Every recorded module pair whose two modules hold hits in the event gives its candidates
+    (every hit of the first module with every hit of the second); those inside the pair's
+    windows are kept. Vectorised: one sort of the hits by module and a few passes over the
+    candidates.
+
+    Raises:
+        InputError: The event would give more than :data:`MAX_CANDIDATES` candidates.
+    """
+    order = np.argsort(module, kind="stable")
+    sorted_modules = module[order]
+    present, start, n_hits = np.unique(sorted_modules, return_index=True, return_counts=True)
+
+    def lookup(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pos = np.minimum(np.searchsorted(present, keys), len(present) - 1)
+        found = present[pos] == keys
+        return pos, found
+
+    if len(present) == 0 or len(module_map) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    pos_a, found_a = lookup(module_map.source)
+    pos_b, found_b = lookup(module_map.target)
+    pairs = np.flatnonzero(found_a & found_b)
+    size_a, size_b = n_hits[pos_a[pairs]], n_hits[pos_b[pairs]]
+    n_candidates = size_a * size_b
+    total = int(n_candidates.sum())
+    if total > MAX_CANDIDATES:
+        raise InputError(
+            f"{where}: the module map gives {total:,} candidate pairs (more than "
+            f"{MAX_CANDIDATES:,}); is it fitted to this detector?"
+        )
+    which = np.repeat(np.arange(len(pairs)), n_candidates)
+    k = np.arange(total) - np.repeat(np.cumsum(n_candidates) - n_candidates, n_candidates)
+    first = order[start[pos_a[pairs]][which] + k // size_b[which]]
+    second = order[start[pos_b[pairs]][which] + k % size_b[which]]
+    features = pair_features(xyz, first, second)
+    pair = pairs[which]
+    inside = np.all(
+        (features >= module_map.low[pair]) & (features <= module_map.high[pair]), axis=1
+    )
+    return first[inside], second[inside]

@@ -1,0 +1,79 @@
+"""Module-map graph construction: fitted from truth, stored, applied; bad maps refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from partgnn.cli.main import main
+from partgnn.data.geometry import default_geometry
+from partgnn.data.graph_builder import build_event_graph, module_doublets
+from partgnn.data.module_map import ModuleMap, fit_module_map, module_map_edges, pair_features
+from partgnn.data.simulation import SimulationConfig, simulate_events
+from partgnn.data.storage import GraphFile
+from partgnn.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def events() -> list:
+    geometry = default_geometry()
+    return list(simulate_events(geometry, SimulationConfig(pileup=3.0), n_events=3, seed=8))
+
+
+def test_a_map_fitted_on_an_event_rebuilds_its_true_doublets(events, tmp_path: Path):
+    geometry = default_geometry()
+    module_map = fit_module_map([module_doublets(events[0], geometry)])
+    module_map.save(tmp_path / "map.npz")
+    loaded = ModuleMap.load(tmp_path / "map.npz")
+    assert len(loaded) == len(module_map) > 100
+    assert np.array_equal(loaded.low, module_map.low) and loaded.settings["window"] == "minmax"
+    graph, quality = build_event_graph(events[0], geometry, module_map=loaded)
+    # Every true doublet of the training event lies inside its own pair's [min, max].
+    assert quality.n_true_edges == quality.n_true_pairs
+    src, dst = graph.edge_index
+    assert (graph.pos[dst, 0] ** 2 + graph.pos[dst, 1] ** 2 >= graph.pos[src, 0] ** 2
+            + graph.pos[src, 1] ** 2).all()  # fmt: skip
+    geometric, _ = build_event_graph(events[0], geometry)
+    assert graph.x.shape == geometric.x.shape and graph.edge_attr.shape[1] == 7
+
+
+def test_windows_keep_only_pairs_inside_them():
+    xyz = np.array([[100.0, 0, 0], [200.0, 1.0, 5.0], [200.0, 30.0, 5.0]])
+    module = np.array([1, 2, 2])
+    module_map = fit_module_map([(module[[0]], module[[1]], pair_features(xyz, [0], [1]))])
+    first, second = module_map_edges(module_map, module, xyz)
+    assert first.tolist() == [0] and second.tolist() == [1]  # hit 2 is outside dphi's window
+    wide = fit_module_map(
+        [(module[[0]], module[[1]], pair_features(xyz, [0], [1]))], window="rms", width=3.0
+    )
+    assert module_map_edges(wide, module, xyz)[0].tolist() == [0]  # rms of one doublet is 0
+
+
+def test_fit_and_build_commands(events, tmp_path: Path, capsys):
+    from partgnn.data.storage import write_events
+
+    write_events(tmp_path / "e.h5", events)
+    out_map, graphs = tmp_path / "map.npz", tmp_path / "g.h5"
+    assert main(["fit-module-map", str(tmp_path / "e.h5"), "--out", str(out_map)]) == 0
+    assert "module pairs" in capsys.readouterr().out
+    assert main(["build-graphs", str(tmp_path / "e.h5"), "--method", "module-map", "--map",
+                 str(out_map), "--out", str(graphs)]) == 0  # fmt: skip
+    with GraphFile(graphs) as built:
+        assert len(built) == 3 and built.attrs["method"] == "module-map"
+        assert all(built.quality(i)["efficiency"] == 1.0 for i in range(3))
+
+
+def test_bad_maps_are_one_line(tmp_path: Path, capsys):
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(InputError, match="not a module-map file"):
+        ModuleMap.load(tmp_path / "junk.npz")
+    np.savez(tmp_path / "other.npz", source=np.zeros(2))
+    with pytest.raises(InputError, match="not a module-map file"):
+        ModuleMap.load(tmp_path / "other.npz")
+    with pytest.raises(InputError, match="file not found"):
+        ModuleMap.load(tmp_path / "missing.npz")
+    code = main(["build-graphs", str(tmp_path / "e.h5"), "--map", str(tmp_path / "x.npz"),
+                 "--out", str(tmp_path / "g.h5")])  # fmt: skip
+    assert code == 2 and "--map goes with --method module-map" in capsys.readouterr().err
