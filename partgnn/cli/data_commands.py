@@ -46,7 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "fit-module-map",
         help="learn a module map (module pairs tracks cross, with windows) from training events",
     )
-    fit.add_argument("events", type=Path, help="training events file (truth is read)")
+    fit.add_argument(
+        "events", type=Path, nargs="+", help="training events files (their truth is read)"
+    )
     fit.add_argument("--out", required=True, type=Path, help="output module map (.npz)")
     fit.add_argument(
         "--pt-min", type=non_negative_float, default=0.0,
@@ -152,24 +154,28 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
 
     check_output_path(args.out)
     geometry = load_geometry(args.geometry)
-    with EventFile(args.events) as events:
-        doublets = [
-            module_doublets(event, geometry, pt_min=args.pt_min)
-            for event in tqdm(events, total=len(events), desc="fit-module-map", unit="event")
-        ]
-        settings = {
-            "events": len(events),
-            "source_file": str(args.events.resolve()),
-            "source_sha256": file_sha256(args.events),
-            "pt_min": args.pt_min,
-            "geometry": geometry.name,
-        }
-    module_map = fit_module_map(doublets, window=args.window, width=args.width, settings=settings)
+    counts = {"events": 0, "doublets": 0}
+
+    def doublets():
+        for path in args.events:
+            with EventFile(path) as events:
+                for event in tqdm(events, total=len(events), desc=f"fit {path.name}"):
+                    found = module_doublets(event, geometry, pt_min=args.pt_min)
+                    counts["events"] += 1
+                    counts["doublets"] += len(found[0])
+                    yield found
+
+    settings = {
+        "pt_min": args.pt_min,
+        "geometry": geometry.name,
+        "sources": [{"file": str(p.resolve()), "sha256": file_sha256(p)} for p in args.events],
+    }
+    module_map = fit_module_map(doublets(), window=args.window, width=args.width, settings=settings)
+    module_map.settings["events"] = counts["events"]
     module_map.save(args.out)
-    n_doublets = sum(len(source) for source, _, _ in doublets)
     print(
-        f"module map of {len(module_map):,} module pairs from {n_doublets:,} true doublets of "
-        f"{settings['events']} events -> {args.out}"
+        f"module map of {len(module_map):,} module pairs from {counts['doublets']:,} true "
+        f"doublets of {counts['events']} events -> {args.out}"
     )
     return 0
 

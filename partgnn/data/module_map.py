@@ -127,8 +127,11 @@ def fit_module_map(
     window: str = "minmax",
     width: float = 0.0,
     settings: dict | None = None,
+    chunk_doublets: int = 2_000_000,
 ) -> ModuleMap:
-    """Fits a module map to training doublets.
+    """Fits a module map to training doublets, streaming: the doublets of a few events at a
+    time are reduced to per-pair statistics (count, min, max, sum, sum of squares) and merged
+    into the running ones, so memory grows with the module pairs, not the events.
 
     Args:
         doublets: Per event ``(source module, target module, features)``: ``(M,)``, ``(M,)``
@@ -137,42 +140,82 @@ def fit_module_map(
             or ``"rms"`` (``mean +- width * rms``).
         width: See ``window``.
         settings: Recorded with the map.
+        chunk_doublets: Doublets gathered before each reduction.
 
     Raises:
         InputError: No doublets, or an unknown window kind.
     """
     if window not in ("minmax", "rms"):
         raise InputError(f"module map: window must be minmax or rms (got {window!r})")
-    parts = list(doublets)
-    if not parts or sum(len(s) for s, _, _ in parts) == 0:
+    running: _PairStatistics | None = None
+    pending: list[_PairStatistics] = []
+    n_pending = 0
+    for source, target, features in doublets:
+        if len(source) == 0:
+            continue
+        pending.append(_PairStatistics.of_doublets(source, target, features))
+        n_pending += len(source)
+        if n_pending >= chunk_doublets:
+            running = _PairStatistics.merged([running, *pending] if running else pending)
+            pending, n_pending = [], 0
+    if pending:
+        running = _PairStatistics.merged([running, *pending] if running else pending)
+    if running is None:
         raise InputError("module map: the training events have no true doublets")
-    source = np.concatenate([s for s, _, _ in parts])
-    target = np.concatenate([t for _, t, _ in parts])
-    features = np.concatenate([f for _, _, f in parts])
-    keys, inverse, count = np.unique(
-        np.stack([source, target], axis=1), axis=0, return_inverse=True, return_counts=True
-    )
-    inverse = inverse.ravel()
-    k = len(keys)
+    stats = running
     if window == "minmax":
-        low = np.full((k, 4), np.inf)
-        high = np.full((k, 4), -np.inf)
-        np.minimum.at(low, inverse, features)
-        np.maximum.at(high, inverse, features)
-        spread = (high - low) * width
-        low, high = low - spread, high + spread
+        spread = (stats.high - stats.low) * width
+        low, high = stats.low - spread, stats.high + spread
     else:
-        total = np.zeros((k, 4))
-        squares = np.zeros((k, 4))
-        np.add.at(total, inverse, features)
-        np.add.at(squares, inverse, features**2)
-        mean = total / count[:, None]
-        rms = np.sqrt(np.maximum(squares / count[:, None] - mean**2, 0.0))
+        mean = stats.total / stats.count[:, None]
+        rms = np.sqrt(np.maximum(stats.squares / stats.count[:, None] - mean**2, 0.0))
         low, high = mean - width * rms, mean + width * rms
     return ModuleMap(
-        keys[:, 0].copy(), keys[:, 1].copy(), low, high, count,
+        stats.source, stats.target, low, high, stats.count,
         {"window": window, "width": width, **(settings or {})},
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _PairStatistics:
+    """Per module pair (sorted by source, then target): doublet count and, per window
+    feature, min, max, sum and sum of squares."""
+
+    source: np.ndarray
+    target: np.ndarray
+    count: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    total: np.ndarray
+    squares: np.ndarray
+
+    @classmethod
+    def of_doublets(
+        cls, source: np.ndarray, target: np.ndarray, features: np.ndarray
+    ) -> _PairStatistics:
+        """Statistics of single doublets (one row each), to be merged."""
+        ones = np.ones(len(source), dtype=np.int64)
+        return cls(source, target, ones, features, features, features, features**2)
+
+    @classmethod
+    def merged(cls, parts: list[_PairStatistics]) -> _PairStatistics:
+        """The statistics of all ``parts`` together, one row per module pair."""
+        source = np.concatenate([p.source for p in parts])
+        target = np.concatenate([p.target for p in parts])
+        order = np.lexsort((target, source))
+        source, target = source[order], target[order]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = (source[1:] != source[:-1]) | (target[1:] != target[:-1])
+        starts = np.flatnonzero(new)
+
+        def reduce(name: str, ufunc: np.ufunc) -> np.ndarray:
+            values = np.concatenate([getattr(p, name) for p in parts])[order]
+            return ufunc.reduceat(values, starts, axis=0)
+
+        return cls(
+            source[starts], target[starts], reduce("count", np.add), reduce("low", np.minimum),
+            reduce("high", np.maximum), reduce("total", np.add), reduce("squares", np.add),
+        )  # fmt: skip
 
 
 def event_doublets(

@@ -39,6 +39,29 @@ def test_a_map_fitted_on_an_event_rebuilds_its_true_doublets(events, tmp_path: P
     assert graph.x.shape == geometric.x.shape and graph.edge_attr.shape[1] == 7
 
 
+@pytest.mark.parametrize("window", ["minmax", "rms"])
+def test_the_streaming_fit_equals_statistics_over_all_doublets(events, window: str):
+    geometry = default_geometry()
+    doublets = [module_doublets(event, geometry) for event in events]
+    one_by_one = fit_module_map(doublets, window=window, width=2.0, chunk_doublets=1)
+    at_once = fit_module_map(doublets, window=window, width=2.0, chunk_doublets=10**9)
+    assert np.array_equal(one_by_one.source, at_once.source)
+    assert np.array_equal(one_by_one.count, at_once.count)
+    assert np.allclose(one_by_one.low, at_once.low) and np.allclose(one_by_one.high, at_once.high)
+    # Check one busy pair against numpy over its doublets.
+    source = np.concatenate([d[0] for d in doublets])
+    target = np.concatenate([d[1] for d in doublets])
+    features = np.concatenate([d[2] for d in doublets])
+    k = int(np.argmax(at_once.count))
+    mine = features[(source == at_once.source[k]) & (target == at_once.target[k])]
+    assert len(mine) == at_once.count[k] >= 2
+    if window == "rms":
+        expected = mine.mean(axis=0) - 2.0 * mine.std(axis=0)
+    else:
+        expected = mine.min(axis=0) - 2.0 * (mine.max(axis=0) - mine.min(axis=0))
+    assert np.allclose(at_once.low[k], expected)
+
+
 def test_windows_keep_only_pairs_inside_them():
     xyz = np.array([[100.0, 0, 0], [200.0, 1.0, 5.0], [200.0, 30.0, 5.0]])
     module = np.array([1, 2, 2])
