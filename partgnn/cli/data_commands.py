@@ -59,6 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="per pair: [min, max] widened by --width x its width, or mean +- --width x rms",
     )  # fmt: skip
     fit.add_argument("--width", type=non_negative_float, default=0.0, help="see --window")
+    fit.add_argument(
+        "--floor", type=non_negative_float, default=0.0,
+        help="widen every window by this many times the median width (per quantity) of the "
+        "pairs seen >= 20 times, each side (pairs seen a few times have point-like windows)",
+    )  # fmt: skip
     fit.add_argument("--geometry", default=None, help=geometry_help)
     fit.set_defaults(run=run_fit_module_map)
 

@@ -11,7 +11,8 @@ falls in that pair's windows. A module is ``(layer index, module_id)`` of the ev
 Windows (per module pair, over its training pairs, each oriented from the hit nearer the
 particle's production vertex to the farther one): ``z0`` [mm], ``dphi`` [rad], ``phi_slope``
 [rad/mm] and ``deta`` (:data:`WINDOW_FEATURES`); ``minmax`` keeps ``[min, max]`` widened by
-``margin`` times its width on each side, ``rms`` keeps ``mean +- k * rms``.
+``width`` times its width on each side, ``rms`` keeps ``mean +- width * rms``; ``floor``
+widens every window further by a multiple of the typical width of well-sampled pairs.
 
 Glossary: a *doublet* is a pair of hits (or of modules) on a particle's path, consecutive
 along it; a *candidate* is a hit pair on a recorded module pair, before the windows.
@@ -36,6 +37,9 @@ WINDOW_FEATURES: tuple[str, ...] = ("z0", "dphi", "phi_slope", "deta")
 
 #: Format tag of a module-map file.
 MAP_FORMAT = "partgnn-module-map"
+
+#: Doublets a module pair needs to count as well sampled (the window floor's reference).
+BUSY_PAIR_DOUBLETS = 20
 
 #: Most candidate hit pairs one event may produce (a guard against a map that joins everything).
 MAX_CANDIDATES = 200_000_000
@@ -128,6 +132,7 @@ def fit_module_map(
     width: float = 0.0,
     settings: dict | None = None,
     chunk_doublets: int = 2_000_000,
+    floor: float = 0.0,
 ) -> ModuleMap:
     """Fits a module map to training doublets, streaming: the doublets of a few events at a
     time are reduced to per-pair statistics (count, min, max, sum, sum of squares) and merged
@@ -141,6 +146,9 @@ def fit_module_map(
         width: See ``window``.
         settings: Recorded with the map.
         chunk_doublets: Doublets gathered before each reduction.
+        floor: Widen every window by ``floor`` times the median width (per feature) of the
+            ``minmax`` windows of well-sampled pairs (at least :data:`BUSY_PAIR_DOUBLETS`
+            doublets) on each side: a pair seen a few times has a window of nearly a point.
 
     Raises:
         InputError: No doublets, or an unknown window kind.
@@ -170,9 +178,18 @@ def fit_module_map(
         mean = stats.total / stats.count[:, None]
         rms = np.sqrt(np.maximum(stats.squares / stats.count[:, None] - mean**2, 0.0))
         low, high = mean - width * rms, mean + width * rms
+    if floor > 0:
+        busy = stats.count >= BUSY_PAIR_DOUBLETS
+        if not busy.any():
+            raise InputError(
+                f"module map: no module pair has {BUSY_PAIR_DOUBLETS} doublets to set the "
+                "window floor from (fit more events or drop --floor)"
+            )
+        typical = np.median((stats.high - stats.low)[busy], axis=0)
+        low, high = low - floor * typical, high + floor * typical
     return ModuleMap(
         stats.source, stats.target, low, high, stats.count,
-        {"window": window, "width": width, **(settings or {})},
+        {"window": window, "width": width, "floor": floor, **(settings or {})},
     )  # fmt: skip
 
 

@@ -74,6 +74,24 @@ def test_windows_keep_only_pairs_inside_them():
     assert module_map_edges(wide, module, xyz)[0].tolist() == [0]  # rms of one doublet is 0
 
 
+def test_the_floor_widens_windows_by_the_typical_width_of_busy_pairs():
+    rng = np.random.default_rng(0)
+    busy = rng.normal(size=(25, 4))
+    lone = np.array([[1.0, 2.0, 3.0, 4.0]])
+    doublets = [
+        (np.full(25, 1), np.full(25, 2), busy),
+        (np.array([3]), np.array([4]), lone),
+    ]
+    module_map = fit_module_map(doublets, floor=0.5)
+    typical = busy.max(axis=0) - busy.min(axis=0)  # the only busy pair: its width is the median
+    lone_row = np.flatnonzero(module_map.source == 3)[0]
+    assert np.allclose(module_map.low[lone_row], lone[0] - 0.5 * typical)
+    assert np.allclose(module_map.high[lone_row], lone[0] + 0.5 * typical)
+    assert module_map.settings["floor"] == 0.5
+    with pytest.raises(InputError, match="no module pair has 20 doublets"):
+        fit_module_map(doublets[1:], floor=0.5)
+
+
 def test_fit_and_build_commands(events, tmp_path: Path, capsys):
     from partgnn.data.storage import write_events
 
