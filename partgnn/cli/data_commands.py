@@ -175,7 +175,9 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
         "geometry": geometry.name,
         "sources": [{"file": str(p.resolve()), "sha256": file_sha256(p)} for p in args.events],
     }
-    module_map = fit_module_map(doublets(), window=args.window, width=args.width, settings=settings)
+    module_map = fit_module_map(
+        doublets(), window=args.window, width=args.width, settings=settings, floor=args.floor
+    )
     module_map.settings["events"] = counts["events"]
     module_map.save(args.out)
     print(

@@ -104,6 +104,10 @@ def test_fit_and_build_commands(events, tmp_path: Path, capsys):
     with GraphFile(graphs) as built:
         assert len(built) == 3 and built.attrs["method"] == "module-map"
         assert all(built.quality(i)["efficiency"] == 1.0 for i in range(3))
+    # --floor reaches the fit: these tiny events have no pair seen 20 times to set it from.
+    code = main(["fit-module-map", str(tmp_path / "e.h5"), "--floor", "0.5", "--out",
+                 str(tmp_path / "floored.npz")])  # fmt: skip
+    assert code == 2 and "no module pair has 20 doublets" in capsys.readouterr().err
 
 
 def test_bad_maps_are_one_line(tmp_path: Path, capsys):
