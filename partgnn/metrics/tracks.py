@@ -145,25 +145,24 @@ def _junction_removed_labels(
 ) -> np.ndarray:
     """Track labels of junction removal (:func:`build_tracks`): twins merged, then each kept
     edge the best outgoing of its source and the best incoming of its target, (N,)."""
-    group = _twin_groups(src, dst, n_nodes)
+    group, twin_a, twin_b = _twin_groups(src, dst, n_nodes)
     gsrc, gdst = group[src], group[dst]
-    inside = gsrc != gdst  # the edges between twins, and edges within a group, are dropped
-    gsrc, gdst, score, edge_id = gsrc[inside], gdst[inside], score[inside], edge_id[inside]
+    between = gsrc != gdst  # edges within a group of twins are dropped
+    src, dst = src[between], dst[between]
+    gsrc, gdst, score, edge_id = gsrc[between], gdst[between], score[between], edge_id[between]
     keep = _best_per(gsrc, score, edge_id) & _best_per(gdst, score, edge_id)
-    group_labels = _component_labels(gsrc[keep], gdst[keep], n_nodes)
-    labels = group_labels[group]
-    # A group of twins with no kept edge is still a track of its own hits (>= 2 of them).
-    size = np.bincount(group, minlength=n_nodes)
-    lone = (labels == NO_TRACK) & (size[group] >= 2)
-    if lone.any():
-        _, fresh = np.unique(group[lone], return_inverse=True)
-        labels[lone] = labels.max(initial=NO_TRACK) + 1 + fresh
-    return _renumbered(labels)
+    # The kept edges and the twin links together: twins share a track, even without kept edges.
+    return _component_labels(
+        np.concatenate([src[keep], twin_a]), np.concatenate([dst[keep], twin_b]), n_nodes
+    )
 
 
-def _twin_groups(src: np.ndarray, dst: np.ndarray, n_nodes: int) -> np.ndarray:
-    """Each hit's group: the smallest hit it is joined to by twin relations (two hits with a
-    common predecessor and a common successor among the edges), (N,)."""
+def _twin_groups(
+    src: np.ndarray, dst: np.ndarray, n_nodes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Twin hits (two hits with a common predecessor and a common successor among the edges):
+    each hit's group, the smallest hit it is joined to by twin relations, (N,), and the twin
+    pairs ``(a, b)``, (T,) each."""
     adjacency = sp.csr_matrix(
         (np.ones(len(src), dtype=np.int32), (src, dst)), shape=(n_nodes, n_nodes)
     )
@@ -171,44 +170,24 @@ def _twin_groups(src: np.ndarray, dst: np.ndarray, n_nodes: int) -> np.ndarray:
     common_successor = adjacency @ adjacency.T  # (i, j): a hit follows both
     pairs = sp.triu(common_predecessor.multiply(common_successor), k=1).tocoo()
     if pairs.nnz == 0:
-        return np.arange(n_nodes)
+        empty = np.zeros(0, dtype=np.int64)
+        return np.arange(n_nodes), empty, empty
     _, component = connected_components(pairs, directed=False)
     # The smallest hit of each component names it.
     first = np.full(component.max() + 1, n_nodes, dtype=np.int64)
     np.minimum.at(first, component, np.arange(n_nodes))
-    return first[component]
-
-
-def _renumbered(labels: np.ndarray) -> np.ndarray:
-    """Labels ``>= 0`` renumbered 0 .. T - 1 in the order of each track's lowest hit."""
-    out = np.full(len(labels), NO_TRACK, dtype=np.int64)
-    assigned = np.flatnonzero(labels >= 0)
-    if len(assigned) == 0:
-        return out
-    order = np.unique(labels[assigned], return_index=True)
-    # np.unique returns the first occurrence (lowest hit) of each label; sort labels by it.
-    by_first = order[0][np.argsort(assigned[order[1]])]
-    first = np.empty(labels.max() + 1, dtype=np.int64)
-    first[by_first] = np.arange(len(by_first))
-    out[assigned] = first[labels[assigned]]
-    return out
+    return first[component], pairs.row.astype(np.int64), pairs.col.astype(np.int64)
 
 
 def _walk_edges(
     src: np.ndarray, dst: np.ndarray, score: np.ndarray, edge_id: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The chain edges of the walk-through (rules 1 and 2 of :func:`build_tracks`)."""
-    # Rule 1: per source, the first edge in (source, -score, edge id) order is its best.
-    order = np.lexsort((edge_id, -score, src))
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = src[order][1:] != src[order][:-1]
-    best_out = order[first]
-    src, dst, score, edge_id = src[best_out], dst[best_out], score[best_out], edge_id[best_out]
+    # Rule 1: per source, its best edge.
+    out = _best_per(src, score, edge_id)
+    src, dst, score, edge_id = src[out], dst[out], score[out], edge_id[out]
     # Rule 2: per target, keep the best of the chosen edges that point to it.
-    order = np.lexsort((edge_id, -score, dst))
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = dst[order][1:] != dst[order][:-1]
-    kept = order[first]
+    kept = _best_per(dst, score, edge_id)
     return src[kept], dst[kept]
 
 
