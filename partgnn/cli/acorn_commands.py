@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from partgnn.cli.arg_types import non_negative_float
+from partgnn.cli.eval_commands import SCORE_CUT
 
 #: What export-acorn writes per event beside the scores.
 TRACK_CHOICES = ("none", "components", "walk", "junction")
@@ -57,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     exporter.add_argument(
         "--cut", type=non_negative_float, default=None,
-        help="edge score cut for --tracks (default: the one infer recorded, else 0.5)",
+        help=f"edge score cut for --tracks (default: the one infer recorded, else {SCORE_CUT})",
     )  # fmt: skip
     exporter.set_defaults(run=run_export_acorn)
 
@@ -116,7 +117,7 @@ def run_export_acorn(args: argparse.Namespace) -> int:
         if graphs.attrs.get("source") != "acorn":
             raise InputError(f"{args.graphs}: not a graphs file import-acorn wrote")
         recorded = scores_file.attrs.get("score_cut")
-        cut = args.cut if args.cut is not None else float(recorded if recorded else 0.5)
+        cut = args.cut if args.cut is not None else float(recorded if recorded else SCORE_CUT)
         index_of = {event_id: i for i, event_id in enumerate(graphs.event_ids)}
         with atomic_directory(args.out) as staging:
             for i, event_id in enumerate(tqdm(scores_file.event_ids, desc="export-acorn")):

@@ -38,7 +38,7 @@ import torch_geometric.data.data as pyg_data
 import torch_geometric.data.storage as pyg_storage
 from torch_geometric.data import Data
 
-from partgnn.data.graph_features import graph_features
+from partgnn.data.graph_features import graph_features, outer_first
 from partgnn.errors import InputError, first_line
 
 #: The classes an acorn event file may name besides tensors: a PyG ``Data`` and its storages.
@@ -231,8 +231,7 @@ def acorn_to_graph(
 
     particle_id, particle_pt, track_info = _hit_truth(tensors, naming, n_nodes, pt_unit, where)
     src, dst = edge_index[0].numpy(), edge_index[1].numpy()
-    r, abs_z = np.hypot(xyz[:, 0], xyz[:, 1]), np.abs(xyz[:, 2])
-    flipped = (r[src] > r[dst]) | ((r[src] == r[dst]) & (abs_z[src] > abs_z[dst]))
+    flipped = outer_first(src, dst, np.hypot(xyz[:, 0], xyz[:, 1]), xyz[:, 2])
     src, dst = np.where(flipped, dst, src), np.where(flipped, src, dst)
     x, edge_attr = graph_features(xyz, src, dst)
     y_np = y.numpy()

@@ -24,7 +24,7 @@ from torch_geometric.data import Data
 from partgnn.data.event import Event
 from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.graph_config import GraphBuildConfig
-from partgnn.data.graph_features import graph_features, wrap_phi
+from partgnn.data.graph_features import cylindrical, graph_features, outer_first, wrap_phi
 from partgnn.data.layer_pairs import adjacent_layer_pairs, layers_between
 from partgnn.data.module_map import ModuleMap, event_doublets, module_keys, module_map_edges
 
@@ -167,10 +167,7 @@ def build_event_graph(
     particle_pt, vertex = particle_pt[keep], vertex[keep]
     hit_id = hits["hit_id"].to_numpy().astype(np.int64)[keep]
 
-    r = np.hypot(xyz[:, 0], xyz[:, 1])
-    phi = np.arctan2(xyz[:, 1], xyz[:, 0])
-    z = xyz[:, 2]
-    eta = np.arcsinh(z / np.maximum(r, 1e-9))
+    r, phi, z, eta = cylindrical(xyz)
     coords = _HitCoordinates(r=r, phi=phi, z=z, eta=eta)
 
     if module_map is None:
@@ -266,9 +263,7 @@ def _inner_to_outer(
     first: np.ndarray, second: np.ndarray, r: np.ndarray, z: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Hit pairs directed from the smaller radius (at equal radii, smaller |z|), each pair once."""
-    flip = (r[first] > r[second]) | (
-        (r[first] == r[second]) & (np.abs(z[first]) > np.abs(z[second]))
-    )
+    flip = outer_first(first, second, r, z)
     src, dst = np.where(flip, second, first), np.where(flip, first, second)
     keys = np.unique(src * len(r) + dst)
     return keys // len(r), keys % len(r)

@@ -27,6 +27,28 @@ def wrap_phi(dphi: np.ndarray) -> np.ndarray:
     return np.where(wrapped == -math.pi, math.pi, wrapped)
 
 
+def cylindrical(xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``r`` [mm], ``phi`` [rad], ``z`` [mm] and ``eta`` (seen from the origin) of hits
+    ``(N, 3)`` [mm], each ``(N,)``."""
+    r = np.hypot(xyz[:, 0], xyz[:, 1])
+    z = xyz[:, 2]
+    return r, np.arctan2(xyz[:, 1], xyz[:, 0]), z, np.arcsinh(z / np.maximum(r, 1e-9))
+
+
+def slope_dr(dr: np.ndarray) -> np.ndarray:
+    """``dr`` to divide by: values within :data:`MIN_DR` of 0 moved to +-MIN_DR (sign kept)."""
+    return np.where(np.abs(dr) < MIN_DR, np.where(dr < 0, -MIN_DR, MIN_DR), dr)
+
+
+def outer_first(first: np.ndarray, second: np.ndarray, r: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Whether each pair ``(first, second)`` runs outer to inner, ``(E,)``: ``first`` at the
+    larger radius, or, at equal radii, the larger ``|z|`` (how edges are turned round so that
+    they run inner to outer)."""
+    return (r[first] > r[second]) | (
+        (r[first] == r[second]) & (np.abs(z[first]) > np.abs(z[second]))
+    )
+
+
 def graph_features(
     xyz: np.ndarray, src: np.ndarray, dst: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -37,17 +59,14 @@ def graph_features(
         src: Inner hit of each edge ``(E,)``.
         dst: Outer hit of each edge ``(E,)``.
     """
-    r = np.hypot(xyz[:, 0], xyz[:, 1])
-    phi = np.arctan2(xyz[:, 1], xyz[:, 0])
-    z = xyz[:, 2]
-    eta = np.arcsinh(z / np.maximum(r, 1e-9))
+    r, phi, z, eta = cylindrical(xyz)
     dr = r[dst] - r[src]
     dphi = wrap_phi(phi[dst] - phi[src])
     dz = z[dst] - z[src]
     deta = eta[dst] - eta[src]
-    slope_dr = np.where(np.abs(dr) < MIN_DR, np.where(dr < 0, -MIN_DR, MIN_DR), dr)
-    phi_slope = dphi / (slope_dr / LENGTH_SCALE)
-    z0 = z[src] - r[src] * dz / slope_dr
+    divisor = slope_dr(dr)
+    phi_slope = dphi / (divisor / LENGTH_SCALE)
+    z0 = z[src] - r[src] * dz / divisor
     edge_attr = np.stack(
         [
             dr / LENGTH_SCALE,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from partgnn.data.graph_features import MIN_DR, wrap_phi
+from partgnn.data.graph_features import cylindrical, slope_dr, wrap_phi
 from partgnn.data.output_files import atomic_output
 from partgnn.errors import InputError
 
@@ -114,12 +114,8 @@ def module_keys(layer: np.ndarray, module_id: np.ndarray) -> np.ndarray:
 
 def pair_features(xyz: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """:data:`WINDOW_FEATURES` of hit pairs from ``first`` to ``second`` ``(M, 4)``, float64."""
-    r = np.hypot(xyz[:, 0], xyz[:, 1])
-    phi = np.arctan2(xyz[:, 1], xyz[:, 0])
-    z = xyz[:, 2]
-    eta = np.arcsinh(z / np.maximum(r, 1e-9))
-    dr = r[second] - r[first]
-    dr = np.where(np.abs(dr) < MIN_DR, np.where(dr < 0, -MIN_DR, MIN_DR), dr)
+    r, phi, z, eta = cylindrical(xyz)
+    dr = slope_dr(r[second] - r[first])
     dphi = wrap_phi(phi[second] - phi[first])
     z0 = z[first] - r[first] * (z[second] - z[first]) / dr
     return np.stack([z0, dphi, dphi / dr, eta[second] - eta[first]], axis=1)
