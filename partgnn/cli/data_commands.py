@@ -60,9 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     fit.add_argument("--width", type=non_negative_float, default=0.0, help="see --window")
     fit.add_argument(
-        "--floor", type=non_negative_float, default=0.0,
-        help="widen every window by this many times the median width (per quantity) of the "
-        "pairs seen >= 20 times, each side (pairs seen a few times have point-like windows)",
+        "--floor", type=non_negative_float, nargs="+", default=[0.0], metavar="F",
+        help="widen every window by F times the median width (per quantity) of the pairs seen "
+        ">= 20 times, each side (pairs seen a few times have point-like windows); one F, or "
+        "four for z0, dphi, phi_slope, deta (e.g. 0.25 0.1 0.1 0.25)",
     )  # fmt: skip
     fit.add_argument("--geometry", default=None, help=geometry_help)
     fit.set_defaults(run=run_fit_module_map)
@@ -176,8 +177,9 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
         "sources": [{"file": str(p.resolve()), "sha256": file_sha256(p)} for p in args.events],
     }
     module_map = fit_module_map(
-        doublets(), window=args.window, width=args.width, settings=settings, floor=args.floor
-    )
+        doublets(), window=args.window, width=args.width, settings=settings,
+        floor=args.floor[0] if len(args.floor) == 1 else args.floor,
+    )  # fmt: skip
     module_map.settings["events"] = counts["events"]
     module_map.save(args.out)
     print(

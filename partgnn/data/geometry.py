@@ -81,11 +81,14 @@ class DetectorGeometry:
         layers: The sensitive surfaces.
         b_field: Solenoid field along +z [T].
         name: A label for provenance.
+        modules: Path of a TrackML detectors file listing the layers' real modules (simulation
+            numbers its hits with them: :mod:`partgnn.data.detector_modules`), or ``None``.
     """
 
     layers: tuple[Layer, ...]
     b_field: float = 2.0
     name: str = "trackml"
+    modules: str | None = None
 
     def __post_init__(self) -> None:
         keys = [(layer.volume_id, layer.layer_id) for layer in self.layers]
@@ -164,10 +167,12 @@ class DetectorGeometry:
             if missing:
                 raise InputError(f"{path}: volumes[{i}] lacks field {missing[0]!r}")
             layers.extend(_layers_of_volume(volume, where=f"{path}: volumes[{i}]"))
+        modules = spec.get("modules")
         return cls(
             layers=tuple(layers),
             b_field=float(spec.get("b_field", 2.0)),
             name=str(spec.get("name", path.stem)),
+            modules=None if modules is None else str(path.parent / str(modules)),
         )
 
     @classmethod
@@ -264,7 +269,7 @@ class DetectorGeometry:
                         **common,
                     )
                 )
-        return cls(layers=tuple(layers), b_field=b_field, name=path.name)
+        return cls(layers=tuple(layers), b_field=b_field, name=path.name, modules=str(path))
 
 
 def default_geometry_path() -> Path:

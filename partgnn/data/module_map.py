@@ -12,7 +12,8 @@ Windows (per module pair, over its training pairs, each oriented from the hit ne
 particle's production vertex to the farther one): ``z0`` [mm], ``dphi`` [rad], ``phi_slope``
 [rad/mm] and ``deta`` (:data:`WINDOW_FEATURES`); ``minmax`` keeps ``[min, max]`` widened by
 ``width`` times its width on each side, ``rms`` keeps ``mean +- width * rms``; ``floor``
-widens every window further by a multiple of the typical width of well-sampled pairs.
+widens every window further by a multiple (one, or one per quantity) of the typical width of
+well-sampled pairs.
 
 Glossary: a *doublet* is a pair of hits (or of modules) on a particle's path, consecutive
 along it; a *candidate* is a hit pair on a recorded module pair, before the windows.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,9 @@ BUSY_PAIR_DOUBLETS = 20
 
 #: Most candidate hit pairs one event may produce (a guard against a map that joins everything).
 MAX_CANDIDATES = 200_000_000
+
+#: Candidates processed together by :func:`module_map_edges`.
+CHUNK_CANDIDATES = 1 << 21
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,7 @@ def fit_module_map(
     width: float = 0.0,
     settings: dict | None = None,
     chunk_doublets: int = 2_000_000,
-    floor: float = 0.0,
+    floor: float | Sequence[float] = 0.0,
 ) -> ModuleMap:
     """Fits a module map to training doublets, streaming: the doublets of a few events at a
     time are reduced to per-pair statistics (count, min, max, sum, sum of squares) and merged
@@ -145,12 +149,20 @@ def fit_module_map(
         floor: Widen every window by ``floor`` times the median width (per feature) of the
             ``minmax`` windows of well-sampled pairs (at least :data:`BUSY_PAIR_DOUBLETS`
             doublets) on each side: a pair seen a few times has a window of nearly a point.
+            One value for every feature, or one per feature (:data:`WINDOW_FEATURES` order).
 
     Raises:
-        InputError: No doublets, or an unknown window kind.
+        InputError: No doublets, an unknown window kind, or a floor of another length.
     """
     if window not in ("minmax", "rms"):
         raise InputError(f"module map: window must be minmax or rms (got {window!r})")
+    floors = np.atleast_1d(np.asarray(floor, dtype=np.float64))
+    if floors.shape not in ((1,), (len(WINDOW_FEATURES),)) or not (floors >= 0).all():
+        raise InputError(
+            f"module map: the floor is one value >= 0 or one per window feature "
+            f"({', '.join(WINDOW_FEATURES)}) (got {floor!r})"
+        )
+    floors = np.broadcast_to(floors, (len(WINDOW_FEATURES),))
     running: _PairStatistics | None = None
     pending: list[_PairStatistics] = []
     n_pending = 0
@@ -174,7 +186,7 @@ def fit_module_map(
         mean = stats.total / stats.count[:, None]
         rms = np.sqrt(np.maximum(stats.squares / stats.count[:, None] - mean**2, 0.0))
         low, high = mean - width * rms, mean + width * rms
-    if floor > 0:
+    if floors.any():
         busy = stats.count >= BUSY_PAIR_DOUBLETS
         if not busy.any():
             raise InputError(
@@ -182,10 +194,11 @@ def fit_module_map(
                 "window floor from (fit more events or drop --floor)"
             )
         typical = np.median((stats.high - stats.low)[busy], axis=0)
-        low, high = low - floor * typical, high + floor * typical
+        low, high = low - floors * typical, high + floors * typical
+    recorded = float(floors[0]) if np.ndim(floor) == 0 else floors.tolist()  # as given
     return ModuleMap(
         stats.source, stats.target, low, high, stats.count,
-        {"window": window, "width": width, "floor": floor, **(settings or {})},
+        {"window": window, "width": width, "floor": recorded, **(settings or {})},
     )  # fmt: skip
 
 
@@ -252,42 +265,72 @@ def module_map_edges(
 
     Every recorded module pair whose two modules hold hits in the event gives its candidates
     (every hit of the first module with every hit of the second); those inside the pair's
-    windows are kept. Vectorised: one sort of the hits by module and a few passes over the
-    candidates.
+    windows are kept, in the map's pair order. Vectorised over chunks of about
+    :data:`CHUNK_CANDIDATES` candidates (memory stays small and is reused), each window
+    applied in turn to the candidates the previous ones kept (dphi first: the narrowest).
 
     Raises:
         InputError: The event would give more than :data:`MAX_CANDIDATES` candidates.
     """
+    empty = np.zeros(0, dtype=np.int64)
     order = np.argsort(module, kind="stable")
-    sorted_modules = module[order]
-    present, start, n_hits = np.unique(sorted_modules, return_index=True, return_counts=True)
+    present, start, n_hits = np.unique(module[order], return_index=True, return_counts=True)
+    if len(present) == 0 or len(module_map) == 0:
+        return empty, empty
 
     def lookup(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         pos = np.minimum(np.searchsorted(present, keys), len(present) - 1)
-        found = present[pos] == keys
-        return pos, found
+        return pos, present[pos] == keys
 
-    if len(present) == 0 or len(module_map) == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
     pos_a, found_a = lookup(module_map.source)
     pos_b, found_b = lookup(module_map.target)
     pairs = np.flatnonzero(found_a & found_b)
     size_a, size_b = n_hits[pos_a[pairs]], n_hits[pos_b[pairs]]
     n_candidates = size_a * size_b
-    total = int(n_candidates.sum())
+    ends = np.cumsum(n_candidates)
+    total = int(ends[-1]) if len(ends) else 0
     if total > MAX_CANDIDATES:
         raise InputError(
             f"{where}: the module map gives {total:,} candidate pairs (more than "
             f"{MAX_CANDIDATES:,}); is it fitted to this detector?"
         )
-    which = np.repeat(np.arange(len(pairs)), n_candidates)
-    k = np.arange(total) - np.repeat(np.cumsum(n_candidates) - n_candidates, n_candidates)
-    first = order[start[pos_a[pairs]][which] + k // size_b[which]]
-    second = order[start[pos_b[pairs]][which] + k % size_b[which]]
-    features = pair_features(xyz, first, second)
-    pair = pairs[which]
-    inside = np.all(
-        (features >= module_map.low[pair]) & (features <= module_map.high[pair]), axis=1
-    )
+    hits = cylindrical(xyz)
+    kept_first, kept_second = [], []
+    bounds = np.searchsorted(ends, np.arange(CHUNK_CANDIDATES, total, CHUNK_CANDIDATES))
+    for chunk in np.split(np.arange(len(pairs)), np.unique(bounds)):
+        counts = n_candidates[chunk]
+        which = np.repeat(chunk, counts)
+        k = np.arange(len(which)) - np.repeat(np.cumsum(counts) - counts, counts)
+        first = order[start[pos_a[pairs[which]]] + k // size_b[which]]
+        second = order[start[pos_b[pairs[which]]] + k % size_b[which]]
+        first, second = _inside_windows(module_map, pairs[which], first, second, hits)
+        kept_first.append(first)
+        kept_second.append(second)
+    if not kept_first:
+        return empty, empty
+    return np.concatenate(kept_first), np.concatenate(kept_second)
+
+
+def _inside_windows(
+    module_map: ModuleMap,
+    pair: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    hits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates ``(first, second)`` ``(M,)`` of map pairs ``pair`` ``(M,)`` inside every
+    window: :func:`pair_features`' values, each computed only for the candidates the windows
+    before it kept. ``hits`` is :func:`~partgnn.data.graph_features.cylindrical` of all hits."""
+    r, phi, z, eta = hits
+    low, high = module_map.low, module_map.high
+
+    def keep(values: np.ndarray, column: int) -> np.ndarray:
+        return (values >= low[pair, column]) & (values <= high[pair, column])
+
+    dphi = wrap_phi(phi[second] - phi[first])
+    inside = keep(dphi, 1)
+    pair, first, second, dphi = pair[inside], first[inside], second[inside], dphi[inside]
+    dr = slope_dr(r[second] - r[first])
+    z0 = z[first] - r[first] * (z[second] - z[first]) / dr
+    inside = keep(z0, 0) & keep(dphi / dr, 2) & keep(eta[second] - eta[first], 3)
     return first[inside], second[inside]

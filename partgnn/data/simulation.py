@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from partgnn.data.detector_modules import detector_modules
 from partgnn.data.event import Event
 from partgnn.data.geometry import DetectorGeometry
 from partgnn.errors import InputError
@@ -66,7 +67,10 @@ class SimulationConfig:
         resolution_scale: Multiplies every layer's hit resolution; 0 gives perfect hits.
         efficiency: Hit efficiency for every layer; ``None`` uses each layer's own.
         module_size: Size ``(along r*phi, along z or r)`` [mm] of the pseudo modules that
-            number the hits (``module_id``); see :func:`module_ids`.
+            number the hits (``module_id``) when the geometry has no module table
+            (:attr:`~partgnn.data.geometry.DetectorGeometry.modules`; the default TrackML
+            geometry has one: hits carry the real detector's module ids); see
+            :func:`module_ids`.
         overlap_scale: Multiplies every layer's probability of a second hit on an overlapping
             module (:attr:`~partgnn.data.geometry.Layer.overlap`, measured on the real sample);
             0 turns overlapping modules off.
@@ -236,7 +240,16 @@ def simulate_event(
     particle = np.concatenate([particle, np.full(n_noise, -1)])
     second_module = np.concatenate([second_module, np.zeros(n_noise, dtype=bool)])
 
-    module = module_ids(geometry, layer, measured, config.module_size, second=second_module)
+    modules = detector_modules(geometry)
+    if modules is None:
+        module = module_ids(geometry, layer, measured, config.module_size, second=second_module)
+    else:
+        first = ~second_module
+        module = np.zeros(len(layer), dtype=np.int64)
+        module[first] = modules.assign(layer[first], true_position[first])
+        module[second_module] = modules.assign(
+            layer[second_module], true_position[second_module], exclude=module[overlap.source]
+        )
     # Random order within a module, so that a hit's position in the file (e.g. noise appended
     # last) says nothing about its truth.
     order = np.lexsort((rng.random(len(layer)), module, layer))
@@ -484,7 +497,9 @@ def module_ids(
     *,
     second: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Deterministic pseudo module numbers from a regular grid on each layer.
+    """Deterministic pseudo module numbers from a regular grid on each layer (for a geometry
+    without a module table; the TrackML geometry's hits take its real modules:
+    :mod:`partgnn.data.detector_modules`).
 
     A layer is cut into ``n_phi`` equal phi sectors (``round(2 pi r_ref / width)``, at least 1;
     ``r_ref`` is the barrel radius or the disk's outer radius) and ``n_v`` equal bins along z

@@ -62,6 +62,36 @@ def test_the_streaming_fit_equals_statistics_over_all_doublets(events, window: s
     assert np.allclose(at_once.low[k], expected)
 
 
+def test_chunked_candidates_give_the_edges_of_one_pass(events, monkeypatch):
+    from partgnn.data import module_map as module_map_module
+    from partgnn.data.module_map import module_keys
+
+    geometry = default_geometry()
+    module_map = fit_module_map([module_doublets(event, geometry) for event in events], width=0.5)
+    hits = events[1].hits
+    layer = geometry.layer_index(hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy())
+    module = module_keys(layer, hits["module_id"].to_numpy())
+    xyz = hits[["x", "y", "z"]].to_numpy(np.float64)
+    whole = module_map_edges(module_map, module, xyz)
+    # Brute force: every candidate's features against its pair's windows.
+    pairs = zip(module_map.source.tolist(), module_map.target.tolist(), strict=True)
+    pair_of = {pair: i for i, pair in enumerate(pairs)}
+    expected = []
+    for a in range(len(module)):
+        for b in range(len(module)):
+            i = pair_of.get((module[a], module[b]))
+            if i is not None:
+                f = pair_features(xyz, np.array([a]), np.array([b]))[0]
+                if ((f >= module_map.low[i]) & (f <= module_map.high[i])).all():
+                    expected.append((i, a, b))
+    found = zip(whole[0].tolist(), whole[1].tolist(), strict=True)
+    assert sorted(found) == sorted((a, b) for _, a, b in expected)
+    assert len(expected) > 50
+    monkeypatch.setattr(module_map_module, "CHUNK_CANDIDATES", 7)
+    chunked = module_map_edges(module_map, module, xyz)
+    assert np.array_equal(chunked[0], whole[0]) and np.array_equal(chunked[1], whole[1])
+
+
 def test_windows_keep_only_pairs_inside_them():
     xyz = np.array([[100.0, 0, 0], [200.0, 1.0, 5.0], [200.0, 30.0, 5.0]])
     module = np.array([1, 2, 2])
@@ -90,6 +120,15 @@ def test_the_floor_widens_windows_by_the_typical_width_of_busy_pairs():
     assert module_map.settings["floor"] == 0.5
     with pytest.raises(InputError, match="no module pair has 20 doublets"):
         fit_module_map(doublets[1:], floor=0.5)
+    # One floor per quantity (z0, dphi, phi_slope, deta).
+    per_feature = np.array([0.25, 0.1, 0.0, 1.0])
+    module_map = fit_module_map(doublets, floor=per_feature.tolist())
+    assert np.allclose(module_map.low[lone_row], lone[0] - per_feature * typical)
+    assert np.allclose(module_map.high[lone_row], lone[0] + per_feature * typical)
+    assert module_map.settings["floor"] == per_feature.tolist()
+    for bad in ([0.1, 0.2], [0.1, -0.1, 0.1, 0.1]):
+        with pytest.raises(InputError, match="one value >= 0 or one per window feature"):
+            fit_module_map(iter(()), floor=bad)  # refused before any doublet is read
 
 
 def test_fit_and_build_commands(events, tmp_path: Path, capsys):
@@ -108,6 +147,9 @@ def test_fit_and_build_commands(events, tmp_path: Path, capsys):
     code = main(["fit-module-map", str(tmp_path / "e.h5"), "--floor", "0.5", "--out",
                  str(tmp_path / "floored.npz")])  # fmt: skip
     assert code == 2 and "no module pair has 20 doublets" in capsys.readouterr().err
+    code = main(["fit-module-map", str(tmp_path / "e.h5"), "--floor", "0.5", "0.1", "--out",
+                 str(tmp_path / "floored.npz")])  # fmt: skip
+    assert code == 2 and "one per window feature" in capsys.readouterr().err
 
 
 def test_bad_maps_are_one_line(tmp_path: Path, capsys):

@@ -1,0 +1,95 @@
+"""Tests of the real-module lookup: it reproduces the real sample's module ids, overlapping
+outlines and the exclusion rule behave, simulated events carry real module ids."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from partgnn.data.detector_modules import MODULE_COLUMNS, DetectorModules, detector_modules
+from partgnn.data.geometry import DetectorGeometry, Layer, default_geometry
+from partgnn.data.simulation import SimulationConfig, simulate_event
+from partgnn.errors import InputError
+
+GEOMETRY = default_geometry()
+
+
+def _layer_geometry() -> DetectorGeometry:
+    return DetectorGeometry(
+        layers=(Layer(8, 2, "barrel", 100.0, 100.0, 100.0, -50.0, 50.0),), name="one-layer"
+    )
+
+
+def _write_modules(path, rows: list[dict]) -> None:
+    """A detectors file of flat modules facing the +x direction (u = y, v = z, w = x)."""
+    full = []
+    for row in rows:
+        full.append(
+            {
+                "volume_id": 8, "layer_id": 2, "cy": 0.0, "cz": 0.0,
+                "rot_xu": 0.0, "rot_xv": 0.0, "rot_xw": 1.0,
+                "rot_yu": 1.0, "rot_yv": 0.0, "rot_yw": 0.0,
+                "rot_zu": 0.0, "rot_zv": 1.0, "rot_zw": 0.0,
+                "module_minhu": 10.0, "module_maxhu": 10.0, "module_hv": 20.0, **row,
+            }
+        )  # fmt: skip
+    pd.DataFrame(full).to_csv(path, index=False)
+
+
+def test_the_real_sample_hits_get_their_recorded_module(sample_dir):
+    geometry = DetectorGeometry.from_detectors_csv(sample_dir / "detectors.csv.gz")
+    modules = detector_modules(geometry)
+    hits = pd.read_csv(sample_dir / "event000000001-hits.csv.gz")
+    layer = geometry.layer_index(hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy())
+    assigned = modules.assign(layer, hits[["x", "y", "z"]].to_numpy())
+    assert (assigned == hits["module_id"].to_numpy()).all()
+
+
+def test_overlapping_outlines_go_to_the_nearer_plane_and_exclusion_to_the_other(tmp_path):
+    # Two modules overlapping in y over [-2, 2]: module 1 at x = 100 spans y in [-18, 2],
+    # module 2 at x = 104 spans [-2, 18]; module 3 far away.
+    path = tmp_path / "detectors.csv"
+    _write_modules(path, [
+        {"module_id": 1, "cx": 100.0, "cy": -8.0},
+        {"module_id": 2, "cx": 104.0, "cy": 8.0},
+        {"module_id": 3, "cx": 100.0, "cy": 60.0},
+    ])  # fmt: skip
+    modules = DetectorModules.from_detectors_csv(path, _layer_geometry())
+    points = np.array([[100.5, 0.0, 0.0], [103.5, 0.0, 0.0], [100.0, -10.0, 5.0],
+                       [100.0, 30.0, 0.0], [100.0, -10.0, 0.0]])  # fmt: skip
+    got = modules.assign(np.zeros(5, dtype=np.int64), points, np.array([0, 0, 0, 0, 1]))
+    # nearer plane in the overlap; the only outline; none (nearest centre); excluded -> next.
+    assert got.tolist() == [1, 2, 1, 2, 2]
+
+
+def test_simulated_hits_carry_real_module_ids_and_twins_sit_on_two_modules():
+    event = simulate_event(GEOMETRY, SimulationConfig(pileup=5), event_id=3, seed=1)
+    table = pd.read_csv(GEOMETRY.modules, usecols=["volume_id", "layer_id", "module_id"])
+    hits = event.hits.merge(table, how="left", indicator=True)
+    assert (hits["_merge"] == "both").all()
+    truth = event.hits.merge(event.truth[["hit_id", "particle_id"]], on="hit_id")
+    truth = truth[truth["particle_id"] != 0]
+    per_layer = truth.groupby(["particle_id", "volume_id", "layer_id"])["module_id"]
+    twins = per_layer.size() == 2
+    assert twins.sum() > 100
+    assert (per_layer.nunique()[twins] == 2).all()
+
+
+def test_bad_detectors_files_are_one_line(tmp_path):
+    path = tmp_path / "detectors.csv"
+    _write_modules(path, [{"module_id": 1, "cx": 100.0}])
+    pd.read_csv(path).drop(columns=["rot_zw"]).to_csv(path, index=False)
+    with pytest.raises(InputError, match="missing column 'rot_zw'"):
+        DetectorModules.from_detectors_csv(path, _layer_geometry())
+    _write_modules(path, [{"module_id": 1, "cx": 100.0, "layer_id": 4}])
+    with pytest.raises(InputError, match="no modules for volume_id 8 layer_id 2"):
+        DetectorModules.from_detectors_csv(path, _layer_geometry())
+    with pytest.raises(InputError, match="not found"):
+        DetectorModules.from_detectors_csv(tmp_path / "none.csv", _layer_geometry())
+
+
+def test_the_shipped_geometry_names_its_module_table():
+    assert GEOMETRY.modules is not None and GEOMETRY.modules.endswith("trackml-detectors.csv.gz")
+    assert len(detector_modules(GEOMETRY).layers) == len(GEOMETRY.layers)
+    assert set(MODULE_COLUMNS) <= set(pd.read_csv(GEOMETRY.modules, nrows=1).columns)
