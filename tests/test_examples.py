@@ -157,3 +157,19 @@ def test_python_api_under_torchrun(shell_env, tmp_path: Path):
     reports = re.findall(r"rank (\d)/3: \d+ owned \+ (\d+) halo nodes", out)
     assert sorted(rank for rank, _ in reports) == ["0", "1", "2"], out
     assert any(int(halo) > 0 for _, halo in reports), out
+
+
+@pytest.mark.slow
+def test_acorn_files_to_a_halo_run_and_back(shell_env, tmp_path: Path):
+    from partgnn.data.acorn import find_acorn_files, load_acorn_file
+
+    _run(["bash", str(EXAMPLES / "acorn_to_halo.sh")], shell_env, tmp_path)
+    out = tmp_path / "runs" / "acorn"
+    metrics = _evaluation(out / "evaluation.json")
+    assert 0 <= metrics["track"]["efficiency_atlas"] <= 1
+    written = find_acorn_files(out / "acorn-scored")
+    originals = find_acorn_files(Path(shell_env["DATA"]) / "acorn" / "testset")
+    assert [p.name for p in written] == [p.name for p in originals] and written
+    scored = load_acorn_file(written[0])
+    assert scored["edge_scores"].shape == scored["edge_y"].shape
+    assert scored["hit_track_labels"].shape == scored["hit_x"].shape

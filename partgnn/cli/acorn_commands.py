@@ -6,10 +6,10 @@ import argparse
 from pathlib import Path
 
 from partgnn.cli.arg_types import non_negative_float
-from partgnn.cli.eval_commands import SCORE_CUT
+from partgnn.cli.eval_commands import SCORE_CUT, TRACK_BUILDING
 
 #: What export-acorn writes per event beside the scores.
-TRACK_CHOICES = ("none", "components", "walk", "junction")
+TRACK_CHOICES = ("none", *TRACK_BUILDING)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

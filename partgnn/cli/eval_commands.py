@@ -13,6 +13,9 @@ from partgnn.cli.arg_types import non_negative_float, positive_float, score
 #: (:data:`partgnn.distributed.halo_exchange.TRANSPORTS`; tests/cli checks they agree). The
 #: pipeline is imported when a command runs, so that ``--help`` does not wait for torch.
 TRANSPORTS: tuple[str, ...] = ("auto", "all_to_all", "p2p")
+#: How tracks are built from the edges above the cut
+#: (:data:`partgnn.metrics.tracks.TRACK_BUILDING_METHODS`; tests/cli checks they agree).
+TRACK_BUILDING: tuple[str, ...] = ("components", "walk", "junction")
 #: The score cut used when none is given or recorded
 #: (:data:`partgnn.metrics.edge_counts.SCORE_CUT`).
 SCORE_CUT = 0.5
@@ -69,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--event-ids", type=int, nargs="+", default=None, help="evaluate only these events"
     )
     evaluate.add_argument(
-        "--track-building", choices=("components", "walk", "junction"), default="components",
+        "--track-building", choices=TRACK_BUILDING, default="components",
         help="how tracks are built from the edges above the cut: connected components "
         "(default), a walk-through, or components after junction removal",
     )  # fmt: skip

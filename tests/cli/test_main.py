@@ -46,9 +46,11 @@ def test_help_answers_without_importing_torch(command):
 def test_the_choices_offered_are_the_pipelines():
     from partgnn.distributed.halo_exchange import TRANSPORTS
     from partgnn.metrics.edge_counts import SCORE_CUT
+    from partgnn.metrics.tracks import TRACK_BUILDING_METHODS
 
     assert eval_commands.TRANSPORTS == TRANSPORTS
     assert eval_commands.SCORE_CUT == SCORE_CUT
+    assert eval_commands.TRACK_BUILDING == TRACK_BUILDING_METHODS
 
 
 def test_a_command_that_imports_torch_prints_no_third_party_warning(tmp_path: Path):
