@@ -8,7 +8,9 @@ markdown tables for docs/BENCHMARKS.md (learning curve, held-out and real-event 
 
     OMP_NUM_THREADS=2 .venv/bin/python tools/bench_recipe.py --out bench-recipe
 
-``--set key=value`` is passed to training (e.g. ``--set optim.epochs=2`` for a quick check).
+``--set key=value`` is passed to training (e.g. ``--set optim.epochs=2`` for a quick check);
+``--map MAP.npz`` builds the graphs with a module map (``partgnn fit-module-map``) instead of
+the geometric builder.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ def main() -> None:
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--out", type=Path, default=Path("bench-recipe"))
     parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument(
+        "--map", type=Path, default=None,
+        help="build the graphs with this module map (build-graphs --method module-map)",
+    )  # fmt: skip
     parser.add_argument(
         "--tables-only", action="store_true", help="re-print the tables of a finished run in --out"
     )
@@ -75,6 +81,7 @@ def main() -> None:
                 str(out / f"graphs-{name}.h5"),
                 "--pt-min",
                 "1.0",
+                *(("--method", "module-map", "--map", str(args.map)) if args.map else ()),
             )
     run_dir = out / "run"
     overrides = [

@@ -4,9 +4,9 @@ The method of L2IT's module map (used in GNN4ITk): from the truth of training ev
 every pair of detector modules that two consecutive hits of one particle lie on (a *doublet*
 of modules), with windows on the quantities graph construction cuts on, per pair; a new
 event's graph then joins two hits only when their modules are a recorded pair and the hit pair
-falls in that pair's windows. A module is ``(layer index, module_id)`` of the events file
-(simulated events number pseudo modules on a regular grid per layer:
-:func:`~partgnn.data.simulation.module_ids`; TrackML events carry the detector's).
+falls in that pair's windows. A module is ``(layer index, module_id)`` of the events file:
+TrackML events and simulated ones carry the TrackML detector's module ids
+(:mod:`~partgnn.data.detector_modules`), so a map fitted on simulation applies to real events.
 
 Windows (per module pair, over its training pairs, each oriented from the hit nearer the
 particle's production vertex to the farther one): ``z0`` [mm], ``dphi`` [rad], ``phi_slope``
