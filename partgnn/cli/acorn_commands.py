@@ -60,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--cut", type=non_negative_float, default=None,
         help=f"edge score cut for --tracks (default: the one infer recorded, else {SCORE_CUT})",
     )  # fmt: skip
-    exporter.set_defaults(run=run_export_acorn)
+    exporter.set_defaults(run=run_export_acorn, output_folder=True)
 
 
 def run_import_acorn(args: argparse.Namespace) -> int:

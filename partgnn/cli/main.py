@@ -32,6 +32,7 @@ from partgnn.cli import (
     selfcheck_commands,
     train_commands,
 )
+from partgnn.cli.output_guard import refuse_output_over_inputs
 from partgnn.errors import InputError, OutputError, PeerFailure, describe, exit_status
 from partgnn.version import __version__
 
@@ -81,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
+        refuse_output_over_inputs(args)
         return int(args.run(args) or 0)
     except (Exception, KeyboardInterrupt) as err:
         if debug:

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     partition.add_argument(
         "--hidden", type=positive_int, default=DEFAULT_HIDDEN, help="hidden size for bytes/exchange"
     )
-    partition.set_defaults(run=run_partition)
+    partition.set_defaults(run=run_partition, output_folder=True)
 
     inspect = subparsers.add_parser("inspect", help="print partition statistics, draw an event")
     inspect.add_argument("directory", type=Path, help="shard directory from partition")
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_partition(args: argparse.Namespace) -> int:
-    from partgnn.partition.shard_writer import PartitionOptions, write_shards
+    from partgnn.partition.shard_writer import PartitionOptions, check_parts_fit, write_shards
 
     options = PartitionOptions(
         n_parts=args.parts,
@@ -62,6 +62,8 @@ def run_partition(args: argparse.Namespace) -> int:
         margin=args.margin,
         hidden=args.hidden,
     )
+    options.check()
+    check_parts_fit(args.graphs, options.n_parts)
     meta = write_shards(args.graphs, args.out, options, workers=args.workers)
     warning = empty_parts_warning(meta)
     if warning is not None:

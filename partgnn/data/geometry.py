@@ -19,6 +19,7 @@ import yaml
 
 from partgnn.errors import InputError, first_line
 from partgnn.resources import detector_geometry_path
+from partgnn.yaml_files import load_yaml
 
 LayerKind = Literal["barrel", "endcap"]
 
@@ -154,7 +155,7 @@ class DetectorGeometry:
         """
         path = Path(path)
         try:
-            spec = yaml.safe_load(path.read_text())
+            spec = load_yaml(path.read_text(), where=str(path))
         except FileNotFoundError:
             raise InputError(f"{path}: geometry file not found") from None
         except yaml.YAMLError as err:

@@ -50,8 +50,15 @@ def evaluate_scores(
     Tracks are built by ``track_building`` (:data:`~partgnn.metrics.tracks.TRACK_BUILDING_METHODS`).
 
     Raises:
-        InputError: If the scores were made from another graphs file, or events are missing.
+        InputError: If the scores were made from another graphs file, events are missing, or
+            ``event_ids`` names an event twice.
     """
+    if event_ids is not None and len(set(event_ids)) != len(event_ids):
+        repeated = sorted({e for e in event_ids if event_ids.count(e) > 1})
+        raise InputError(
+            f"event ids: {', '.join(map(str, repeated))} given more than once (each event "
+            "counts once)"
+        )
     with ScoresFile(scores_path) as scores_file, GraphFile(graphs_path) as graphs:
         graphs_sha256 = file_sha256(graphs_path)
         if scores_file.attrs.get("source_sha256") != graphs_sha256:

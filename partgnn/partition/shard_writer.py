@@ -58,6 +58,10 @@ from partgnn.version import __version__
 T = TypeVar("T")
 
 
+#: Most parts one partition may have (a rank each; every shard file is open while writing).
+MAX_PARTS = 4096
+
+
 @dataclass(frozen=True)
 class PartitionOptions:
     """How ``partgnn partition`` splits every event.
@@ -82,12 +86,50 @@ class PartitionOptions:
     def check(self) -> None:
         if self.n_parts < 1:
             raise InputError(f"parts must be >= 1 (got {self.n_parts})")
+        if self.n_parts > MAX_PARTS:
+            raise InputError(
+                f"parts must be <= {MAX_PARTS} (got {self.n_parts}): one shard file and one "
+                "rank per part"
+            )
         if self.method not in METHODS:
             raise InputError(
                 f"unknown partition method {self.method!r} (choose {', '.join(METHODS)})"
             )
         if self.margin < 0:
             raise InputError(f"margin must be >= 0 hops (got {self.margin})")
+
+
+def check_parts_fit(graphs_path: str | os.PathLike[str], n_parts: int) -> None:
+    """Refuses more parts than the smallest non-empty event of a graphs file has nodes (parts
+    would be left empty; ``partgnn partition`` asks this, :func:`write_shards` copes).
+
+    Raises:
+        InputError: One line naming the file, the event and its node count.
+    """
+    with GraphFile(graphs_path) as graphs:
+        sizes = [(graphs.shape(i).nodes, event) for i, event in enumerate(graphs.event_ids)]
+    sizes = [size for size in sizes if size[0] > 0]
+    if sizes and n_parts > min(sizes)[0]:
+        nodes, event_id = min(sizes)
+        raise InputError(
+            f"{graphs_path}: --parts {n_parts} is more than the {nodes} nodes of event "
+            f"{event_id} (its smallest): parts would be left empty"
+        )
+
+
+def _allow_open_files(n_parts: int) -> None:
+    """Raises the soft limit of open files to hold every shard file open, or refuses."""
+    import resource
+
+    needed = n_parts + 64  # the shard files, plus the graphs file, libraries, pipes
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        if hard != resource.RLIM_INFINITY and hard < needed:
+            raise InputError(
+                f"--parts {n_parts} needs {needed} open files; this process may open {hard} "
+                "(ulimit -n)"
+            )
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 @dataclass(frozen=True)
@@ -137,6 +179,7 @@ def write_shards(
     with GraphFile(graphs_path) as graphs:
         n_events, event_ids = len(graphs), graphs.event_ids
     _check_replaceable(out_dir)
+    _allow_open_files(options.n_parts)
     meta: dict[str, object] = {
         "format": SHARDS_FORMAT,
         "format_version": SHARDS_FORMAT_VERSION,

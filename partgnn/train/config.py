@@ -25,6 +25,7 @@ from partgnn.errors import InputError, first_line
 from partgnn.models.config import ModelConfig
 from partgnn.resources import resolve_config
 from partgnn.train.loss import EdgeWeights
+from partgnn.yaml_files import load_yaml
 
 MODES = ("full", "halo", "naive", "ddp")
 
@@ -197,7 +198,7 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     raw: dict[str, Any] = {}
     if path is not None:
         try:
-            raw = yaml.safe_load(resolve_config(path).read_text()) or {}
+            raw = load_yaml(resolve_config(path).read_text(), where=where) or {}
         except FileNotFoundError:
             raise InputError(f"{where}: config file not found") from None
         except (OSError, UnicodeDecodeError) as err:
@@ -215,7 +216,7 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
         if not sep or not key:
             raise InputError(f"--set {override!r}: expected key=value, e.g. optim.lr=0.001")
         try:
-            value = yaml.safe_load(text)
+            value = load_yaml(text, where=f"--set {key}")
         except yaml.YAMLError:
             value = text
         target = raw

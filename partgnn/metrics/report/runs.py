@@ -16,6 +16,7 @@ import yaml
 
 # The object-oriented API (no pyplot) draws with Agg and never needs a display.
 from partgnn.errors import InputError, first_line
+from partgnn.yaml_files import load_yaml
 
 #: The evaluation ``partgnn evaluate`` stores in a run directory (optional).
 EVALUATION_NAME = "evaluation.json"
@@ -266,8 +267,8 @@ def _read_json(path: Path, *, required: bool) -> dict[str, Any] | None:
 def _config_device(path: Path) -> str | None:
     # The device only qualifies the memory numbers, so an unreadable config is not an error.
     try:
-        config = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        config = load_yaml(path.read_text(), where=str(path))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, InputError):
         return None
     run = config.get("run") if isinstance(config, dict) else None
     device = run.get("device") if isinstance(run, dict) else None

@@ -1,0 +1,77 @@
+"""YAML read with a bound: aliases that expand a small file into a huge document are refused.
+
+YAML aliases (``&a`` ... ``*a``) share one node; nested, they make a document of a few hundred
+bytes expand exponentially once it is copied or written out (a "billion laughs" config).
+:func:`load_yaml` counts the values the document holds *with aliases expanded* (in time linear
+in the file, shared nodes counted once each) before building it, and refuses more than
+:data:`MAX_YAML_VALUES`, or an alias that contains itself. Every YAML partgnn reads (run
+configs, ``--set`` values, detector geometries, run reports) goes through it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from partgnn.errors import InputError
+
+#: Most values (scalars, lists and mappings, aliases expanded) one YAML document may hold:
+#: partgnn's configs hold about a hundred.
+MAX_YAML_VALUES = 100_000
+
+
+def load_yaml(text: str, *, where: str) -> Any:
+    """``yaml.safe_load(text)``, refused if the expanded document is too large.
+
+    Raises:
+        InputError: The document expands past :data:`MAX_YAML_VALUES` values or an alias
+            contains itself (one line naming ``where``).
+        yaml.YAMLError: Not valid YAML (the caller words it).
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        size = _expanded_size(root, where=where)
+        if size > MAX_YAML_VALUES:
+            raise InputError(
+                f"{where}: the YAML expands to more than {MAX_YAML_VALUES:,} values through "
+                "its aliases (&/*); refused"
+            )
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: yaml.Node, *, where: str) -> int:
+    """Values under ``root`` with aliases expanded (capped just above the limit)."""
+    size: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if children_done:
+            open_nodes.discard(key)
+            total = 1 + sum(size[id(child)] for child in children)
+            size[key] = min(total, MAX_YAML_VALUES + 1)
+            continue
+        if key in size:
+            continue
+        if key in open_nodes:
+            raise InputError(f"{where}: a YAML alias contains itself; refused")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in size)
+    return size[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []

@@ -1,0 +1,53 @@
+"""Bounded YAML: documents whose aliases expand past the limit, or contain themselves, are
+refused before they are built; ordinary YAML (anchors included) loads as yaml.safe_load does."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from partgnn.errors import InputError
+from partgnn.train.config import load_config
+from partgnn.yaml_files import MAX_YAML_VALUES, load_yaml
+
+
+def _laughs(levels: int) -> str:
+    """A document of ~10 ** levels leaves in a few hundred bytes (nested aliases)."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, levels + 1):
+        refs = ", ".join([f"*a{level - 1}"] * 10)
+        lines.append(f"a{level}: &a{level} [{refs}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_ordinary_yaml_and_shared_anchors_load_like_safe_load():
+    text = "base: &b {lr: 0.001, steps: 8}\nrun: {<<: *b, steps: 4}\nlist: [*b, *b]\n"
+    assert load_yaml(text, where="t") == yaml.safe_load(text)
+    assert load_yaml(_laughs(3), where="t") == yaml.safe_load(_laughs(3))  # ~1,111 values
+    assert load_yaml("", where="t") is None
+
+
+def test_an_exponential_alias_document_is_refused_at_once():
+    text = _laughs(9)  # ~1.1e9 values from under 1 kB
+    assert len(text) < 1000
+    start = time.perf_counter()
+    with pytest.raises(InputError, match=f"more than {MAX_YAML_VALUES:,} values"):
+        load_yaml(text, where="bomb.yaml")
+    assert time.perf_counter() - start < 1.0
+
+
+def test_an_alias_that_contains_itself_is_refused():
+    with pytest.raises(InputError, match="contains itself"):
+        load_yaml("a: &a [1, *a]\n", where="loop.yaml")
+
+
+def test_a_run_config_with_nested_aliases_is_one_line(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text("model:\n  kwargs:\n" + "".join(f"    {line}\n" for line in
+                                                    _laughs(7).splitlines()))  # fmt: skip
+    with pytest.raises(InputError, match=r"bomb.yaml: the YAML expands to more than"):
+        load_config(path)
+    with pytest.raises(InputError, match=r"--set model.kwargs: the YAML expands"):
+        load_config(None, ["model.kwargs={" + ", ".join(_laughs(7).splitlines()) + "}"])
