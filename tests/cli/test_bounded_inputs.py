@@ -12,14 +12,9 @@ from partgnn.cli.main import main
 from partgnn.data.storage import GraphFile
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("bounded")
-    events, graphs = folder / "events.h5", folder / "graphs.h5"
-    assert main(["simulate", "--events", "2", "--pileup", "2", "--seed", "3", "--out",
-                 str(events)]) == 0  # fmt: skip
-    assert main(["build-graphs", str(events), "--pt-min", "1.0", "--out", str(graphs)]) == 0
-    return folder
+@pytest.fixture
+def data(tiny_pipeline: Path) -> Path:
+    return tiny_pipeline
 
 
 def _one_line(capsys) -> str:

@@ -16,15 +16,9 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    """A tiny events file, its graphs and perfect-ish scores (made once)."""
-    folder = tmp_path_factory.mktemp("guard")
-    events, graphs = folder / "events.h5", folder / "graphs.h5"
-    assert main(["simulate", "--events", "1", "--pileup", "2", "--seed", "1", "--out",
-                 str(events)]) == 0  # fmt: skip
-    assert main(["build-graphs", str(events), "--pt-min", "1.0", "--out", str(graphs)]) == 0
-    return folder
+@pytest.fixture
+def data(tiny_pipeline: Path) -> Path:
+    return tiny_pipeline
 
 
 @pytest.mark.parametrize(
