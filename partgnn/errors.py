@@ -38,6 +38,12 @@ class PeerFailure(RuntimeError):
         self.exit_code = exit_code
 
 
+class TrainingDiverged(RuntimeError):
+    """The loss, a gradient or the weights stopped being finite: training stops on every rank
+    before the step that would spread it (the last checkpoint stays finite). One line naming
+    the step, the ranks and what was not finite; exit status 1."""
+
+
 def first_line(err: BaseException) -> str:
     """The first line of an exception's message (library errors can span many lines)."""
     text = str(err).strip()
@@ -58,7 +64,7 @@ def exit_status(err: BaseException) -> int:
 def describe(err: BaseException) -> str:
     """One line saying what went wrong: partgnn's own messages as they are, other exceptions
     with their type (``ValueError: ...``)."""
-    if isinstance(err, (InputError, OutputError, PeerFailure)):
+    if isinstance(err, (InputError, OutputError, PeerFailure, TrainingDiverged)):
         return first_line(err)
     if isinstance(err, KeyboardInterrupt):
         return "interrupted"

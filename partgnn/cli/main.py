@@ -33,7 +33,14 @@ from partgnn.cli import (
     train_commands,
 )
 from partgnn.cli.output_guard import refuse_output_over_inputs
-from partgnn.errors import InputError, OutputError, PeerFailure, describe, exit_status
+from partgnn.errors import (
+    InputError,
+    OutputError,
+    PeerFailure,
+    TrainingDiverged,
+    describe,
+    exit_status,
+)
 from partgnn.version import __version__
 
 #: Set to 1 to see full tracebacks (same as ``--debug``).
@@ -89,7 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         hint = (
             ""
-            if isinstance(err, (InputError, OutputError, PeerFailure, KeyboardInterrupt))
+            if isinstance(
+                err, (InputError, OutputError, PeerFailure, TrainingDiverged, KeyboardInterrupt)
+            )
             else (f" ({DEBUG_ENV}=1 shows the traceback)")
         )
         _close_progress_bars()

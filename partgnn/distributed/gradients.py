@@ -15,7 +15,7 @@ training strategy hands the trainer.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 import torch.distributed as dist
@@ -234,6 +234,25 @@ class BucketedGradientReduce:
 FLAG_LIMIT = 65
 
 
+class ReducedStep(NamedTuple):
+    """What :func:`all_reduce_value` agrees on every rank.
+
+    Attributes:
+        value: The reduced scalar (the step's loss).
+        flag: The largest flag any rank raised (a stop signal; 0: none).
+        non_finite: ``(global rank, "loss" | "gradient")`` of every rank whose
+            ``non_finite`` input was raised (empty when all were finite).
+    """
+
+    value: float
+    flag: int
+    non_finite: list[tuple[int, str]]
+
+
+#: What the two entries of :func:`all_reduce_value`'s ``non_finite`` input say.
+NON_FINITE_KINDS: tuple[str, str] = ("loss", "gradient")
+
+
 def all_reduce_value(
     value: torch.Tensor,
     context: DistContext,
@@ -241,28 +260,41 @@ def all_reduce_value(
     graph_parallel: bool,
     replicas: int | None = None,
     flag: int = 0,
-) -> tuple[float, int]:
+    non_finite: torch.Tensor | None = None,
+) -> ReducedStep:
     """A scalar reduced like the gradients: the event's sum over its group, the replicas' mean
     (over ``replicas`` of them if given); and, in the same all-reduce, the largest of every
-    rank's ``flag`` (a signal any rank may have received).
+    rank's ``flag`` (a signal any rank may have received) and which ranks found their loss or
+    gradients not finite.
 
     Computed in float64; the flag travels as a one-hot row (a sum whose largest non-zero
-    position is the largest flag). One read of the result on the host. Collective, like
-    :func:`all_reduce_gradients`.
+    position is the largest flag), ``non_finite`` (this rank's ``[loss, gradient]`` 0/1 flags,
+    on the device: no host read) in two entries per global rank. One read of the result on
+    the host. Collective, like :func:`all_reduce_gradients`.
 
     Raises:
         ValueError: If ``flag`` is outside ``[0, FLAG_LIMIT)``.
     """
     if not 0 <= flag < FLAG_LIMIT:
         raise ValueError(f"flag {flag} is outside [0, {FLAG_LIMIT})")
-    if context.global_world_size == 1:
-        return float(value), flag
-    reduced = torch.zeros(1 + FLAG_LIMIT, dtype=torch.float64, device=value.device)
+    n_ranks = context.global_world_size
+    reduced = torch.zeros(1 + FLAG_LIMIT + 2 * n_ranks, dtype=torch.float64, device=value.device)
     reduced[0] = value.detach().reshape(())
     reduced[1 + flag] = 1.0
-    _reduce(reduced, context, graph_parallel=graph_parallel, replicas=replicas)
-    loss, *flags = reduced.tolist()
-    return loss, max(i for i, raised in enumerate(flags) if raised > 0)
+    if non_finite is not None:
+        slot = 1 + FLAG_LIMIT + 2 * context.global_rank
+        reduced[slot : slot + 2] = non_finite.to(torch.float64)
+    if n_ranks > 1:
+        _reduce(reduced, context, graph_parallel=graph_parallel, replicas=replicas)
+    total, *rest = reduced.tolist()
+    flags, problems = rest[:FLAG_LIMIT], rest[FLAG_LIMIT:]
+    found = [
+        (rank, NON_FINITE_KINDS[kind])
+        for rank in range(n_ranks)
+        for kind in range(2)
+        if problems[2 * rank + kind] != 0
+    ]
+    return ReducedStep(total, max(i for i, raised in enumerate(flags) if raised > 0), found)
 
 
 def max_over_ranks(value: int, context: DistContext) -> int:

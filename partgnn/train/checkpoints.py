@@ -70,7 +70,8 @@ def load_checkpoint(
 
     Raises:
         InputError: If the file is missing, not a torch file, holds objects that loading with
-            ``weights_only=True`` refuses (a pickle that would run code), or lacks a key.
+            ``weights_only=True`` refuses (a pickle that would run code), lacks a key, or its
+            model weights are not finite (a diverged run: scores from it would be NaN).
     """
     path = resolve_checkpoint(path)
     if not path.is_file():
@@ -90,6 +91,17 @@ def load_checkpoint(
         raise InputError(
             f"{path}: not a partgnn training checkpoint (lacks {', '.join(map(repr, missing))})"
         )
+    weights = state.get("model")
+    if isinstance(weights, dict):
+        for name, tensor in weights.items():
+            if (
+                isinstance(tensor, torch.Tensor)
+                and tensor.is_floating_point()
+                and not bool(torch.isfinite(tensor).all())
+            ):
+                raise InputError(
+                    f"{path}: model weight {name} is not finite (the run diverged); refused"
+                )
     return state
 
 

@@ -32,6 +32,7 @@ from partgnn.distributed.gradients import (
     BucketedGradientReduce,
     GradientReduce,
     GradientReduceAfterBackward,
+    ReducedStep,
     all_reduce_value,
 )
 from partgnn.distributed.halo_exchange import CommunicationCounter
@@ -132,17 +133,24 @@ class Strategy:
         return GradientReduceAfterBackward(parameters, self.context, self.graph_parallel)
 
     def reduce_loss(
-        self, loss: torch.Tensor, replicas: int | None, stop_signal: int = 0
-    ) -> tuple[float, int]:
+        self,
+        loss: torch.Tensor,
+        replicas: int | None,
+        stop_signal: int = 0,
+        non_finite: torch.Tensor | None = None,
+    ) -> ReducedStep:
         """A step's loss as the run reports it: the event's loss (summed over its group in
-        halo mode), averaged over the step's events (``replicas``; else over all ranks); and
-        the stop signal any rank received (0: none), agreed in the same all-reduce."""
+        halo mode), averaged over the step's events (``replicas``; else over all ranks); the
+        stop signal any rank received (0: none) and the ranks whose loss or gradients were not
+        finite (``non_finite``: this rank's ``[loss, gradient]`` flags), agreed in the same
+        all-reduce."""
         return all_reduce_value(
             loss,
             self.context,
             graph_parallel=self.graph_parallel,
             replicas=replicas,
             flag=stop_signal,
+            non_finite=non_finite,
         )
 
 

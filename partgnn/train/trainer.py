@@ -44,7 +44,7 @@ from partgnn.distributed.context import DistContext
 from partgnn.distributed.device import use_deterministic_algorithms
 from partgnn.distributed.gradients import max_over_ranks
 from partgnn.distributed.halo_exchange import CommunicationCounter
-from partgnn.errors import InputError, first_line
+from partgnn.errors import InputError, TrainingDiverged, first_line
 from partgnn.models.build import build_model
 from partgnn.models.config import ModelConfig
 from partgnn.train.checkpoints import LAST, TRAINING_STATE, load_checkpoint, save_checkpoint
@@ -146,6 +146,8 @@ class Trainer:
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.state = TrainState()
+        #: Step of the last checkpoint written or resumed from (0: none).
+        self.last_saved_step = 0
         # The edge score cut chosen on the validation events at the last evaluation.
         self.score_cut: float | None = None
 
@@ -347,12 +349,34 @@ class Trainer:
         clock.add(reduce_start, clock.mark())
         if self.config.optim.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
+        gradients_finite = _gradients_finite(self.model, loss.device)
+        non_finite = torch.stack([~torch.isfinite(loss.detach()).all(), ~gradients_finite])
+        reported, stopped_by, diverged = self.strategy.reduce_loss(
+            loss, replicas, stop_signal, non_finite
+        )
+        if diverged or not math.isfinite(reported):
+            what = ", ".join(f"non-finite {kind} on rank {rank}" for rank, kind in diverged)
+            raise self._diverged(
+                self.state.step + 1,
+                f"{what or f'non-finite loss ({reported})'}; stopped before the update",
+            )
         self.optimizer.step()
         self.scheduler.step()
-        reported, stopped_by = self.strategy.reduce_loss(loss, replicas, stop_signal)
         seconds = time.perf_counter() - start
         self.workload.add_time(seconds)
         return reported, seconds, start - fetch_start, stopped_by
+
+    def _diverged(self, step: int, what: str) -> TrainingDiverged:
+        """The one-line error of a run that stops at ``step``."""
+        last = (
+            f"the last checkpoint (step {self.last_saved_step}) is finite"
+            if self.last_saved_step
+            else "no checkpoint was written"
+        )
+        return TrainingDiverged(
+            f"step {step}: training diverged ({what}); {last}: lower optim.lr or set "
+            "optim.grad_clip"
+        )
 
     # ----------------------------------------------------------------------------- evaluation
 
@@ -393,6 +417,11 @@ class Trainer:
     # ----------------------------------------------------------------------------- checkpoints
 
     def _checkpoint(self) -> None:
+        if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            # Every rank holds the same weights, so every rank stops here.
+            raise self._diverged(
+                self.state.step, "its update made the weights non-finite; they are not saved"
+            )
         rng_states = gather_rng_states(self.context)
         if self.context.is_main:
             save_checkpoint(
@@ -411,6 +440,7 @@ class Trainer:
                     "rng_states": rng_states,
                 },
             )
+        self.last_saved_step = self.state.step
         if self.context.global_world_size > 1:
             dist.barrier()
 
@@ -455,7 +485,17 @@ class Trainer:
             totals=EpochTotals(**checkpoint["totals"]),
         )
         self.score_cut = checkpoint.get("score_cut")
+        self.last_saved_step = self.state.step
         restore_rng_states(checkpoint.get("rng_states"), self.context)
+
+
+def _gradients_finite(model: torch.nn.Module, device: torch.device) -> torch.Tensor:
+    """Whether every gradient of ``model`` is finite, as a 0-d bool tensor on ``device`` (no
+    host read)."""
+    checks = [torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None]
+    if not checks:
+        return torch.ones((), dtype=torch.bool, device=device)
+    return torch.stack(checks).all().to(device)
 
 
 #: Model settings that change how the model is computed, not what: a run resumes across them

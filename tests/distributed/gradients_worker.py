@@ -4,7 +4,8 @@ GROUP_SIZE``.
 Each rank backpropagates its own loss through a small model twice: once with
 :class:`BucketedGradientReduce` (small buckets, so several are launched during the backward
 pass, while halo-exchange-like traffic runs in the graph group) and once with
-:func:`all_reduce_gradients` after the pass. It saves both results.
+:func:`all_reduce_gradients` after the pass. It saves both results, and what
+:func:`all_reduce_value` agrees when ranks report a stop signal and non-finite values.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from partgnn.distributed.gradients import BucketedGradientReduce, all_reduce_gradients
+from partgnn.distributed.gradients import (
+    BucketedGradientReduce,
+    all_reduce_gradients,
+    all_reduce_value,
+)
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 
 
@@ -73,6 +78,14 @@ def main() -> None:
             all_reduce_gradients(model.parameters(), context, graph_parallel=True)
         reduce.close()
         results[name] = {n: p.grad.clone() for n, p in model.named_parameters()}
+    # The step's agreement: rank 1 found its loss not finite, the last rank its gradients;
+    # every rank must learn both, with the stop flag and the reduced loss.
+    rank, last = context.global_rank, context.global_world_size - 1
+    non_finite = torch.tensor([rank == 1, rank == last])
+    results["step"] = tuple(all_reduce_value(
+        torch.tensor(float(rank)), context, graph_parallel=True, flag=15 if rank == 0 else 0,
+        non_finite=non_finite,
+    ))  # fmt: skip
     torch.save(results, out.with_name(f"{out.name}.rank{context.global_rank}"))
     destroy_distributed(context)
 

@@ -29,6 +29,14 @@ def test_bucketed_reduce_equals_reduce_after_backward(tmp_path, world_size, grou
             # Every rank ends with the same (reduced) gradient.
             assert torch.equal(rank["bucketed"][name], ranks[0]["bucketed"][name]), name
         assert not rank["bucketed"]["unused.weight"].any()
+    # One all-reduce tells every rank the stop signal and who saw what not finite.
+    replicas = world_size // group_size
+    expected_loss = sum(range(world_size)) / replicas  # summed in each group, groups averaged
+    problems = [(1, "loss"), (world_size - 1, "gradient")]
+    for rank in ranks:
+        loss, flag, non_finite = rank["step"]
+        assert loss == pytest.approx(expected_loss) and flag == 15
+        assert non_finite == problems
 
 
 def test_gradient_buckets_are_larger_on_nccl():
