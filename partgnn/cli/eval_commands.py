@@ -37,6 +37,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     infer.add_argument("--device", default="auto")
     infer.add_argument("--transport", default="auto", choices=TRANSPORTS)
     infer.add_argument("--timeout", type=positive_float, default=300.0)
+    infer.add_argument(
+        "--model-target", default=None, metavar="PACKAGE.MODULE:CLASS",
+        help="allow the checkpoint's own model class (model.target): importing it runs that "
+        "module's code, so a checkpoint naming one is refused unless it is named here",
+    )  # fmt: skip
     infer.set_defaults(run=run_infer)
 
     evaluate = subparsers.add_parser("evaluate", help="edge and track metrics of a scores file")
@@ -93,6 +98,7 @@ def run_infer(args: argparse.Namespace) -> int:
             graphs=args.graphs,
             transport=args.transport,
             naive=args.naive,
+            model_target=args.model_target,
         )
     if context.is_main:
         print(f"scored {n_events} events on {context.world_size} ranks -> {args.out}")

@@ -35,11 +35,18 @@ def load_trained_model(
     node_features: int,
     edge_features: int,
     device: torch.device,
+    *,
+    model_target: str | None = None,
 ) -> tuple[torch.nn.Module, torch.dtype]:
     """The model of a training checkpoint, in eval mode, and the dtype it was trained in.
 
+    A checkpoint of a model class of one's own records it (``model.target``); importing it runs
+    that module's code, so it is imported only when the caller names the same class in
+    ``model_target`` (``partgnn infer --model-target``), never because a checkpoint says so.
+
     Raises:
-        InputError: If the checkpoint is unreadable or its weights do not fit the data.
+        InputError: If the checkpoint is unreadable, names a model class the caller did not,
+            or its weights do not fit the data.
     """
     state = load_checkpoint(checkpoint, device)
     try:
@@ -49,6 +56,7 @@ def load_trained_model(
         raise InputError(
             f"{checkpoint}: no model configuration in the checkpoint ({err})"
         ) from None
+    check_model_target(checkpoint, model_config.target, model_target)
     model = build_model(model_config, node_features, edge_features).to(device=device, dtype=dtype)
     try:
         missing, unexpected = model.load_state_dict(state["model"], strict=False)
@@ -69,6 +77,27 @@ def load_trained_model(
     return model, dtype
 
 
+def check_model_target(
+    checkpoint: str | os.PathLike[str], recorded: str | None, named: str | None
+) -> None:
+    """Refuses a checkpoint whose model class (``recorded``) is not the one the user ``named``.
+
+    Raises:
+        InputError: One line saying which class and how to allow it.
+    """
+    if recorded is None and named is not None:
+        raise InputError(
+            f"{checkpoint}: --model-target {named} given, but the checkpoint holds partgnn's "
+            "own model"
+        )
+    if recorded is not None and recorded != named:
+        raise InputError(
+            f"{checkpoint}: the model is the class {recorded} (model.target); importing it "
+            f"runs that module's code, so it is imported only when named: pass --model-target "
+            f"{recorded}" + (f" (got {named})" if named else "")
+        )
+
+
 def checkpoint_score_cut(checkpoint: str | os.PathLike[str]) -> float | None:
     """The edge score cut training chose on its validation events (``None``: not recorded)."""
     value = load_checkpoint(checkpoint).get("score_cut")
@@ -83,6 +112,7 @@ def score_shards(
     *,
     transport: str = "auto",
     naive: bool = False,
+    model_target: str | None = None,
 ) -> Iterator[tuple[int, np.ndarray | None]]:
     """Yields ``(event_id, scores (E,))`` per event; the scores only on the group's rank 0.
 
@@ -100,8 +130,9 @@ def score_shards(
             graph = event.graph
             if model is None:
                 model, dtype = load_trained_model(
-                    checkpoint, graph.x.shape[1], graph.edge_attr.shape[1], context.device
-                )
+                    checkpoint, graph.x.shape[1], graph.edge_attr.shape[1], context.device,
+                    model_target=model_target,
+                )  # fmt: skip
             if naive and event.sector is not None:
                 owned_ids, owned_scores = _score_sector(model, dtype, event.sector, context)
             else:
@@ -162,16 +193,22 @@ def _score_sector(
 
 @torch.no_grad()
 def score_graphs(
-    checkpoint: str | os.PathLike[str], graphs_path: str | os.PathLike[str], device: torch.device
+    checkpoint: str | os.PathLike[str],
+    graphs_path: str | os.PathLike[str],
+    device: torch.device,
+    *,
+    model_target: str | None = None,
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """Yields ``(event_id, scores (E,))`` of whole event graphs, in one process."""
+    """Yields ``(event_id, scores (E,))`` of whole event graphs, in one process
+    (``model_target``: see :func:`load_trained_model`)."""
     with GraphFile(graphs_path) as graphs:
         model = None
         for graph in graphs:
             if model is None:
                 model, dtype = load_trained_model(
-                    checkpoint, graph.x.shape[1], graph.edge_attr.shape[1], device
-                )
+                    checkpoint, graph.x.shape[1], graph.edge_attr.shape[1], device,
+                    model_target=model_target,
+                )  # fmt: skip
             logits = model(
                 graph.x.to(device, dtype),
                 graph.edge_index.to(device),
@@ -189,8 +226,10 @@ def run_inference(
     graphs: str | os.PathLike[str] | None = None,
     transport: str = "auto",
     naive: bool = False,
+    model_target: str | None = None,
 ) -> int:
     """Scores every event of a shard directory (or graphs file) and writes ``out`` (rank 0).
+    ``model_target`` allows the checkpoint's own model class (:func:`load_trained_model`).
 
     Returns:
         The number of events scored.
@@ -201,7 +240,10 @@ def run_inference(
         raise InputError("infer --naive scores the sectors of a shard directory: give --shards")
     if shards is not None:
         directory = ShardDirectory(shards, world_size=context.world_size)
-        items = score_shards(checkpoint, directory, context, transport=transport, naive=naive)
+        items = score_shards(
+            checkpoint, directory, context, transport=transport, naive=naive,
+            model_target=model_target,
+        )  # fmt: skip
         source = {
             "source_shards": str(Path(shards).resolve()),
             "naive_sectors": naive,
@@ -211,7 +253,7 @@ def run_inference(
     else:
         if context.world_size != 1:
             raise InputError("infer --graphs runs in one process; use --shards for several ranks")
-        items = score_graphs(checkpoint, graphs, context.device)
+        items = score_graphs(checkpoint, graphs, context.device, model_target=model_target)
         source = {
             "source_file": str(Path(graphs).resolve()),
             "source_sha256": file_sha256(graphs),

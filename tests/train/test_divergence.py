@@ -21,9 +21,9 @@ def _one_line(capsys) -> str:
 
 
 def test_a_diverging_run_stops_with_one_line_and_keeps_its_checkpoint_finite(
-    dataset,
+    dataset,  # noqa: F811
     tmp_path,
-    capsys,  # noqa: F811
+    capsys,
 ):
     run = tmp_path / "run"
     config = write_config(

@@ -122,3 +122,45 @@ def test_kwargs_the_model_does_not_take_are_a_one_line_error(dataset, tmp_path: 
             Trainer(load_config(config), context)
     finally:
         destroy_distributed(context)
+
+
+MARKED_MODULE = """
+import os, pathlib
+pathlib.Path(os.environ["PARTGNN_TEST_MARKER"]).write_text("imported")
+from tests.train.test_own_model import TinyEdgeGNN as Marked
+"""
+
+
+def test_infer_imports_a_checkpoints_own_class_only_when_named(
+    dataset, tmp_path: Path, monkeypatch, capsys
+):
+    import sys
+
+    from partgnn.cli.main import main
+
+    # A module whose import leaves a mark: the class a colleague's checkpoint names.
+    (tmp_path / "marked_model.py").write_text(MARKED_MODULE)
+    marker = tmp_path / "imported.txt"
+    monkeypatch.setenv("PARTGNN_TEST_MARKER", str(marker))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = write_config(
+        tmp_path / "own.yaml",
+        data={"graphs": str(dataset["graphs"])},
+        model={"target": "marked_model:Marked", "kwargs": {"hidden": 4, "layers": 1}},
+        optim={"max_steps": 1},
+        run={"dir": str(tmp_path / "run")},
+    )
+    assert main(["train", "--config", str(config)]) == 0
+    marker.unlink()
+    monkeypatch.delitem(sys.modules, "marked_model")
+    checkpoint = str(tmp_path / "run" / "checkpoints" / "last.pt")
+    infer = ["infer", "--checkpoint", checkpoint, "--graphs", str(dataset["graphs"]),
+             "--device", "cpu", "--out"]  # fmt: skip
+    capsys.readouterr()
+    for named in ([], ["--model-target", "other_module:Other"]):
+        assert main([*infer, str(tmp_path / "s.h5"), *named]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "--model-target marked_model:Marked" in err and len(err.splitlines()) == 1, err
+        assert not marker.exists() and "marked_model" not in sys.modules  # nothing imported
+    assert main([*infer, str(tmp_path / "s.h5"), "--model-target", "marked_model:Marked"]) == 0
+    assert marker.read_text() == "imported"
