@@ -35,12 +35,18 @@ HIDDEN = 16
 
 @pytest.fixture(scope="module")
 def reference(graphs_file: Path) -> dict:
+    return _full_graph_reference(graphs_file, fused=False)
+
+
+def _full_graph_reference(graphs_file: Path, *, fused: bool) -> dict:
+    """Logits, loss and gradients of the single-process full-graph run, per (dtype,
+    checkpointing)."""
     with GraphFile(graphs_file) as graphs:
         graph = graphs[0]
     results = {}
     for dtype_name, dtype in DTYPES.items():
         for checkpoint in (False, True):
-            model = build_model(graph, dtype, checkpoint=checkpoint)
+            model = build_model(graph, dtype, checkpoint=checkpoint, fused=fused)
             logits = model(graph.x.to(dtype), graph.edge_index, graph.edge_attr.to(dtype))
             loss = edge_loss(logits, graph.y.to(dtype), graph.edge_index.shape[1])
             loss.backward()
@@ -62,9 +68,12 @@ def test_partitioned_run_equals_full_graph(graphs_file, reference, tmp_path, wor
 
 
 @pytest.mark.slow
-def test_fused_partitioned_run_equals_plain_full_graph(graphs_file, reference, tmp_path):
+def test_fused_partitioned_run_equals_fused_full_graph(graphs_file, tmp_path):
     """``model.fused`` on 2 ranks (METIS; checkpointing and overlap each on and off) equals the
-    plain single-process full-graph run within the same bounds, and the kernel did run."""
+    single-process full-graph run with the same fused kernel within the same bounds, and the
+    kernel did run. (Against the *plain* full graph float32 differs by the kernel's own
+    rounding, 1.6e-5 on this graph: tests/models compares the kernel with the plain ops.)"""
+    reference = _full_graph_reference(graphs_file, fused=True)
     cases = set(
         itertools.product(("metis",), DTYPES, (False, True), ("all_to_all",), (False, True))
     )
