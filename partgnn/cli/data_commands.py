@@ -65,6 +65,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ">= 20 times, each side (pairs seen a few times have point-like windows); one F, or "
         "four for z0, dphi, phi_slope, deta (e.g. 0.25 0.1 0.1 0.25)",
     )  # fmt: skip
+    fit.add_argument(
+        "--triplets", action="store_true",
+        help="also learn module triplets (three consecutive hits of a track) with windows on "
+        "how z0 and the phi slope change along them; build-graphs then keeps only doublets of "
+        "an accepted triplet",
+    )  # fmt: skip
+    fit.add_argument(
+        "--triplet-floor", type=non_negative_float, default=0.0, metavar="F",
+        help="widen the triplets' windows like --floor (one F)",
+    )  # fmt: skip
     fit.add_argument("--geometry", default=None, help=geometry_help)
     fit.set_defaults(run=run_fit_module_map)
 
@@ -166,7 +176,9 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
         for path in args.events:
             with EventFile(path) as events:
                 for event in tqdm(events, total=len(events), desc=f"fit {path.name}"):
-                    found = module_doublets(event, geometry, pt_min=args.pt_min)
+                    found = module_doublets(
+                        event, geometry, pt_min=args.pt_min, triplets=args.triplets
+                    )
                     counts["events"] += 1
                     counts["doublets"] += len(found[0])
                     yield found
@@ -179,12 +191,16 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
     module_map = fit_module_map(
         doublets(), window=args.window, width=args.width, settings=settings,
         floor=args.floor[0] if len(args.floor) == 1 else args.floor,
+        triplet_floor=args.triplet_floor,
     )  # fmt: skip
     module_map.settings["events"] = counts["events"]
     module_map.save(args.out)
+    triplets = module_map.triplets
     print(
-        f"module map of {len(module_map):,} module pairs from {counts['doublets']:,} true "
-        f"doublets of {counts['events']} events -> {args.out}"
+        f"module map of {len(module_map):,} module pairs"
+        + (f" and {len(triplets.count):,} triplets" if triplets is not None else "")
+        + f" from {counts['doublets']:,} true doublets of {counts['events']} events -> "
+        f"{args.out}"
     )
     return 0
 

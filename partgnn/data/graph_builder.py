@@ -26,7 +26,13 @@ from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.graph_config import GraphBuildConfig
 from partgnn.data.graph_features import cylindrical, graph_features, outer_first, wrap_phi
 from partgnn.data.layer_pairs import adjacent_layer_pairs, layers_between
-from partgnn.data.module_map import ModuleMap, event_doublets, module_keys, module_map_edges
+from partgnn.data.module_map import (
+    EventDoublets,
+    ModuleMap,
+    event_doublets,
+    module_keys,
+    module_map_edges,
+)
 
 # Windows are looked up in one sorted array of keys ``bin * _BIN_STRIDE + phi + offset``; the
 # three phi copies (phi - 2 pi, phi, phi + 2 pi, shifted by 3 pi) span [0, 6 pi] < _BIN_STRIDE,
@@ -241,12 +247,13 @@ def _particle_properties(event: Event, particle_id: np.ndarray) -> tuple[np.ndar
 
 
 def module_doublets(
-    event: Event, geometry: DetectorGeometry, *, pt_min: float = 0.0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    event: Event, geometry: DetectorGeometry, *, pt_min: float = 0.0, triplets: bool = False
+) -> EventDoublets:
     """An event's true doublets for fitting a module map
     (:func:`~partgnn.data.module_map.fit_module_map`): the modules of the earlier and later
     hit of every true consecutive pair of a particle with ``pT >= pt_min`` [GeV], ``(M,)``
-    each, and the pair's window features ``(M, 4)``."""
+    each, and the pair's window features ``(M, 4)``; with ``triplets`` also the module
+    triplets and their features (:func:`~partgnn.data.module_map.event_doublets`)."""
     hits = event.hits
     layer = geometry.layer_index(
         hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(), where=event.name
@@ -256,7 +263,8 @@ def module_doublets(
     xyz = np.stack([hits[c].to_numpy() for c in ("x", "y", "z")], axis=1).astype(np.float64)
     pairs = true_consecutive_pairs(particle_id, layer, np.linalg.norm(xyz - vertex, axis=1))
     pairs = pairs[particle_pt[pairs[:, 0]] >= pt_min]
-    return event_doublets(module_keys(layer, hits["module_id"].to_numpy()), xyz, pairs)
+    module = module_keys(layer, hits["module_id"].to_numpy())
+    return event_doublets(module, xyz, pairs, triplets=triplets)
 
 
 def _inner_to_outer(

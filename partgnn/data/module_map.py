@@ -36,6 +36,10 @@ from partgnn.errors import InputError
 #: The quantities a module pair's windows bound, in the order of :attr:`ModuleMap.low`.
 WINDOW_FEATURES: tuple[str, ...] = ("z0", "dphi", "phi_slope", "deta")
 
+#: What a module triplet's windows bound: how much z0 [mm] and phi slope [rad/mm] change from
+#: its first doublet to its second (a track bends little between them).
+TRIPLET_FEATURES: tuple[str, ...] = ("dz0", "dphi_slope")
+
 #: Format tag of a module-map file.
 MAP_FORMAT = "partgnn-module-map"
 
@@ -61,6 +65,8 @@ class ModuleMap:
         high: Upper bound ``(K, 4)``.
         count: Training doublets behind each pair ``(K,)``.
         settings: How it was fitted (events, pT cut, window kind and width).
+        triplets: The module triplets tracks cross, with their windows, or ``None`` (a map of
+            doublets only).
     """
 
     source: np.ndarray
@@ -69,14 +75,20 @@ class ModuleMap:
     high: np.ndarray
     count: np.ndarray
     settings: dict
+    triplets: ModuleTriplets | None = None
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Writes the map as an ``.npz`` file, atomically."""
+        extra = {}
+        if self.triplets is not None:
+            extra = {f"triplet_{name}": getattr(self.triplets, name)
+                     for name in ("modules", "low", "high", "count")}  # fmt: skip
         with atomic_output(path) as tmp, open(tmp, "wb") as handle:
             np.savez_compressed(
                 handle, source=self.source, target=self.target, low=self.low, high=self.high,
                 count=self.count, settings=np.array(json.dumps({"format": MAP_FORMAT,
                                                                 **self.settings})),
+                **extra,
             )  # fmt: skip
 
     @classmethod
@@ -105,10 +117,43 @@ class ModuleMap:
         k = len(source)
         if not (len(target) == len(count) == k and low.shape == high.shape == (k, 4)):
             raise InputError(f"{path}: the map's arrays disagree in length")
-        return cls(source, target, low, high, count, settings)
+        triplets = None
+        if "triplet_modules" in fields:
+            try:
+                triplets = ModuleTriplets(
+                    *(fields[f"triplet_{name}"] for name in ("modules", "low", "high", "count"))
+                )
+            except KeyError as err:
+                raise InputError(f"{path}: not a module-map file (lacks {err})") from None
+            t = len(triplets.count)
+            n = len(TRIPLET_FEATURES)
+            if not (
+                triplets.modules.shape == (t, 3)
+                and triplets.low.shape == triplets.high.shape == (t, n)
+            ):
+                raise InputError(f"{path}: the map's triplet arrays disagree in length")
+        return cls(source, target, low, high, count, settings, triplets)  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.source)
+
+
+@dataclass(frozen=True)
+class ModuleTriplets:
+    """Module triplets (three consecutive hits of a track) and their windows.
+
+    Attributes:
+        modules: ``(T, 3)`` int64 module keys of the three hits, sorted row-wise
+            lexicographically.
+        low: Lower window bound of each triplet and :data:`TRIPLET_FEATURES` ``(T, 2)``.
+        high: Upper bound ``(T, 2)``.
+        count: Training triplets behind each row ``(T,)``.
+    """
+
+    modules: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    count: np.ndarray
 
 
 def module_keys(layer: np.ndarray, module_id: np.ndarray) -> np.ndarray:
@@ -125,22 +170,55 @@ def pair_features(xyz: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.
     return np.stack([z0, dphi, dphi / dr, eta[second] - eta[first]], axis=1)
 
 
+def triplet_features(xyz: np.ndarray, hits: np.ndarray) -> np.ndarray:
+    """:data:`TRIPLET_FEATURES` of hit triplets ``(T, 3)`` (consecutive along a track):
+    ``(T, 2)``, float64."""
+    first = pair_features(xyz, hits[:, 0], hits[:, 1])
+    second = pair_features(xyz, hits[:, 1], hits[:, 2])
+    return _triplet_features(first, second)
+
+
+def _triplet_features(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """:data:`TRIPLET_FEATURES` from the :func:`pair_features` of the two doublets."""
+    return np.stack([second[:, 0] - first[:, 0], second[:, 2] - first[:, 2]], axis=1)
+
+
+def consecutive_triplets(pairs: np.ndarray) -> np.ndarray:
+    """Hit triplets ``(a, b, c)`` ``(T, 3)`` made of two pairs ``(a, b)`` and ``(b, c)`` of
+    ``pairs`` ``(M, 2)`` (consecutive pairs of tracks: :func:`true_consecutive_pairs`)."""
+    order = np.argsort(pairs[:, 0], kind="stable")
+    starts = pairs[order, 0]
+    lo = np.searchsorted(starts, pairs[:, 1], side="left")
+    n_next = np.searchsorted(starts, pairs[:, 1], side="right") - lo
+    which = np.repeat(np.arange(len(pairs)), n_next)
+    k = np.arange(len(which)) - np.repeat(np.cumsum(n_next) - n_next, n_next)
+    following = order[lo[which] + k]
+    return np.stack([pairs[which, 0], pairs[which, 1], pairs[following, 1]], axis=1)
+
+
+#: Per event, what :func:`fit_module_map` learns from: ``(source module (M,), target module
+#: (M,), pair features (M, 4))``, optionally followed by ``(triplet modules (T, 3), triplet
+#: features (T, 2))`` (:func:`event_doublets`).
+EventDoublets = tuple[np.ndarray, ...]
+
+
 def fit_module_map(
-    doublets: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    doublets: Iterable[EventDoublets],
     *,
     window: str = "minmax",
     width: float = 0.0,
     settings: dict | None = None,
     chunk_doublets: int = 2_000_000,
     floor: float | Sequence[float] = 0.0,
+    triplet_floor: float = 0.0,
 ) -> ModuleMap:
-    """Fits a module map to training doublets, streaming: the doublets of a few events at a
-    time are reduced to per-pair statistics (count, min, max, sum, sum of squares) and merged
-    into the running ones, so memory grows with the module pairs, not the events.
+    """Fits a module map to training doublets (and triplets), streaming: the doublets of a few
+    events at a time are reduced to per-pair statistics (count, min, max, sum, sum of squares)
+    and merged into the running ones, so memory grows with the module pairs, not the events.
 
     Args:
-        doublets: Per event ``(source module, target module, features)``: ``(M,)``, ``(M,)``
-            and ``(M, 4)`` (:func:`event_doublets`).
+        doublets: Per event, :data:`EventDoublets`; events that carry triplets give the map
+            its :class:`ModuleTriplets` ([min, max] windows).
         window: ``"minmax"`` (``[min, max]`` widened by ``width`` times its width each side)
             or ``"rms"`` (``mean +- width * rms``).
         width: See ``window``.
@@ -150,6 +228,7 @@ def fit_module_map(
             ``minmax`` windows of well-sampled pairs (at least :data:`BUSY_PAIR_DOUBLETS`
             doublets) on each side: a pair seen a few times has a window of nearly a point.
             One value for every feature, or one per feature (:data:`WINDOW_FEATURES` order).
+        triplet_floor: The same for the triplets' windows (one value).
 
     Raises:
         InputError: No doublets, an unknown window kind, or a floor of another length.
@@ -162,23 +241,18 @@ def fit_module_map(
             f"module map: the floor is one value >= 0 or one per window feature "
             f"({', '.join(WINDOW_FEATURES)}) (got {floor!r})"
         )
+    if not triplet_floor >= 0:
+        raise InputError(f"module map: the triplet floor must be >= 0 (got {triplet_floor})")
     floors = np.broadcast_to(floors, (len(WINDOW_FEATURES),))
-    running: _PairStatistics | None = None
-    pending: list[_PairStatistics] = []
-    n_pending = 0
-    for source, target, features in doublets:
-        if len(source) == 0:
-            continue
-        pending.append(_PairStatistics.of_doublets(source, target, features))
-        n_pending += len(source)
-        if n_pending >= chunk_doublets:
-            running = _PairStatistics.merged([running, *pending] if running else pending)
-            pending, n_pending = [], 0
-    if pending:
-        running = _PairStatistics.merged([running, *pending] if running else pending)
-    if running is None:
+    pairs, triplets = _StreamingStatistics(chunk_doublets), _StreamingStatistics(chunk_doublets)
+    for event in doublets:
+        source, target, features = event[:3]
+        pairs.add(np.stack([source, target], axis=1), features)
+        if len(event) == 5:
+            triplets.add(*event[3:])
+    stats = pairs.result()
+    if stats is None:
         raise InputError("module map: the training events have no true doublets")
-    stats = running
     if window == "minmax":
         spread = (stats.high - stats.low) * width
         low, high = stats.low - spread, stats.high + spread
@@ -187,28 +261,72 @@ def fit_module_map(
         rms = np.sqrt(np.maximum(stats.squares / stats.count[:, None] - mean**2, 0.0))
         low, high = mean - width * rms, mean + width * rms
     if floors.any():
-        busy = stats.count >= BUSY_PAIR_DOUBLETS
-        if not busy.any():
-            raise InputError(
-                f"module map: no module pair has {BUSY_PAIR_DOUBLETS} doublets to set the "
-                "window floor from (fit more events or drop --floor)"
-            )
-        typical = np.median((stats.high - stats.low)[busy], axis=0)
+        typical = _typical_widths(stats, "module pair", "--floor")
         low, high = low - floors * typical, high + floors * typical
+    found = triplets.result()
+    module_triplets = None
+    if found is not None:
+        low_t, high_t = found.low, found.high
+        if triplet_floor > 0:
+            typical = _typical_widths(found, "module triplet", "--triplet-floor")
+            low_t, high_t = low_t - triplet_floor * typical, high_t + triplet_floor * typical
+        module_triplets = ModuleTriplets(found.keys, low_t, high_t, found.count)
     recorded = float(floors[0]) if np.ndim(floor) == 0 else floors.tolist()  # as given
     return ModuleMap(
-        stats.source, stats.target, low, high, stats.count,
-        {"window": window, "width": width, "floor": recorded, **(settings or {})},
+        stats.keys[:, 0], stats.keys[:, 1], low, high, stats.count,
+        {"window": window, "width": width, "floor": recorded,
+         **({"triplet_floor": triplet_floor} if found is not None else {}),
+         **(settings or {})},
+        module_triplets,
     )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class _PairStatistics:
-    """Per module pair (sorted by source, then target): doublet count and, per window
-    feature, min, max, sum and sum of squares."""
+def _typical_widths(stats: _KeyStatistics, what: str, option: str) -> np.ndarray:
+    """Median [min, max] width per feature of the rows seen >= :data:`BUSY_PAIR_DOUBLETS`
+    times (the floors' unit)."""
+    busy = stats.count >= BUSY_PAIR_DOUBLETS
+    if not busy.any():
+        raise InputError(
+            f"module map: no {what} has {BUSY_PAIR_DOUBLETS} doublets to set the window floor "
+            f"from (fit more events or drop {option})"
+        )
+    return np.median((stats.high - stats.low)[busy], axis=0)
 
-    source: np.ndarray
-    target: np.ndarray
+
+class _StreamingStatistics:
+    """Rows keyed by module tuples, reduced to :class:`_KeyStatistics` a chunk at a time."""
+
+    def __init__(self, chunk_rows: int) -> None:
+        self.chunk_rows = chunk_rows
+        self.running: _KeyStatistics | None = None
+        self.pending: list[_KeyStatistics] = []
+        self.n_pending = 0
+
+    def add(self, keys: np.ndarray, features: np.ndarray) -> None:
+        if len(keys) == 0:
+            return
+        self.pending.append(_KeyStatistics.of_rows(keys, features))
+        self.n_pending += len(keys)
+        if self.n_pending >= self.chunk_rows:
+            self._merge()
+
+    def result(self) -> _KeyStatistics | None:
+        if self.pending:
+            self._merge()
+        return self.running
+
+    def _merge(self) -> None:
+        parts = [self.running, *self.pending] if self.running else self.pending
+        self.running = _KeyStatistics.merged(parts)
+        self.pending, self.n_pending = [], 0
+
+
+@dataclass(frozen=True)
+class _KeyStatistics:
+    """Per key (a row of module keys, sorted lexicographically): row count and, per feature,
+    min, max, sum and sum of squares."""
+
+    keys: np.ndarray
     count: np.ndarray
     low: np.ndarray
     high: np.ndarray
@@ -216,22 +334,19 @@ class _PairStatistics:
     squares: np.ndarray
 
     @classmethod
-    def of_doublets(
-        cls, source: np.ndarray, target: np.ndarray, features: np.ndarray
-    ) -> _PairStatistics:
-        """Statistics of single doublets (one row each), to be merged."""
-        ones = np.ones(len(source), dtype=np.int64)
-        return cls(source, target, ones, features, features, features, features**2)
+    def of_rows(cls, keys: np.ndarray, features: np.ndarray) -> _KeyStatistics:
+        """Statistics of single rows, to be merged: ``keys (M, k)``, ``features (M, f)``."""
+        ones = np.ones(len(keys), dtype=np.int64)
+        return cls(keys, ones, features, features, features, features**2)
 
     @classmethod
-    def merged(cls, parts: list[_PairStatistics]) -> _PairStatistics:
-        """The statistics of all ``parts`` together, one row per module pair."""
-        source = np.concatenate([p.source for p in parts])
-        target = np.concatenate([p.target for p in parts])
-        order = np.lexsort((target, source))
-        source, target = source[order], target[order]
+    def merged(cls, parts: list[_KeyStatistics]) -> _KeyStatistics:
+        """The statistics of all ``parts`` together, one row per key."""
+        keys = np.concatenate([p.keys for p in parts])
+        order = np.lexsort(keys.T[::-1])
+        keys = keys[order]
         new = np.ones(len(order), dtype=bool)
-        new[1:] = (source[1:] != source[:-1]) | (target[1:] != target[:-1])
+        new[1:] = (keys[1:] != keys[:-1]).any(axis=1)
         starts = np.flatnonzero(new)
 
         def reduce(name: str, ufunc: np.ufunc) -> np.ndarray:
@@ -239,23 +354,29 @@ class _PairStatistics:
             return ufunc.reduceat(values, starts, axis=0)
 
         return cls(
-            source[starts], target[starts], reduce("count", np.add), reduce("low", np.minimum),
+            keys[starts], reduce("count", np.add), reduce("low", np.minimum),
             reduce("high", np.maximum), reduce("total", np.add), reduce("squares", np.add),
         )  # fmt: skip
 
 
 def event_doublets(
-    module: np.ndarray, xyz: np.ndarray, true_pairs: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The module pairs and window features of an event's true doublets.
+    module: np.ndarray, xyz: np.ndarray, true_pairs: np.ndarray, *, triplets: bool = False
+) -> EventDoublets:
+    """The module pairs and window features of an event's true doublets (and triplets).
 
     Args:
         module: Module of each hit ``(N,)`` (:func:`module_keys`).
         xyz: Hit positions ``(N, 3)`` [mm].
-        true_pairs: ``(earlier, later)`` hit pairs ``(M, 2)``.
+        true_pairs: ``(earlier, later)`` hit pairs ``(M, 2)``, consecutive along tracks.
+        triplets: Also the module triplets of consecutive pairs and their
+            :data:`TRIPLET_FEATURES`.
     """
     first, second = true_pairs[:, 0], true_pairs[:, 1]
-    return module[first], module[second], pair_features(xyz, first, second)
+    found = (module[first], module[second], pair_features(xyz, first, second))
+    if not triplets:
+        return found
+    hits = consecutive_triplets(true_pairs)
+    return (*found, module[hits], triplet_features(xyz, hits))
 
 
 def module_map_edges(
@@ -308,7 +429,59 @@ def module_map_edges(
         kept_second.append(second)
     if not kept_first:
         return empty, empty
-    return np.concatenate(kept_first), np.concatenate(kept_second)
+    first, second = np.concatenate(kept_first), np.concatenate(kept_second)
+    if module_map.triplets is not None:
+        in_triplet = _in_accepted_triplets(module_map.triplets, module, xyz, first, second)
+        first, second = first[in_triplet], second[in_triplet]
+    return first, second
+
+
+def _in_accepted_triplets(
+    triplets: ModuleTriplets,
+    module: np.ndarray,
+    xyz: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+) -> np.ndarray:
+    """Which doublets ``(first, second)`` ``(E,)`` belong to a triplet the map accepts: two
+    doublets ``(a, b)``, ``(b, c)`` whose modules are a recorded triplet, inside its
+    windows. ``(E,)`` bool. In chunks of about :data:`CHUNK_CANDIDATES` doublet pairs."""
+    keep = np.zeros(len(first), dtype=bool)
+    if len(first) == 0 or len(triplets.count) == 0:
+        return keep
+    # Dense module numbers (those of no recorded triplet: -1) make a triplet one int64 key.
+    known = np.unique(triplets.modules)
+    n_known = len(known)
+    pos = np.minimum(np.searchsorted(known, module), n_known - 1)
+    dense = np.where(known[pos] == module, pos, -1)
+    table_dense = np.searchsorted(known, triplets.modules)
+    table_keys = (table_dense[:, 0] * n_known + table_dense[:, 1]) * n_known + table_dense[:, 2]
+    features = pair_features(xyz, first, second)
+    # Each doublet e1 = (a, b) with every doublet e2 = (b, c) that starts where it ends.
+    order = np.argsort(first, kind="stable")
+    starts = first[order]
+    lo = np.searchsorted(starts, second, side="left")
+    n_next = np.searchsorted(starts, second, side="right") - lo
+    ends = np.cumsum(n_next)
+    total = int(ends[-1])
+    bounds = np.searchsorted(ends, np.arange(CHUNK_CANDIDATES, total, CHUNK_CANDIDATES))
+    for chunk in np.split(np.arange(len(first)), np.unique(bounds)):
+        counts = n_next[chunk]
+        e1 = np.repeat(chunk, counts)
+        k = np.arange(len(e1)) - np.repeat(np.cumsum(counts) - counts, counts)
+        e2 = order[lo[e1] + k]
+        a, b, c = dense[first[e1]], dense[second[e1]], dense[second[e2]]
+        known_modules = (a >= 0) & (b >= 0) & (c >= 0)
+        e1, e2 = e1[known_modules], e2[known_modules]
+        key = (a[known_modules] * n_known + b[known_modules]) * n_known + c[known_modules]
+        row = np.minimum(np.searchsorted(table_keys, key), len(table_keys) - 1)
+        recorded = table_keys[row] == key
+        e1, e2, row = e1[recorded], e2[recorded], row[recorded]
+        values = _triplet_features(features[e1], features[e2])
+        inside = np.all((values >= triplets.low[row]) & (values <= triplets.high[row]), axis=1)
+        keep[e1[inside]] = True
+        keep[e2[inside]] = True
+    return keep
 
 
 def _inside_windows(

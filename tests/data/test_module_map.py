@@ -10,7 +10,13 @@ import pytest
 from partgnn.cli.main import main
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import build_event_graph, module_doublets
-from partgnn.data.module_map import ModuleMap, fit_module_map, module_map_edges, pair_features
+from partgnn.data.module_map import (
+    ModuleMap,
+    fit_module_map,
+    module_map_edges,
+    pair_features,
+    triplet_features,
+)
 from partgnn.data.simulation import SimulationConfig, simulate_events
 from partgnn.data.storage import GraphFile
 from partgnn.errors import InputError
@@ -150,6 +156,16 @@ def test_fit_and_build_commands(events, tmp_path: Path, capsys):
     code = main(["fit-module-map", str(tmp_path / "e.h5"), "--floor", "0.5", "0.1", "--out",
                  str(tmp_path / "floored.npz")])  # fmt: skip
     assert code == 2 and "one per window feature" in capsys.readouterr().err
+    assert main(["fit-module-map", str(tmp_path / "e.h5"), "--triplets", "--width", "0.5",
+                 "--out", str(tmp_path / "t.npz")]) == 0  # fmt: skip
+    assert " triplets from " in capsys.readouterr().out
+    assert ModuleMap.load(tmp_path / "t.npz").triplets is not None
+    assert main(["build-graphs", str(tmp_path / "e.h5"), "--method", "module-map", "--map",
+                 str(tmp_path / "t.npz"), "--out", str(tmp_path / "gt.h5")]) == 0  # fmt: skip
+    with GraphFile(tmp_path / "gt.h5") as built, GraphFile(graphs) as doublets_only:
+        assert sum(built.n_edges(i) for i in range(3)) < sum(
+            doublets_only.n_edges(i) for i in range(3)
+        )
 
 
 def test_bad_maps_are_one_line(tmp_path: Path, capsys):
@@ -164,3 +180,50 @@ def test_bad_maps_are_one_line(tmp_path: Path, capsys):
     code = main(["build-graphs", str(tmp_path / "e.h5"), "--map", str(tmp_path / "x.npz"),
                  "--out", str(tmp_path / "g.h5")])  # fmt: skip
     assert code == 2 and "--map goes with --method module-map" in capsys.readouterr().err
+
+
+def test_triplets_keep_every_true_doublet_of_a_triplet_and_drop_others(events, tmp_path: Path):
+    from partgnn.data.graph_builder import _particle_properties, true_consecutive_pairs
+    from partgnn.data.module_map import consecutive_triplets, module_keys
+
+    geometry = default_geometry()
+    fitted = fit_module_map(
+        [module_doublets(event, geometry, triplets=True) for event in events], width=0.5
+    )
+    assert fitted.triplets is not None and len(fitted.triplets.count) > 100
+    fitted.save(tmp_path / "map.npz")
+    loaded = ModuleMap.load(tmp_path / "map.npz")
+    assert np.array_equal(loaded.triplets.modules, fitted.triplets.modules)
+    assert np.array_equal(loaded.triplets.low, fitted.triplets.low)
+    doublets_only = fit_module_map([module_doublets(event, geometry) for event in events],
+                                   width=0.5)  # fmt: skip
+    assert np.array_equal(doublets_only.low, fitted.low)  # same pairs and windows
+
+    event = events[1]
+    hits = event.hits
+    layer = geometry.layer_index(hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy())
+    module = module_keys(layer, hits["module_id"].to_numpy())
+    xyz = hits[["x", "y", "z"]].to_numpy(np.float64)
+    pairs_first, pairs_second = module_map_edges(doublets_only, module, xyz)
+    first, second = module_map_edges(loaded, module, xyz)
+    edges = set(zip(first.tolist(), second.tolist(), strict=True))
+    assert edges < set(zip(pairs_first.tolist(), pairs_second.tolist(), strict=True))
+    # Brute force: a doublet stays iff it is one of two doublets (a, b), (b, c) whose module
+    # triplet is recorded, inside the triplet's windows.
+    table = {tuple(m): i for i, m in enumerate(loaded.triplets.modules.tolist())}
+    expected = set()
+    for a, b in zip(pairs_first.tolist(), pairs_second.tolist(), strict=True):
+        for b2, c in zip(pairs_first.tolist(), pairs_second.tolist(), strict=True):
+            row = table.get((module[a], module[b], module[c])) if b2 == b else None
+            if row is None:
+                continue
+            values = triplet_features(xyz, np.array([[a, b, c]]))[0]
+            if ((values >= loaded.triplets.low[row]) & (values <= loaded.triplets.high[row])).all():
+                expected |= {(a, b), (b, c)}
+    assert edges == expected
+    # Every true doublet that is part of a true triplet is kept.
+    truth = event.truth["particle_id"].to_numpy().astype(np.int64)
+    distance = np.linalg.norm(xyz - _particle_properties(event, truth)[1], axis=1)
+    true_triplets = consecutive_triplets(true_consecutive_pairs(truth, layer, distance))
+    for a, b, c in true_triplets.tolist():
+        assert (a, b) in edges and (b, c) in edges
