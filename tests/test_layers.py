@@ -19,11 +19,11 @@ from scipy.sparse.csgraph import connected_components
 PACKAGE = Path(__file__).resolve().parents[1] / "partgnn"
 
 #: Each layer's modules (by prefix), first to last: a module may import its own layer and the
-#: ones before it. The foundation (errors, version, resources, process memory) belongs to no
-#: stage; the stages follow the pipeline; the entry points come last.
+#: ones before it. The foundation (errors, version, resources, process memory, bounded YAML)
+#: belongs to no stage; the stages follow the pipeline; the entry points come last.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("partgnn.errors", "partgnn.version"),
-    ("partgnn.resources", "partgnn.memory"),
+    ("partgnn.resources", "partgnn.memory", "partgnn.yaml_files"),
     ("partgnn.data",),
     ("partgnn.partition",),
     ("partgnn.distributed",),

@@ -3,8 +3,6 @@ refused before they are built; ordinary YAML (anchors included) loads as yaml.sa
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import yaml
 
@@ -32,10 +30,8 @@ def test_ordinary_yaml_and_shared_anchors_load_like_safe_load():
 def test_an_exponential_alias_document_is_refused_at_once():
     text = _laughs(9)  # ~1.1e9 values from under 1 kB
     assert len(text) < 1000
-    start = time.perf_counter()
     with pytest.raises(InputError, match=f"more than {MAX_YAML_VALUES:,} values"):
-        load_yaml(text, where="bomb.yaml")
-    assert time.perf_counter() - start < 1.0
+        load_yaml(text, where="bomb.yaml")  # counted, not built: 1e9 values would not fit
 
 
 def test_an_alias_that_contains_itself_is_refused():

@@ -3,7 +3,6 @@ more parts than an event has nodes, an absurd part count, an event id given twic
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -27,10 +26,9 @@ def test_more_parts_than_the_smallest_event_has_nodes_is_refused(data: Path, tmp
     with GraphFile(data / "graphs.h5") as graphs:
         smallest = min(graphs.shape(i).nodes for i in range(len(graphs)))
     out = tmp_path / "shards"
-    start = time.perf_counter()
     code = main(["partition", str(data / "graphs.h5"), "--parts", str(smallest + 1), "--out",
                  str(out)])  # fmt: skip
-    assert code == 2 and time.perf_counter() - start < 5
+    assert code == 2
     assert f"more than the {smallest} nodes of event" in _one_line(capsys)
     assert not out.exists()
     assert main(["partition", str(data / "graphs.h5"), "--parts", str(smallest), "--out",
