@@ -37,8 +37,9 @@ MODULE_COLUMNS: tuple[str, ...] = (
     "module_minhu", "module_maxhu", "module_hv",
 )  # fmt: skip
 
-#: Nearest module centres examined per hit (overlapping outlines number at most 4 in TrackML).
-_CANDIDATES = 8
+#: Nearest module centres examined per hit (at most 4 outlines overlap in TrackML; one more for
+#: the second hit of a crossing, which must avoid one of them).
+_CANDIDATES = 5
 #: Score offsets [mm] ranking a module whose outline misses the point, and an excluded one.
 _OUTSIDE, _EXCLUDED = 1e6, 1e12
 

@@ -366,6 +366,16 @@ class Trainer:
         self.workload.add_time(seconds)
         return reported, seconds, start - fetch_start, stopped_by
 
+    def trajectory(self) -> dict[str, Any]:
+        """What shapes this run's trajectory (:func:`trajectory_settings`), recorded in every
+        checkpoint and compared on resume."""
+        return trajectory_settings(
+            self.config.to_dict(),
+            strategy=self.strategy.name,
+            events_per_step=self.events_per_step,
+            training_events=len(self.train_indices),
+        )
+
     def _diverged(self, step: int, what: str) -> TrainingDiverged:
         """The one-line error of a run that stops at ``step``."""
         last = (
@@ -438,6 +448,7 @@ class Trainer:
                     "config": self.config.to_dict(),
                     "score_cut": self.score_cut,
                     "rng_states": rng_states,
+                    "trajectory": self.trajectory(),
                 },
             )
         self.last_saved_step = self.state.step
@@ -475,6 +486,23 @@ class Trainer:
             raise InputError(f"{path}: no readable model settings ({first_line(err)})") from None
         if _function_settings(saved) != _function_settings(self.config.to_dict()["model"]):
             raise InputError(f"{path}: the checkpoint's model settings differ from the config")
+        try:
+            saved_trajectory = checkpoint.get("trajectory") or trajectory_settings(
+                checkpoint["config"]
+            )
+        except (KeyError, TypeError):  # a checkpoint older than these settings
+            saved_trajectory = {}
+        changed = [
+            f"{key} {saved_trajectory[key]!r} -> {value!r}"
+            for key, value in self.trajectory().items()
+            if key in saved_trajectory and saved_trajectory[key] != value
+        ]
+        if changed:
+            raise InputError(
+                f"{path}: resuming would change what the run computes ({'; '.join(changed)}): "
+                "resume with the checkpoint's settings, or start a new schedule from its "
+                f"weights with run.init_from={path} and another run.dir"
+            )
         self.model.load_state_dict(checkpoint["model"])
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.scheduler.load_state_dict(checkpoint["scheduler"])
@@ -487,6 +515,49 @@ class Trainer:
         self.score_cut = checkpoint.get("score_cut")
         self.last_saved_step = self.state.step
         restore_rng_states(checkpoint.get("rng_states"), self.context)
+
+
+#: Strategies that compute the same trajectory (a run moves between them on resume).
+EXACT_STRATEGIES = ("full", "halo")
+
+
+def trajectory_settings(
+    config: dict[str, Any],
+    *,
+    strategy: str | None = None,
+    events_per_step: int | None = None,
+    training_events: int | None = None,
+) -> dict[str, Any]:
+    """The settings that shape a run's trajectory, flat (``"optim.lr": 0.003``...): the
+    optimizer and schedule, the loss, the data split and standardisation, the seed, dtype and
+    sampling; with the run's numbers, its strategy (full and halo are one: halo computes the
+    full graph exactly, at any P), events per step (graph groups) and training events. What only
+    changes how or where it is computed (P, device, transport, checkpointing, logging) is not
+    among them.
+
+    Args:
+        config: A run config as a dict (:meth:`TrainConfig.to_dict`).
+        strategy, events_per_step, training_events: The run's (omitted when ``None``: a
+            checkpoint from before they were recorded).
+    """
+    run, data = config["run"], config["data"]
+    settings: dict[str, Any] = {f"optim.{k}": v for k, v in config["optim"].items()}
+    settings.update({f"loss.{k}": v for k, v in config["loss"].items()})
+    settings.update({
+        "data.val_events": data["val_events"],
+        "data.standardise": data["standardise"],
+        "run.seed": run["seed"],
+        "run.dtype": run["dtype"],
+        "run.sampling": run["sampling"],
+        "run.size_buckets": run["size_buckets"] if run["sampling"] == "size_buckets" else None,
+    })  # fmt: skip
+    if strategy is not None:
+        settings["strategy"] = "full/halo" if strategy in EXACT_STRATEGIES else strategy
+    if events_per_step is not None:
+        settings["events per step"] = events_per_step
+    if training_events is not None:
+        settings["training events"] = training_events
+    return settings
 
 
 def _gradients_finite(model: torch.nn.Module, device: torch.device) -> torch.Tensor:

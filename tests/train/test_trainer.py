@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -169,35 +168,6 @@ def test_target_pt_loss_in_halo_mode_equals_full_mode(dataset, full_runs, tmp_pa
     assert max(_relative(full[k], default[k]) for k in full) > 1e-6
     naive_losses = [float(r["train_loss"]) for r in _metrics(runs["naive"])]
     assert naive_losses and all(0 < loss < 10 for loss in naive_losses), naive_losses
-
-
-@pytest.mark.slow
-def test_resumed_run_ends_with_identical_weights(dataset, tmp_path):
-    common = {
-        "mode": "halo",
-        "data": {"shards": str(dataset["phi2"])},
-        "optim": {"epochs": 2},
-    }
-    whole = tmp_path / "whole"
-    config = write_config(
-        tmp_path / "whole.yaml", **common, run={"dir": str(whole), "checkpoint_every": 2}
-    )
-    _train(2, config, tmp_path)
-    assert (whole / "checkpoints" / "step-0000002.pt").exists()
-    # The same run, interrupted after its step-2 checkpoint: only that checkpoint survives.
-    interrupted = tmp_path / "interrupted"
-    (interrupted / "checkpoints").mkdir(parents=True)
-    shutil.copy(whole / "checkpoints" / "step-0000002.pt", interrupted / "checkpoints" / "last.pt")
-    config = write_config(
-        tmp_path / "resumed.yaml", **common, run={"dir": str(interrupted), "checkpoint_every": 2}
-    )
-    _train(2, config, tmp_path, "--resume")
-    expected, resumed = _weights(whole), _weights(interrupted)
-    for name, tensor in expected.items():
-        assert torch.equal(resumed[name], tensor), name
-    columns = ("epoch", "step", "lr", "train_loss", "val_loss", "val_efficiency", "val_purity")
-    rows = [[r[c] for c in columns] for r in _metrics(interrupted)]
-    assert rows == [[r[c] for c in columns] for r in _metrics(whole)]
 
 
 @pytest.mark.slow
