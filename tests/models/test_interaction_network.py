@@ -105,6 +105,7 @@ def _heap(checkpoint: bool, graph, steps: int, hidden: int) -> tuple[float, floa
     return min(kept[1:]) / (n_edges * steps), min(peak[1:])
 
 
+@pytest.mark.heap_meter
 @pytest.mark.skipif(not heap_meter_available(), reason="needs glibc's mallinfo2")
 def test_bytes_kept_per_edge_and_peak_memory(monkeypatch):
     """Per edge per step, in rows of H: with checkpointing 0.5 (the edge latents of every

@@ -12,7 +12,10 @@ from partgnn.memory.meters import heap_meter_available
 from partgnn.train import footprint
 from partgnn.train.config import load_config
 
-pytestmark = pytest.mark.skipif(not heap_meter_available(), reason="needs glibc mallinfo2")
+pytestmark = [
+    pytest.mark.skipif(not heap_meter_available(), reason="needs glibc mallinfo2"),
+    pytest.mark.heap_meter,
+]
 
 
 @pytest.fixture

@@ -25,6 +25,9 @@ from partgnn.train.memory_plan import (
 )
 from tests.train.conftest import write_config
 
+#: The footprint measurements use the heap meter (see tests/conftest.py).
+pytestmark = pytest.mark.heap_meter
+
 FOOTPRINT = Footprint(per_edge=1000.0, per_node=500.0, constant=10.0, probes=())
 ITEM = ItemSize(per_edge=80.0, per_node=16.0)
 
