@@ -72,8 +72,12 @@ def run_plan(args: argparse.Namespace) -> int:
     shapes = rank_shapes(config)
     node_features, edge_features = _feature_widths(config)
     started = time.perf_counter()
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    footprint = measure_footprint(config, node_features, edge_features, device)
+    try:
+        footprint = measure_footprint(config, node_features, edge_features, device)
+    finally:  # the command may run inside a longer process (the API, tests)
+        torch.set_num_threads(threads)
     probe_seconds = time.perf_counter() - started
     base = measure_base_bytes() if device.type == "cpu" else measure_cuda_context_bytes(device)
     item_size = ItemSize.of(config, node_features, edge_features)

@@ -173,9 +173,17 @@ def test_recomputed_edge_mlp_under_bf16_autocast(graph, small_chunks):
     (plain, plain_grads), (recomputed, grads) = outputs
     assert recomputed.dtype == plain.dtype == torch.bfloat16
     torch.testing.assert_close(recomputed, plain, rtol=0, atol=0)
-    for got, want in zip(grads, plain_grads, strict=True):
-        # Sums over 700 edges at once in bf16 (the plain path) vs per chunk: a few % apart.
-        assert float((got - want).norm() / want.norm()) < 6e-2
+    # Both are bf16 sums over 700 edges (at once vs per chunk), each some % off the exact
+    # gradient, by amounts that vary with the thread count (7-11 % apart on one thread): the
+    # recomputed path must be as close to the float64 gradient as the plain one.
+    exact = _gradients(
+        edge_mlp(mlp.double(), rows.double(), h=h.double(), src=src, dst=dst, recompute=False),
+        list(mlp.parameters()),
+    )
+    for got, plain_got, want in zip(grads, plain_grads, exact, strict=True):
+        error = float((got.double() - want).norm() / want.norm())
+        plain_error = float((plain_got.double() - want).norm() / want.norm())
+        assert error < max(2 * plain_error, 2e-2), (error, plain_error)
 
 
 def _star_gradient(recompute_dtype: torch.dtype | None) -> torch.Tensor:
