@@ -186,14 +186,34 @@ def _triplet_features(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 def consecutive_triplets(pairs: np.ndarray) -> np.ndarray:
     """Hit triplets ``(a, b, c)`` ``(T, 3)`` made of two pairs ``(a, b)`` and ``(b, c)`` of
     ``pairs`` ``(M, 2)`` (consecutive pairs of tracks: :func:`true_consecutive_pairs`)."""
-    order = np.argsort(pairs[:, 0], kind="stable")
-    starts = pairs[order, 0]
-    lo = np.searchsorted(starts, pairs[:, 1], side="left")
-    n_next = np.searchsorted(starts, pairs[:, 1], side="right") - lo
-    which = np.repeat(np.arange(len(pairs)), n_next)
-    k = np.arange(len(which)) - np.repeat(np.cumsum(n_next) - n_next, n_next)
+    order, lo, n_next = _continuations(pairs[:, 0], pairs[:, 1])
+    which, k = _expand(np.arange(len(pairs)), n_next)
     following = order[lo[which] + k]
     return np.stack([pairs[which, 0], pairs[which, 1], pairs[following, 1]], axis=1)
+
+
+def _continuations(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, ...]:
+    """For pairs ``(first, second)`` ``(M,)``: the order sorting them by ``first``, and for each
+    pair where the pairs starting at its ``second`` begin in that order and how many there are
+    (``order[lo[i] : lo[i] + n[i]]``)."""
+    order = np.argsort(first, kind="stable")
+    starts = first[order]
+    lo = np.searchsorted(starts, second, side="left")
+    return order, lo, np.searchsorted(starts, second, side="right") - lo
+
+
+def _expand(rows: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``rows`` repeated ``counts`` times, with its repeat number ``0..count-1``."""
+    which = np.repeat(rows, counts)
+    return which, np.arange(len(which)) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _chunks(counts: np.ndarray) -> list[np.ndarray]:
+    """Row indices of ``counts`` split into runs of about :data:`CHUNK_CANDIDATES` in total."""
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if len(ends) else 0
+    bounds = np.searchsorted(ends, np.arange(CHUNK_CANDIDATES, total, CHUNK_CANDIDATES))
+    return np.split(np.arange(len(counts)), np.unique(bounds))
 
 
 #: Per event, what :func:`fit_module_map` learns from: ``(source module (M,), target module
@@ -408,8 +428,7 @@ def module_map_edges(
     pairs = np.flatnonzero(found_a & found_b)
     size_a, size_b = n_hits[pos_a[pairs]], n_hits[pos_b[pairs]]
     n_candidates = size_a * size_b
-    ends = np.cumsum(n_candidates)
-    total = int(ends[-1]) if len(ends) else 0
+    total = int(n_candidates.sum())
     if total > MAX_CANDIDATES:
         raise InputError(
             f"{where}: the module map gives {total:,} candidate pairs (more than "
@@ -417,11 +436,8 @@ def module_map_edges(
         )
     hits = cylindrical(xyz)
     kept_first, kept_second = [], []
-    bounds = np.searchsorted(ends, np.arange(CHUNK_CANDIDATES, total, CHUNK_CANDIDATES))
-    for chunk in np.split(np.arange(len(pairs)), np.unique(bounds)):
-        counts = n_candidates[chunk]
-        which = np.repeat(chunk, counts)
-        k = np.arange(len(which)) - np.repeat(np.cumsum(counts) - counts, counts)
+    for chunk in _chunks(n_candidates):
+        which, k = _expand(chunk, n_candidates[chunk])
         first = order[start[pos_a[pairs[which]]] + k // size_b[which]]
         second = order[start[pos_b[pairs[which]]] + k % size_b[which]]
         first, second = _inside_windows(module_map, pairs[which], first, second, hits)
@@ -458,17 +474,9 @@ def _in_accepted_triplets(
     table_keys = (table_dense[:, 0] * n_known + table_dense[:, 1]) * n_known + table_dense[:, 2]
     features = pair_features(xyz, first, second)
     # Each doublet e1 = (a, b) with every doublet e2 = (b, c) that starts where it ends.
-    order = np.argsort(first, kind="stable")
-    starts = first[order]
-    lo = np.searchsorted(starts, second, side="left")
-    n_next = np.searchsorted(starts, second, side="right") - lo
-    ends = np.cumsum(n_next)
-    total = int(ends[-1])
-    bounds = np.searchsorted(ends, np.arange(CHUNK_CANDIDATES, total, CHUNK_CANDIDATES))
-    for chunk in np.split(np.arange(len(first)), np.unique(bounds)):
-        counts = n_next[chunk]
-        e1 = np.repeat(chunk, counts)
-        k = np.arange(len(e1)) - np.repeat(np.cumsum(counts) - counts, counts)
+    order, lo, n_next = _continuations(first, second)
+    for chunk in _chunks(n_next):
+        e1, k = _expand(chunk, n_next[chunk])
         e2 = order[lo[e1] + k]
         a, b, c = dense[first[e1]], dense[second[e1]], dense[second[e2]]
         known_modules = (a >= 0) & (b >= 0) & (c >= 0)
