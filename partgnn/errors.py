@@ -1,8 +1,11 @@
 """Exceptions that the command line turns into one clear line and a non-zero exit.
 
 Exit statuses: 2 bad input (:class:`InputError`), 1 any other failure (an output that cannot
-be written, a bug; a peer's failure takes that rank's status), 130 interrupted.
+be written, a bug; a peer's failure takes that rank's status), 128 + N stopped by signal N
+(130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
 """
+
+import signal
 
 EXIT_FAILURE = 1
 EXIT_INPUT_ERROR = 2
@@ -20,6 +23,47 @@ class InputError(Exception):
 class OutputError(Exception):
     """An output could not be written for a reason outside partgnn (the disk is full, the file
     system turned read-only). One line naming the file; exit status 1."""
+
+
+class Stopped(KeyboardInterrupt):
+    """The process was asked to stop by a signal (Ctrl-C; SIGTERM from ``timeout``, ``scancel``
+    or a job time limit; SIGHUP from a closed terminal); raised in the main thread where the
+    signal arrived, so every ``finally`` and cleanup on the way out runs (staging output
+    removed). Exit status 128 + the signal's number.
+
+    Args:
+        signum: The signal's number.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+#: The signal that asked this process to stop (0: none); set by the command line's handlers.
+_stop_requested = 0
+
+
+def request_stop(signum: int) -> None:
+    """Records that signal ``signum`` asked the process to stop (see :func:`raise_if_stopped`)."""
+    global _stop_requested
+    _stop_requested = signum
+
+
+def clear_stop() -> None:
+    """Forgets a recorded stop request (a new command starts in this process)."""
+    request_stop(0)
+
+
+def raise_if_stopped() -> None:
+    """Raises :class:`Stopped` if a signal asked the process to stop.
+
+    Python swallows an exception that a signal handler raises while a ``__del__`` or weakref
+    callback runs ("Exception ignored in ..."); writers call this before they commit an output,
+    so a stop request lost that way still stops the command before its output appears.
+    """
+    if _stop_requested:
+        raise Stopped(_stop_requested)
 
 
 class PeerFailure(RuntimeError):
@@ -56,6 +100,8 @@ def exit_status(err: BaseException) -> int:
         return EXIT_INPUT_ERROR
     if isinstance(err, PeerFailure):
         return err.exit_code
+    if isinstance(err, Stopped):
+        return 128 + err.signum
     if isinstance(err, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     return EXIT_FAILURE
@@ -66,6 +112,8 @@ def describe(err: BaseException) -> str:
     with their type (``ValueError: ...``)."""
     if isinstance(err, (InputError, OutputError, PeerFailure, TrainingDiverged)):
         return first_line(err)
+    if isinstance(err, Stopped) and err.signum != signal.SIGINT:
+        return f"stopped by {signal.Signals(err.signum).name}"
     if isinstance(err, KeyboardInterrupt):
         return "interrupted"
     return f"{type(err).__name__}: {first_line(err)}"

@@ -8,8 +8,9 @@ every ``--help`` answer at once.
 Every failure ends the program with one line on stderr, never a traceback: bad input
 (:class:`~partgnn.errors.InputError`) with exit status 2, another rank's failure
 (:class:`~partgnn.errors.PeerFailure`) with that rank's status, anything else with 1 (the line
-names the exception). ``--debug`` or ``PARTGNN_DEBUG=1`` lets exceptions through with their full
-tracebacks, for developers.
+names the exception), a stop by signal N (Ctrl-C, SIGTERM, SIGHUP) with 128 + N after the
+command's cleanup (:mod:`partgnn.cli.process_exit`). ``--debug`` or ``PARTGNN_DEBUG=1`` lets
+exceptions through with their full tracebacks, for developers.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from partgnn.cli import (
     train_commands,
 )
 from partgnn.cli.output_guard import refuse_output_over_inputs
+from partgnn.cli.process_exit import report_to_launcher, stop_on_signals
 from partgnn.errors import (
     InputError,
     OutputError,
@@ -89,8 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
-        refuse_output_over_inputs(args)
-        return int(args.run(args) or 0)
+        with stop_on_signals():
+            refuse_output_over_inputs(args)
+            return int(args.run(args) or 0)
     except (Exception, KeyboardInterrupt) as err:
         if debug:
             raise
@@ -102,7 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             else (f" ({DEBUG_ENV}=1 shows the traceback)")
         )
         _close_progress_bars()
-        print(f"partgnn: error: {describe(err)}{hint}", file=sys.stderr, flush=True)
+        line = f"partgnn: error: {describe(err)}{hint}"
+        print(line, file=sys.stderr, flush=True)
+        report_to_launcher(line)
         return exit_status(err)
 
 

@@ -39,6 +39,7 @@ import torch_geometric.data.storage as pyg_storage
 from torch_geometric.data import Data
 
 from partgnn.data.graph_features import graph_features, outer_first
+from partgnn.data.zip_records import check_zip_records
 from partgnn.errors import InputError, first_line
 
 #: The classes an acorn event file may name besides tensors: a PyG ``Data`` and its storages.
@@ -134,6 +135,8 @@ def load_acorn_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             :data:`ACORN_SAFE_GLOBALS` (it would run code), or holds no PyG ``Data``.
     """
     path = Path(path)
+    if path.is_file():
+        check_zip_records(path)
     try:
         with torch.serialization.safe_globals(list(ACORN_SAFE_GLOBALS)):
             loaded = torch.load(path, map_location="cpu", weights_only=True)

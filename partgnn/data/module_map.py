@@ -31,6 +31,7 @@ import numpy as np
 
 from partgnn.data.graph_features import cylindrical, slope_dr, wrap_phi
 from partgnn.data.output_files import atomic_output
+from partgnn.data.zip_records import check_zip_records
 from partgnn.errors import InputError
 
 #: The quantities a module pair's windows bound, in the order of :attr:`ModuleMap.low`.
@@ -96,9 +97,12 @@ class ModuleMap:
         """Reads a map written by :meth:`save`.
 
         Raises:
-            InputError: Missing, not a module map, or its arrays disagree.
+            InputError: Missing, corrupted (a record's CRC-32 differs), not a module map, or
+                its arrays disagree.
         """
         path = Path(path)
+        if path.is_file():
+            check_zip_records(path)
         try:
             with np.load(path, allow_pickle=False) as arrays:
                 fields = {name: arrays[name] for name in arrays.files}

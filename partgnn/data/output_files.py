@@ -2,7 +2,10 @@
 
 :func:`atomic_output` (a file) and :func:`atomic_directory` (a folder of files) write under a
 temporary name beside the target and rename it into place only when complete and flushed
-(fsync), so a crash or a kill never leaves a half-written output under the final name.
+(fsync), so a crash or a kill never leaves a half-written output under the final name. A
+temporary name says which process writes it (``.<name>.<host>.<pid>.<random>``): the next
+writer of the same output removes those whose process is gone (killed with SIGKILL, or a
+crashed node), never a live writer's.
 :func:`check_output_path` fails on a bad ``--out`` before any work.
 :class:`SpaceGuard` stops an HDF5 writer before the disk fills: HDF5 reports failed writes only
 while it evicts its caches, as a stream of ignored errors and sometimes a crash.
@@ -11,14 +14,16 @@ while it evicts its caches, as a stream of ignored errors and sometimes a crash.
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from partgnn.errors import InputError, OutputError, first_line
+from partgnn.errors import InputError, OutputError, first_line, raise_if_stopped
 
 #: Suffix of the temporary files :func:`atomic_output` writes (``.<name>.<random>.tmp``).
 TEMPORARY_SUFFIX = ".tmp"
@@ -55,6 +60,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = _temporary_beside(path)
     try:
         yield tmp
+        raise_if_stopped()
         fsync_path(tmp)
         os.replace(tmp, path)
         fsync_path(path.parent)
@@ -79,11 +85,13 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        remove_dead_writers_staging(path)
+        staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(path), dir=path.parent))
     except OSError as err:
         raise _cannot_write_here(path, err) from None
     try:
         yield staging
+        raise_if_stopped()
         staging.chmod(0o777 & ~current_umask())
         for written in [*staging.iterdir(), staging]:
             fsync_path(written)
@@ -97,7 +105,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 def _replace_directory(staging: Path, path: Path) -> None:
     if path.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
+        old = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(path)}old.", dir=path.parent))
         old.rmdir()
         path.rename(old)
         staging.rename(path)
@@ -133,6 +141,49 @@ def remove_stale_temporaries(*folders: str | os.PathLike[str]) -> list[Path]:
     return stale
 
 
+def _host() -> str:
+    """This machine's short host name, as it appears in staging names (no dots)."""
+    return socket.gethostname().split(".")[0] or "host"
+
+
+def _staging_prefix(path: Path) -> str:
+    """``.<name>.<host>.<pid>.``: the start of the staging names this process writes for
+    ``path``."""
+    return f".{path.name}.{_host()}.{os.getpid()}."
+
+
+def remove_dead_writers_staging(path: str | os.PathLike[str]) -> list[Path]:
+    """Removes the staging files and folders that writers of ``path`` on this host left when they
+    died (their process no longer exists); returns them.
+
+    A staging name written by another host, or by a process still running, is left alone.
+    """
+    path = Path(path)
+    removed = []
+    prefix = f".{path.name}."
+    for candidate in path.parent.glob(f"{glob.escape(prefix)}*"):
+        host, _, rest = candidate.name[len(prefix) :].partition(".")
+        pid, _, _ = rest.partition(".")
+        if host != _host() or not pid.isdigit() or _process_exists(int(pid)):
+            continue
+        if candidate.is_dir() and not candidate.is_symlink():
+            shutil.rmtree(candidate, ignore_errors=True)
+        else:
+            candidate.unlink(missing_ok=True)
+        removed.append(candidate)
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
 def fsync_path(path: str | os.PathLike[str]) -> None:
     """Flushes a file's data (or a folder's entries) to the disk."""
     fd = os.open(path, os.O_RDONLY)
@@ -148,8 +199,9 @@ def _temporary_beside(path: Path) -> Path:
         raise InputError(f"{path}: is a folder; give the path of the file to write")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_dead_writers_staging(path)
         fd, tmp_name = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent
+            prefix=_staging_prefix(path), suffix=TEMPORARY_SUFFIX, dir=path.parent
         )
     except OSError as err:
         raise _cannot_write_here(path, err) from None

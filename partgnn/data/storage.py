@@ -1,6 +1,6 @@
 """HDF5 storage of events and event graphs: atomic writes, lazy per-event reads.
 
-Schema (format version 1; both kinds of file share the layout, see ``docs/DATA_FORMAT.md``)::
+Schema (format version 2; every kind of file shares the layout, see ``docs/DATA_FORMAT.md``)::
 
     /                         attrs: format ("partgnn-events" | "partgnn-graphs"),
                                      format_version, partgnn_version, created, provenance...
@@ -12,10 +12,17 @@ Schema (format version 1; both kinds of file share the layout, see ``docs/DATA_F
 
 Files are written under a temporary name in the target's folder and renamed into place only when
 complete, so a crash never leaves a half-written file under the final name.
+
+Integrity: every dataset carries a Fletcher-32 checksum that HDF5 verifies on every read
+(:func:`read_array` turns a mismatch into one line naming the file and the dataset), and the
+files use the HDF5 1.10 object format (:data:`LIBVER`), whose object headers, and so the
+attributes, carry checksums too; strings are stored fixed-length, in the header, rather than in
+the unchecked global heap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import hashlib
@@ -38,7 +45,11 @@ from partgnn.version import __version__
 
 T = TypeVar("T")
 
-FORMAT_VERSION = 1
+#: 2: every dataset checksummed (Fletcher-32), checksummed object headers (:data:`LIBVER`).
+FORMAT_VERSION = 2
+
+#: HDF5 file format bounds of the files partgnn writes: 1.10's object headers carry checksums.
+LIBVER = ("v110", "v110")
 EVENTS_FORMAT = "partgnn-events"
 GRAPHS_FORMAT = "partgnn-graphs"
 SCORES_FORMAT = "partgnn-scores"
@@ -191,7 +202,7 @@ def _write_event_groups(
 
     Before each event the disk must have room for it (:class:`SpaceGuard`).
     """
-    with atomic_output(path) as tmp, h5py.File(tmp, "w") as h5:
+    with atomic_output(path) as tmp, create_h5(tmp) as h5:
         write_root_attrs(h5, fmt, provenance)
         group = h5.create_group("events")
         guard = SpaceGuard(path, [tmp])
@@ -267,6 +278,20 @@ class EventShape(NamedTuple):
     nbytes: int
 
 
+@contextlib.contextmanager
+def damaged_file_errors(path: Path, where: str = "") -> Iterator[None]:
+    """Turns the errors h5py raises on a damaged file (a header failing its checksum, an index
+    that cannot be decoded) into one-line InputErrors naming the file (and event)."""
+    try:
+        yield
+    except (KeyError, OSError, ValueError, RuntimeError) as err:
+        place = f"{path}: {where}" if where else f"{path}"
+        raise InputError(
+            f"{place}: damaged HDF5 structure ({first_line(err).strip(chr(39))}; the file is "
+            "corrupted)"
+        ) from None
+
+
 def group_nbytes(group: h5py.Group) -> int:
     """Decoded bytes of every dataset under an HDF5 group (sizes from the index alone), but for
     the kept fields of :data:`EXTRA_GROUP`, which training never decodes."""
@@ -289,6 +314,10 @@ class _EventStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._h5 = LazyH5File(self.path)
+        with damaged_file_errors(self.path):
+            self._read_index()
+
+    def _read_index(self) -> None:
         h5 = self._h5.get()
         fmt = decode_attr(h5.attrs.get("format"))
         if fmt != self.expected_format:
@@ -299,6 +328,7 @@ class _EventStore:
         if version != FORMAT_VERSION:
             raise InputError(
                 f"{self.path}: format version {version}, this partgnn reads {FORMAT_VERSION}"
+                + (" (version 1 files carry no checksums: write it again)" if version == 1 else "")
             )
         if "events" not in h5:
             raise InputError(f"{self.path}: no 'events' group (truncated or not partgnn?)")
@@ -316,7 +346,8 @@ class _EventStore:
         if not -len(self.keys) <= index < len(self.keys):
             raise IndexError(f"{self.path}: event index {index} out of range ({len(self)} events)")
         key = self.keys[index]
-        return key, self._h5.get()["events"][key]
+        with damaged_file_errors(self.path, key):
+            return key, self._h5.get()["events"][key]
 
     def close(self) -> None:
         self._h5.close()
@@ -342,7 +373,7 @@ class EventFile(_EventStore):
         key, group = self._group(index)
         try:
             tables = {
-                table_name: pd.DataFrame({c: group[table_name][c][()] for c in columns})
+                table_name: pd.DataFrame({c: read_array(group[table_name], c) for c in columns})
                 for table_name, columns in TABLES.items()
             }
             attrs = {k: decode_attr(v) for k, v in group.attrs.items() if k != "event_id"}
@@ -365,7 +396,7 @@ class GraphFile(_EventStore):
     def __getitem__(self, index: int) -> Data:
         key, group = self._group(index)
         try:
-            fields = {name: torch.from_numpy(group[name][()]) for name in GRAPH_FIELDS}
+            fields = {name: torch.from_numpy(read_array(group, name)) for name in GRAPH_FIELDS}
             event_id = int(group.attrs["event_id"])
         except (KeyError, OSError) as err:
             raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
@@ -373,7 +404,7 @@ class GraphFile(_EventStore):
         graph = Data(**fields, event_id=event_id)
         graph.num_nodes = fields["x"].shape[0]
         where = f"{self.path}: {key}"
-        _check_graph(graph, where=where)
+        check_graph(graph, where=where)
         self._check_widths(graph, where=where)
         return graph
 
@@ -421,14 +452,15 @@ class GraphFile(_EventStore):
 
         def read(group: h5py.Group) -> Extra:
             kept = group.get(EXTRA_GROUP)
-            return {} if kept is None else {name: kept[name][()] for name in kept}
+            return {} if kept is None else {name: read_array(kept, name) for name in kept}
 
         return self._from_index(index, read)
 
     def quality(self, index: int) -> dict[str, object]:
         """The construction quality stored with event ``index`` (n_edges, efficiency, ...)."""
-        _, group = self._group(index)
-        return {k: decode_attr(v) for k, v in group.attrs.items()}
+        key, group = self._group(index)
+        with damaged_file_errors(self.path, key):
+            return {k: decode_attr(v) for k, v in group.attrs.items()}
 
     def __iter__(self) -> Iterator[Data]:
         for index in range(len(self)):
@@ -472,9 +504,14 @@ class ScoresFile(_EventStore):
     def __getitem__(self, index: int) -> np.ndarray:
         key, group = self._group(index)
         try:
-            return group["scores"][()]
+            scores = read_array(group, "scores")
         except (KeyError, OSError) as err:
             raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
+        if scores.ndim != 1 or not bool(((scores >= 0) & (scores <= 1)).all()):
+            raise InputError(
+                f"{self.path}: {group.name}/scores holds values outside [0, 1] (or NaN)"
+            )
+        return scores
 
 
 def open_store(path: str | os.PathLike[str]) -> EventFile | GraphFile | ScoresFile:
@@ -485,7 +522,8 @@ def open_store(path: str | os.PathLike[str]) -> EventFile | GraphFile | ScoresFi
     """
     probe = LazyH5File(Path(path))
     try:
-        fmt = decode_attr(probe.get().attrs.get("format"))
+        with damaged_file_errors(Path(path)):
+            fmt = decode_attr(probe.get().attrs.get("format"))
     finally:
         probe.close()
     readers = {EVENTS_FORMAT: EventFile, GRAPHS_FORMAT: GraphFile, SCORES_FORMAT: ScoresFile}
@@ -513,7 +551,10 @@ class GraphDataset(torch.utils.data.Dataset):
         return self.graphs[index]
 
 
-def _check_graph(graph: Data, *, where: str) -> None:
+def check_graph(graph: Data, *, where: str) -> None:
+    """Raises a one-line InputError (prefixed ``where``) unless the graph's fields agree: 2-D
+    ``x`` and ``edge_attr``, ``edge_index`` ``(2, E)`` within its nodes, one row per node or
+    edge in every field, finite features and labels 0 or 1."""
     for name in ("x", "edge_attr"):
         if graph[name].dim() != 2:
             raise InputError(
@@ -537,6 +578,15 @@ def _check_graph(graph: Data, *, where: str) -> None:
     for name in ("x", "edge_attr"):
         if not torch.isfinite(graph[name]).all():
             raise InputError(f"{where}: {name} holds NaN or inf")
+    check_labels(graph.y, where=where)
+
+
+def check_labels(y: torch.Tensor, *, where: str) -> None:
+    """Raises a one-line InputError unless every edge label ``y`` ``(E,)`` is 0 or 1."""
+    bad = (y != 0) & (y != 1)
+    if bool(bad.any()):
+        first = int(torch.nonzero(bad)[0, 0])
+        raise InputError(f"{where}: edge label y = {y[first].item()} at edge {first} is not 0 or 1")
 
 
 def write_root_attrs(
@@ -551,29 +601,65 @@ def write_root_attrs(
 
     ``timestamp=False`` leaves out the creation time, for files that must be reproducible.
     """
-    h5.attrs["format"] = fmt
-    h5.attrs["format_version"] = version
-    h5.attrs["partgnn_version"] = __version__
+    common: dict[str, object] = {
+        "format": fmt,
+        "format_version": version,
+        "partgnn_version": __version__,
+    }
     if timestamp:
-        h5.attrs["created"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    write_attrs(h5, provenance or {})
+        common["created"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    write_attrs(h5, {**common, **(provenance or {})})
+
+
+def create_h5(path: str | os.PathLike[str]) -> h5py.File:
+    """A new HDF5 file in the checksummed object format (:data:`LIBVER`), open for writing."""
+    return h5py.File(path, "w", libver=LIBVER)
 
 
 def write_attrs(obj: h5py.HLObject, attrs: dict[str, object]) -> None:
-    """Stores HDF5 scalars as they are and anything else as a JSON string."""
+    """Stores numbers as they are and anything else as a fixed-length UTF-8 string (JSON for
+    what is not a string), which lives in the checksummed object header."""
     for key, value in attrs.items():
-        if isinstance(value, (bool, int, float, str, np.integer, np.floating)):
+        if isinstance(value, (bool, int, float, np.integer, np.floating)):
             obj.attrs[key] = value
         else:
-            obj.attrs[key] = json.dumps(value, sort_keys=True, default=str)
+            text = (
+                value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+            )
+            encoded = text.encode()
+            obj.attrs.create(
+                key, np.array(encoded), dtype=h5py.string_dtype("utf-8", max(1, len(encoded)))
+            )
 
 
 def write_array(group: h5py.Group, name: str, array: np.ndarray) -> None:
-    """Writes a dataset, compressed when it is large enough for that to pay."""
+    """Writes a dataset with a Fletcher-32 checksum, compressed when that pays (the checksum
+    covers the stored, compressed bytes)."""
     options = {}
     if array.size >= _COMPRESS_MIN_ELEMENTS:
         options = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
-    group.create_dataset(name, data=np.ascontiguousarray(array), **options)
+    group.create_dataset(name, data=np.ascontiguousarray(array), fletcher32=True, **options)
+
+
+def read_array(group: h5py.Group, name: str) -> np.ndarray:
+    """A dataset's values, its checksum verified (HDF5 checks Fletcher-32 on every read).
+
+    Raises:
+        InputError: One line naming the file and the dataset when it is missing, fails its
+            checksum or cannot be decoded.
+    """
+    path = f"{group.name.rstrip('/')}/{name}"
+    try:
+        dataset = group[name]
+    except KeyError:
+        raise InputError(f"{group.file.filename}: dataset {path} is missing") from None
+    try:
+        return dataset[()]
+    except OSError:
+        raise InputError(
+            f"{group.file.filename}: dataset {path} fails its checksum or cannot be decoded "
+            "(the file is corrupted)"
+        ) from None
 
 
 def decode_attr(value: object) -> object:

@@ -17,6 +17,7 @@ import only this module (no partitioner, no pymetis).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -34,13 +35,16 @@ from partgnn.data.storage import (
     NODE_FIELDS,
     EventShape,
     LazyH5File,
+    check_graph,
+    damaged_file_errors,
     decode_attr,
     event_key,
     file_sha256,
     group_nbytes,
+    read_array,
 )
 from partgnn.errors import InputError, first_line
-from partgnn.partition.halo_plan import HaloPlan
+from partgnn.partition.halo_plan import HaloPlan, InvalidPlanError
 
 T = TypeVar("T")
 
@@ -51,7 +55,9 @@ SHARD_FORMAT = "partgnn-shard"
 
 
 #: 2: part files name their partition run (method, seed, run id) besides P and the source.
-SHARDS_FORMAT_VERSION = 2
+#: 3: checksummed datasets and object headers (:data:`partgnn.data.storage.LIBVER`), meta.json
+#: carries the SHA-256 of its own content.
+SHARDS_FORMAT_VERSION = 3
 
 
 META_FILE = "meta.json"
@@ -61,6 +67,12 @@ PLAN_ARRAYS = ("owned_nodes", "halo_nodes", "halo_counts", "edge_ids", "send_ind
 
 
 SECTOR_ARRAYS = ("nodes", "edge_ids")
+
+
+def meta_checksum(meta: dict[str, Any]) -> str:
+    """SHA-256 of a meta.json's content but its ``checksum`` field (sorted-key JSON)."""
+    content = {key: value for key, value in meta.items() if key != "checksum"}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def shard_path(directory: str | os.PathLike[str], rank: int) -> Path:
@@ -153,6 +165,11 @@ class ShardDirectory:
                 f"{meta_path}: format version {version}, this partgnn reads "
                 f"{SHARDS_FORMAT_VERSION} (re-run partgnn partition)"
             )
+        if self.meta.get("checksum") != meta_checksum(self.meta):
+            raise InputError(
+                f"{meta_path}: content does not match its checksum (edited or corrupted; "
+                "re-run partgnn partition)"
+            )
         _check_meta_fields(self.meta, meta_path)
         self.n_parts = self.meta["n_parts"]
         if world_size is not None and world_size != self.n_parts:
@@ -211,6 +228,11 @@ class ShardFile:
         self.path = path
         self.directory = directory
         self._h5 = LazyH5File(path, missing="shard file missing")
+        with damaged_file_errors(path):
+            self._check_index()
+
+    def _check_index(self) -> None:
+        path, directory = self.path, self.directory
         attrs = self._h5.get().attrs
         expected = {
             "format": SHARD_FORMAT,
@@ -234,7 +256,8 @@ class ShardFile:
         return len(self.keys)
 
     def __getitem__(self, index: int) -> RankEvent:
-        return self._read(index, lambda group: _read_rank_event(group, self.rank))
+        where = f"{self.path}: {self.keys[index]}"
+        return self._read(index, lambda group: _read_rank_event(group, self.rank, where))
 
     def __iter__(self) -> Iterator[RankEvent]:
         for index in range(len(self)):
@@ -243,7 +266,7 @@ class ShardFile:
     def plan_array(self, index: int, name: str) -> np.ndarray:
         """One plan array of event ``index`` (one of :data:`PLAN_ARRAYS`), read alone (no node
         or edge fields decoded)."""
-        return self._read(index, lambda group: group["plan"][name][()])
+        return self._read(index, lambda group: read_array(group["plan"], name))
 
     def n_global_edges(self, index: int) -> int:
         """Edges of event ``index``'s whole graph (read from the attributes alone)."""
@@ -274,8 +297,8 @@ class ShardFile:
         owns (counts in the loss), each ``(E_owned,)``, read alone."""
 
         def read(group: h5py.Group) -> tuple[np.ndarray, np.ndarray]:
-            owned = group["edge_owned"][()].astype(bool)
-            return group["y"][()][owned], group["edge_pt"][()][owned]
+            owned = read_array(group, "edge_owned").astype(bool)
+            return read_array(group, "y")[owned], read_array(group, "edge_pt")[owned]
 
         return self._read(index, read)
 
@@ -305,11 +328,13 @@ class ShardFile:
         self.close()
 
 
-def _read_rank_event(group: h5py.Group, rank: int) -> RankEvent:
+def _read_rank_event(group: h5py.Group, rank: int, where: str) -> RankEvent:
+    """One rank's event, its arrays checksum-verified and its plan and labels range-checked
+    (a corruption that passed a checksum must not index out of an array)."""
     plan_group = group["plan"]
-    arrays = {name: plan_group[name][()] for name in PLAN_ARRAYS}
-    edge_index = group["edge_index"][()]
-    edge_owned = group["edge_owned"][()].astype(bool)
+    arrays = {name: read_array(plan_group, name) for name in PLAN_ARRAYS}
+    edge_index = read_array(group, "edge_index")
+    edge_owned = read_array(group, "edge_owned").astype(bool)
     plan = HaloPlan(
         rank=rank,
         n_parts=int(arrays["halo_counts"].shape[0]),
@@ -319,16 +344,27 @@ def _read_rank_event(group: h5py.Group, rank: int) -> RankEvent:
         edge_owned=edge_owned,
         **arrays,
     )
+    try:
+        plan.validate()
+    except InvalidPlanError as err:
+        raise InputError(f"{where}: {err}") from None
     event_id = int(group.attrs["event_id"])
-    graph = _read_subgraph(group, edge_index, event_id)
+    graph = _read_subgraph(group, edge_index, event_id, where)
+    if graph.x.shape[0] != plan.n_local_nodes or any(
+        graph[name].shape[0] != plan.n_local_edges for name in EDGE_FIELDS
+    ):
+        raise InputError(f"{where}: node or edge fields do not match the plan's sizes")
     sector = None
     if "sector" in group:
         sector_group = group["sector"]
-        sector = _read_subgraph(sector_group, sector_group["edge_index"][()], event_id)
-        sector.edge_owned = torch.from_numpy(sector_group["edge_owned"][()].astype(bool))
+        sector_where = f"{where}/sector"
+        sector = _read_subgraph(
+            sector_group, read_array(sector_group, "edge_index"), event_id, sector_where
+        )
+        sector.edge_owned = torch.from_numpy(read_array(sector_group, "edge_owned").astype(bool))
         sector.n_owned = int(sector_group.attrs["n_owned"])
-        sector.global_nodes = torch.from_numpy(sector_group["nodes"][()])
-        sector.global_edges = torch.from_numpy(sector_group["edge_ids"][()])
+        sector.global_nodes = torch.from_numpy(read_array(sector_group, "nodes"))
+        sector.global_edges = torch.from_numpy(read_array(sector_group, "edge_ids"))
     return RankEvent(
         event_id=event_id,
         plan=plan,
@@ -340,11 +376,16 @@ def _read_rank_event(group: h5py.Group, rank: int) -> RankEvent:
     )
 
 
-def _read_subgraph(group: h5py.Group, edge_index: np.ndarray, event_id: int) -> Data:
-    fields = {name: torch.from_numpy(group[name][()]) for name in (*NODE_FIELDS, *EDGE_FIELDS)}
+def _read_subgraph(group: h5py.Group, edge_index: np.ndarray, event_id: int, where: str) -> Data:
+    """A shard's (halo or sector) graph, its fields checked as a whole graph's are
+    (:func:`~partgnn.data.storage.check_graph`: shapes, node indices, finite features, labels)."""
+    fields = {
+        name: torch.from_numpy(read_array(group, name)) for name in (*NODE_FIELDS, *EDGE_FIELDS)
+    }
     fields["y"] = fields["y"].to(torch.float32)
     graph = Data(edge_index=torch.from_numpy(edge_index), event_id=event_id, **fields)
     graph.num_nodes = fields["x"].shape[0]
+    check_graph(graph, where=where)
     return graph
 
 

@@ -11,7 +11,9 @@ import hashlib
 import json
 import multiprocessing
 import os
-from collections.abc import Iterator
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -29,9 +31,11 @@ from partgnn.data.storage import (
     GRAPHS_FORMAT,
     NODE_FIELDS,
     GraphFile,
+    create_h5,
     event_key,
     file_sha256,
     write_array,
+    write_attrs,
     write_root_attrs,
 )
 from partgnn.errors import InputError
@@ -45,6 +49,7 @@ from partgnn.partition.shard_reader import (
     SHARD_FORMAT,
     SHARDS_FORMAT,
     SHARDS_FORMAT_VERSION,
+    meta_checksum,
     shard_path,
 )
 from partgnn.partition.statistics import (
@@ -207,7 +212,7 @@ def write_shards(
         "source_sha256": meta["source"]["sha256"],
     }
     with atomic_directory(out_dir) as staging:
-        files = [h5py.File(shard_path(staging, rank), "w") for rank in range(options.n_parts)]
+        files = [create_h5(shard_path(staging, rank)) for rank in range(options.n_parts)]
         try:
             for rank, h5 in enumerate(files):
                 write_root_attrs(
@@ -240,6 +245,7 @@ def write_shards(
                 for event_id, stats in zip(event_ids, statistics, strict=True)
             ],
         }
+        meta["checksum"] = meta_checksum(meta)
         (staging / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return meta
 
@@ -313,8 +319,36 @@ def _split_all(
         return
     # Spawned workers: no inherited h5py handles or torch thread pools.
     context = multiprocessing.get_context("spawn")
-    with context.Pool(min(workers, n_events), initializer=_init_worker) as pool:
-        yield from pool.imap(_split_task, tasks)
+    pool = _started_ignoring_ctrl_c(
+        lambda: context.Pool(min(workers, n_events), initializer=_init_worker)
+    )
+    with pool:
+        try:
+            yield from pool.imap(_split_task, tasks)
+        except BaseException:
+            # Stopped (Ctrl-C, SIGTERM) or failed: end the workers with SIGKILL rather than the
+            # pool's SIGTERM, which METIS traps mid-call to print "Failed during initial
+            # partitioning".
+            for worker in getattr(pool, "_pool", ()):
+                worker.kill()
+            raise
+
+
+def _started_ignoring_ctrl_c(start: Callable[[], T]) -> T:
+    """``start()`` (which starts worker processes) with SIGINT ignored meanwhile.
+
+    The workers inherit the ignoring through fork and exec, so Ctrl-C, which the terminal sends
+    to every process of the group, stops only the main process: it ends the pool (terminating
+    the workers) and prints its one line; the workers print nothing. A Ctrl-C in the moment
+    the workers start (about 0.1 s) is ignored: press it again.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return start()
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return start()
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def _init_worker() -> None:
@@ -335,8 +369,7 @@ def _write_rank_event(events_group: h5py.Group, split: _SplitEvent, rank: int) -
     group = events_group.create_group(event_key(split.event_id))
     for path, attrs in split.group_attrs[rank].items():
         target = group.require_group(path) if path else group
-        for key, value in attrs.items():
-            target.attrs[key] = value
+        write_attrs(target, attrs)
     for path, array in split.ranks[rank].items():
         folder, _, name = path.rpartition("/")
         write_array(group.require_group(folder) if folder else group, name, array)

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from partgnn.data.output_files import atomic_output
+from partgnn.data.zip_records import check_zip_records
 from partgnn.errors import InputError, OutputError, first_line
 from partgnn.resources import resolve_checkpoint
 
@@ -69,13 +70,15 @@ def load_checkpoint(
         required: Top-level keys it must hold (:data:`TRAINING_STATE` to resume training).
 
     Raises:
-        InputError: If the file is missing, not a torch file, holds objects that loading with
+        InputError: If the file is missing, corrupted (a record's CRC-32 differs), not a
+            torch file, holds objects that loading with
             ``weights_only=True`` refuses (a pickle that would run code), lacks a key, or its
             model weights are not finite (a diverged run: scores from it would be NaN).
     """
     path = resolve_checkpoint(path)
     if not path.is_file():
         raise InputError(f"{path}: checkpoint not found")
+    check_zip_records(path)
     try:
         state = torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as err:
@@ -103,6 +106,41 @@ def load_checkpoint(
                     f"{path}: model weight {name} is not finite (the run diverged); refused"
                 )
     return state
+
+
+def newest_intact_checkpoint(directory: str | os.PathLike[str]) -> tuple[Path | None, list[str]]:
+    """The checkpoint a resume should read: the newest one (by its training step) that loads.
+
+    ``last.pt`` normally; a ``step-NNNNNNN.pt`` when ``last.pt`` is missing or damaged (a flipped
+    byte, torn by a full disk) or older (its write failed after the step file's).
+
+    Args:
+        directory: The run's ``checkpoints`` folder.
+
+    Returns:
+        The checkpoint (``None`` when no file loads) and the one-line reasons of the files
+        skipped, newest first.
+    """
+    directory = Path(directory)
+    skipped: list[str] = []
+    candidates = [(int(p.stem.removeprefix("step-")), 0, p) for p in directory.glob("step-*.pt")]
+    last = directory / LAST
+    if last.is_file():
+        try:
+            state = load_checkpoint(last, "cpu", required=TRAINING_STATE)
+            candidates.append((int(state["step"]), 1, last))  # preferred on a tie
+        except InputError as err:
+            skipped.append(first_line(err))
+    for _, _, path in sorted(candidates, reverse=True):
+        if path == last:
+            return path, skipped
+        try:
+            load_checkpoint(path, "cpu", required=TRAINING_STATE)
+        except InputError as err:
+            skipped.append(first_line(err))
+            continue
+        return path, skipped
+    return None, skipped
 
 
 def _refusal(err: pickle.UnpicklingError) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -47,7 +48,13 @@ from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError, TrainingDiverged, first_line
 from partgnn.models.build import build_model
 from partgnn.models.config import ModelConfig
-from partgnn.train.checkpoints import LAST, TRAINING_STATE, load_checkpoint, save_checkpoint
+from partgnn.train.checkpoints import (
+    LAST,
+    TRAINING_STATE,
+    load_checkpoint,
+    newest_intact_checkpoint,
+    save_checkpoint,
+)
 from partgnn.train.config import TrainConfig
 from partgnn.train.item_cache import CachedSource
 from partgnn.train.rng_states import gather_rng_states, restore_rng_states
@@ -193,23 +200,52 @@ class Trainer:
         try:
             if lock is not None:
                 remove_stale_temporaries(self.run_dir, self.run_dir / "checkpoints")
-            if self._resolve_resume(resume):
-                self._resume()
-                resume = True
-            else:
-                resume = False
+            source = self._resume_source(resume)
+            if source is not None:
+                self._resume(source)
+            resume = source is not None
             with StopSignals() if stop is None else nullcontext(stop) as held:
                 return self._fit(resume, held)
         finally:
             if lock is not None:
                 lock.release()
 
-    def _resolve_resume(self, resume: bool | str) -> bool:
-        """Whether to resume: ``"auto"`` asks the main process if a checkpoint exists."""
-        if resume != "auto":
-            return bool(resume)
-        found = self.context.is_main and (self.run_dir / "checkpoints" / LAST).is_file()
-        return bool(max_over_ranks(int(found), self.context))
+    def _resume_source(self, resume: bool | str) -> Path | None:
+        """The checkpoint to resume from, the same on every rank (``None``: start afresh).
+
+        The main process chooses: ``last.pt``, or when it is missing or damaged the newest
+        intact ``step-NNNNNNN.pt`` (saying which it skipped and why). ``"auto"`` starts afresh
+        when the run has no checkpoint at all; a run whose checkpoints are all damaged, or
+        ``resume=True`` without one, is refused on every rank.
+        """
+        if not resume:
+            return None
+        directory = self.run_dir / "checkpoints"
+        choice, refusal = _NOT_MAIN, ""
+        if self.context.is_main:
+            path, skipped = newest_intact_checkpoint(directory)
+            if path is not None:
+                choice = 0 if path.name == LAST else _step_of(path)
+                if skipped:
+                    print(
+                        f"partgnn: warning: skipped damaged checkpoints ({'; '.join(skipped)}); "
+                        f"resuming from {path}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            elif skipped or resume is True:
+                choice = _REFUSED
+                refusal = skipped[0] if skipped else f"{directory / LAST}: checkpoint not found"
+            else:
+                choice = _AFRESH
+        choice = max_over_ranks(choice, self.context)  # the main process's choice
+        if choice == _REFUSED:
+            raise InputError(
+                refusal or f"{directory}: no checkpoint to resume from (see the main process)"
+            )
+        if choice == _AFRESH:
+            return None
+        return directory / (LAST if choice == 0 else f"step-{choice:07d}.pt")
 
     def _fit(self, resume: bool, stop: StopSignals) -> dict[str, Any]:
         log = None
@@ -474,8 +510,7 @@ class Trainer:
         except RuntimeError as err:
             raise InputError(f"{where}: weights do not fit the model ({first_line(err)})") from None
 
-    def _resume(self) -> None:
-        path = self.run_dir / "checkpoints" / LAST
+    def _resume(self, path: Path) -> None:
         # Read onto the CPU: loading copies the weights and AdamW's moments onto the parameters'
         # device, and leaves AdamW's step counters on the CPU, where (non-fused) AdamW reads
         # them; mapped to a GPU, each would cost a host synchronisation per parameter and step.
@@ -515,6 +550,16 @@ class Trainer:
         self.score_cut = checkpoint.get("score_cut")
         self.last_saved_step = self.state.step
         restore_rng_states(checkpoint.get("rng_states"), self.context)
+
+
+#: The main process's answers in :meth:`Trainer._resume_source` (the other ranks vote
+#: :data:`_NOT_MAIN`, below every answer): start afresh, refuse, or a step (0: last.pt).
+_NOT_MAIN, _REFUSED, _AFRESH = -3, -2, -1
+
+
+def _step_of(path: Path) -> int:
+    """7 for ``step-0000007.pt``."""
+    return int(path.stem.removeprefix("step-"))
 
 
 #: Strategies that compute the same trajectory (a run moves between them on resume).

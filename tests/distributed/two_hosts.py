@@ -8,6 +8,7 @@ Everything made is removed on exit (deleting a namespace deletes its veth end an
 
     with two_hosts(rate="1gbit") as hosts:
         process = hosts.popen(0, ["python", "-c", "..."], env=...)
+        job = subprocess.run(hosts.mpiexec(["python", "-c", "..."]), env=hosts.mpi_env(env))
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+#: hydra's "rsh" for the test hosts: runs a command in the namespace of the host it names.
+NETNS_RSH = Path(__file__).with_name("netns_rsh")
 
 #: tbf parameters: the bucket holds this many seconds of traffic at the rate (at least 64 KiB),
 #: packets wait at most this long.
@@ -57,6 +61,27 @@ class TwoHosts:
             "-m",
             *module_args,
         ]
+
+    def mpiexec(self, argv: list[str], *, nproc: int = 1) -> list[str]:
+        """The ``mpiexec`` (MPICH hydra) command, run on host 0, that starts ``argv`` on both
+        hosts, ``nproc`` processes each: hydra reaches host 1 through :data:`NETNS_RSH` (give
+        the processes :meth:`mpi_env`). ``MASTER_ADDR`` is host 0's address: both namespaces
+        share this machine's host name, which is all MPI and partgnn's rendezvous would
+        otherwise have to find host 0 by."""
+        mpiexec = Path(sys.executable).parent / "mpiexec"
+        hosts = ",".join(self.addresses)
+        return self.command(
+            0,
+            [str(mpiexec), "-hosts", hosts, "-n", str(2 * nproc), "-ppn", str(nproc),
+             "-launcher", "rsh", "-launcher-exec", str(NETNS_RSH), "-iface",
+             self.interfaces[0], "-genv", "MASTER_ADDR", self.addresses[0], *argv],
+        )  # fmt: skip
+
+    def mpi_env(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` with what :data:`NETNS_RSH` needs (the address -> namespace map)."""
+        hosts = " ".join(f"{a}={n}" for a, n in zip(self.addresses, self.namespaces, strict=True))
+        path = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+        return {**env, "PARTGNN_NETNS_HOSTS": hosts, "PATH": path}
 
     def popen(
         self,

@@ -11,7 +11,7 @@ from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.data.storage import NODE_FIELDS, GraphFile, write_graphs
 from partgnn.errors import InputError
-from partgnn.partition.shard_reader import ShardDirectory, shard_path
+from partgnn.partition.shard_reader import ShardDirectory, meta_checksum, shard_path
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
 
@@ -138,9 +138,11 @@ def test_bad_shard_directories_give_one_clear_line(graphs_file: Path, tmp_path: 
     with pytest.raises(InputError, match=r"part-00001\.h5: shard file missing"):
         ShardDirectory(out).open_rank(1)
     meta = json.loads((out / "meta.json").read_text())
-    (out / "meta.json").write_text(
-        json.dumps({**meta, "source": {**meta["source"], "sha256": "0" * 64}})
-    )
+    edited = {**meta, "source": {**meta["source"], "sha256": "0" * 64}}
+    (out / "meta.json").write_text(json.dumps(edited))
+    with pytest.raises(InputError, match=r"meta\.json: content does not match its checksum"):
+        ShardDirectory(out)
+    (out / "meta.json").write_text(json.dumps({**edited, "checksum": meta_checksum(edited)}))
     with pytest.raises(InputError, match=r"source_sha256 .* meta\.json says"):
         ShardDirectory(out).open_rank(0)
     (out / "meta.json").write_text(json.dumps({**meta, "format_version": 99}))

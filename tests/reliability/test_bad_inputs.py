@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 
+from partgnn.partition.shard_reader import meta_checksum
 from tests.reliability.conftest import run_partgnn
 
 #: tqdm draws its bars on stderr; they are not error lines.
@@ -50,10 +51,12 @@ def widen_x(source: Path, out: Path, event: str = "event000000001") -> Path:
 
 
 def meta_with(shards: Path, out: Path, **fields) -> Path:
-    """A copy of a shard directory whose meta.json has ``fields`` replaced."""
+    """A copy of a shard directory whose meta.json has ``fields`` replaced (and its checksum
+    made to match, so that the reader's checks of the fields themselves are reached)."""
     shutil.copytree(shards, out)
     meta = json.loads((out / "meta.json").read_text())
     meta.update(fields)
+    meta["checksum"] = meta_checksum(meta)
     (out / "meta.json").write_text(json.dumps(meta))
     return out
 
@@ -91,7 +94,7 @@ CASES = [
             t / "o",
         ],
         2,
-        r"bad\.h5: event000000002 is unreadable \(",
+        r"bad\.h5: dataset /events/event000000002/x fails its checksum",
     ),
     Case(
         "graphs file corrupted mid-file: train",
@@ -105,7 +108,7 @@ CASES = [
             f"data.graphs={corrupt_chunk(p['graphs'], 'events/event000000002/x', t / 'bad.h5')}",
         ],
         2,
-        r"bad\.h5: event000000002 is unreadable",
+        r"bad\.h5: dataset /events/event000000002/x fails its checksum",
     ),
     Case(
         "events file corrupted mid-file: build-graphs",
@@ -116,7 +119,7 @@ CASES = [
             t / "o.h5",
         ],
         2,
-        r"bad\.h5: event000000001 is unreadable",
+        r"bad\.h5: dataset /events/event000000001/hits/x fails its checksum",
     ),
     Case(
         "one event whose x has another width: partition",

@@ -1,7 +1,8 @@
 """A rank that fails on its own input: every rank says why in one line, and nobody waits.
 
-Real processes on gloo: one rank's part file is corrupted in the middle of an event's data
-(the group's shard check passes; the rank fails while training reads the event). The failing
+Real processes on gloo: one bit of one rank's part file is flipped in an event's halo plan
+(``plan/send_index``; the group's shard check passes; the rank fails on the dataset's checksum
+while training reads the event). The failing
 rank reports its reason; the other leaves its broken collective with "rank R failed: <reason>"
 read from the failing rank's notice in the rendezvous store, both with exit status 2.
 """
@@ -14,7 +15,7 @@ import pytest
 
 from partgnn.partition.shard_reader import shard_path
 from tests.distributed.launch import launch
-from tests.reliability.test_bad_inputs import corrupt_chunk
+from tests.reliability.test_integrity import flip_bit
 from tests.train.conftest import write_config
 
 
@@ -24,7 +25,7 @@ def test_a_rank_failing_on_its_input_is_reported_by_every_rank(pipeline, tmp_pat
     shards = tmp_path / "shards"
     shutil.copytree(pipeline["shards"], shards)
     part = shard_path(shards, failing)
-    corrupt_chunk(part, "events/event000000003/edge_attr", tmp_path / "part.h5")
+    flip_bit(part, "/events/event000000003/plan/send_index", tmp_path / "part.h5")
     shutil.move(tmp_path / "part.h5", part)
     config = write_config(
         tmp_path / "halo.yaml",
@@ -38,7 +39,7 @@ def test_a_rank_failing_on_its_input_is_reported_by_every_rank(pipeline, tmp_pat
     results = launch(
         2, "partgnn", ["train", "--config", str(config)], workdir=tmp_path / "logs", timeout=60
     )
-    reason = f"{part}: event000000003 is unreadable ("
+    reason = f"{part}: dataset /events/event000000003/plan/send_index fails its checksum"
     for result in results:
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2, result.stderr[-3000:]

@@ -39,7 +39,7 @@ def test_a_resumed_run_continues_from_the_saved_generator_states(dataset, tmp_pa
     trainer = Trainer(config, context)  # seeds the generators again
     torch.rand(100)
     assert not torch.equal(torch.get_rng_state(), at_checkpoint)
-    trainer._resume()
+    trainer._resume(tmp_path / "run" / "checkpoints" / "last.pt")
     assert torch.equal(torch.get_rng_state(), at_checkpoint)
 
 

@@ -108,16 +108,22 @@ def test_three_halo_steps_equal_full_mode(dataset, full_runs, tmp_path, world_si
         )
 
 
+def _two_host_run(path: Path, dataset) -> tuple[Path, dict[str, str]]:
+    """The float64 three-step halo config and the environment of a run across the two test
+    hosts (skips where they cannot be made); GLOO_SOCKET_IFNAME is left for partgnn to pick."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"two hosts cannot be made here: {reason}")
+    env = child_env()
+    env.pop("GLOO_SOCKET_IFNAME", None)
+    return _three_step_config(path, dataset, "halo", "float64", "phi2"), env
+
+
 @pytest.mark.slow
 def test_halo_across_two_hosts_equals_full_mode(dataset, full_runs, tmp_path):
     """torchrun --nnodes 2 across two network namespaces joined by a veth pair (rate limited
     to 1 Gbit/s); partgnn picks gloo's interface itself (GLOO_SOCKET_IFNAME unset)."""
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"two hosts cannot be made here: {reason}")
-    config = _three_step_config(tmp_path / "hosts.yaml", dataset, "halo", "float64", "phi2")
-    env = child_env()
-    env.pop("GLOO_SOCKET_IFNAME", None)
+    config, env = _two_host_run(tmp_path / "hosts.yaml", dataset)
     with two_hosts(rate="1gbit") as hosts:
         processes = []
         for host in (0, 1):
@@ -134,6 +140,22 @@ def test_halo_across_two_hosts_equals_full_mode(dataset, full_runs, tmp_path):
                 codes.append(None)
     logs = [(tmp_path / f"host{host}.log").read_text()[-2000:] for host in (0, 1)]
     assert codes == [0, 0], f"exit codes {codes}:\n" + "\n".join(logs)
+    full, halo = _weights(full_runs["float64"]), _weights(config.with_suffix(""))
+    worst = max(_relative(halo[k], full[k]) for k in full)
+    assert worst <= 1e-9, f"float64 weights differ by {worst:.3g}"
+
+
+@pytest.mark.slow
+def test_halo_under_mpirun_across_two_hosts_equals_full_mode(dataset, full_runs, tmp_path):
+    """mpirun (MPICH hydra, from the mpich wheel) on host 0 starts one rank per host; hydra
+    reaches host 1 through tests/distributed/netns_rsh; rank 0 opens the rendezvous port and
+    broadcasts it with mpi4py; gloo runs over the rate-limited veth link."""
+    config, env = _two_host_run(tmp_path / "mpi.yaml", dataset)
+    with two_hosts(rate="1gbit") as hosts:
+        argv = hosts.mpiexec([sys.executable, "-m", "partgnn", "train", "--config", str(config)])
+        done = subprocess.run(argv, env=hosts.mpi_env(env), capture_output=True, text=True,
+                              timeout=DEADLINE_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
     full, halo = _weights(full_runs["float64"]), _weights(config.with_suffix(""))
     worst = max(_relative(halo[k], full[k]) for k in full)
     assert worst <= 1e-9, f"float64 weights differ by {worst:.3g}"
