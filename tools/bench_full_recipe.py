@@ -16,6 +16,8 @@ docs/BENCHMARKS.md::
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_full_recipe.py --out bench-full
 
 ``--set key=value`` is passed to training; ``--tables-only`` re-prints a finished run's tables.
+``--map MAP.npz`` builds the graphs with a module map (``partgnn fit-module-map``, with or
+without ``--triplets``) instead of the geometric builder.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-full"))
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     parser.add_argument("--tables-only", action="store_true")
+    parser.add_argument(
+        "--map", type=Path, default=None,
+        help="build the graphs with this module map (build-graphs --method module-map)",
+    )  # fmt: skip
     args = parser.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -64,7 +70,7 @@ def main() -> None:
             "test": args.test_events,
         }
         for name, n_events in counts.items():
-            _make_graphs(out, name, n_events, args.pileup)
+            _make_graphs(out, name, n_events, args.pileup, args.map)
         shards = out / f"{args.method}{args.ranks}"
         if not (shards / "meta.json").exists():
             _partgnn(
@@ -82,7 +88,9 @@ def main() -> None:
     _print_tables(out, run_dir)
 
 
-def _make_graphs(out: Path, name: str, n_events: int, pileup: float) -> None:
+def _make_graphs(
+    out: Path, name: str, n_events: int, pileup: float, module_map: Path | None
+) -> None:
     seed, first = DATASETS[name]
     events, graphs = out / f"events-{name}.h5", out / f"graphs-{name}.h5"
     if graphs.exists():
@@ -100,7 +108,8 @@ def _make_graphs(out: Path, name: str, n_events: int, pileup: float) -> None:
         "--out",
         str(events),
     )
-    _partgnn("build-graphs", str(events), "--out", str(graphs))
+    method = ("--method", "module-map", "--map", str(module_map)) if module_map else ()
+    _partgnn("build-graphs", str(events), *method, "--out", str(graphs))
 
 
 def _train(out: Path, run_dir: Path, shards: Path, args: argparse.Namespace) -> None:

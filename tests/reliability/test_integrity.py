@@ -205,13 +205,6 @@ def _tensor_record(path: Path) -> zipfile.ZipInfo:
 
 
 CLI_CASES = {
-    "graphs: train": (
-        lambda p, t: [
-            "train", "--config", p["config"], "--set", f"run.dir={t / 'run'}",
-            "--set", f"data.graphs={flip_bit(p['graphs'], '/events/event000000002/y', t / 'b.h5')}",
-        ],
-        r"b\.h5: dataset /events/event000000002/y fails its checksum",
-    ),
     "scores: evaluate": (
         lambda p, t: [
             "evaluate", flip_bit(p["scores"], "/events/event000000003/scores", t / "b.h5"),
