@@ -37,11 +37,21 @@ TRAINING_STATE = (
 )
 
 
+def step_path(directory: str | os.PathLike[str], step: int) -> Path:
+    """``directory/step-NNNNNNN.pt``: the checkpoint written at ``step``."""
+    return Path(directory) / f"step-{step:07d}.pt"
+
+
+def step_of(path: Path) -> int:
+    """7 for ``step-0000007.pt``."""
+    return int(path.stem.removeprefix("step-"))
+
+
 def save_checkpoint(directory: str | os.PathLike[str], step: int, state: dict[str, Any]) -> Path:
     """Writes ``step-NNNNNNN.pt`` and ``last.pt`` in ``directory``; returns the step file."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"step-{step:07d}.pt"
+    path = step_path(directory, step)
     for target in (path, directory / LAST):
         with atomic_output(target) as tmp:
             try:
@@ -123,7 +133,7 @@ def newest_intact_checkpoint(directory: str | os.PathLike[str]) -> tuple[Path | 
     """
     directory = Path(directory)
     skipped: list[str] = []
-    candidates = [(int(p.stem.removeprefix("step-")), 0, p) for p in directory.glob("step-*.pt")]
+    candidates = [(step_of(p), 0, p) for p in directory.glob("step-*.pt")]
     last = directory / LAST
     if last.is_file():
         try:

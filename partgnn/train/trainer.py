@@ -54,6 +54,8 @@ from partgnn.train.checkpoints import (
     load_checkpoint,
     newest_intact_checkpoint,
     save_checkpoint,
+    step_of,
+    step_path,
 )
 from partgnn.train.config import TrainConfig
 from partgnn.train.item_cache import CachedSource
@@ -225,7 +227,7 @@ class Trainer:
         if self.context.is_main:
             path, skipped = newest_intact_checkpoint(directory)
             if path is not None:
-                choice = 0 if path.name == LAST else _step_of(path)
+                choice = 0 if path.name == LAST else step_of(path)
                 if skipped:
                     print(
                         f"partgnn: warning: skipped damaged checkpoints ({'; '.join(skipped)}); "
@@ -245,7 +247,7 @@ class Trainer:
             )
         if choice == _AFRESH:
             return None
-        return directory / (LAST if choice == 0 else f"step-{choice:07d}.pt")
+        return directory / LAST if choice == 0 else step_path(directory, choice)
 
     def _fit(self, resume: bool, stop: StopSignals) -> dict[str, Any]:
         log = None
@@ -555,11 +557,6 @@ class Trainer:
 #: The main process's answers in :meth:`Trainer._resume_source` (the other ranks vote
 #: :data:`_NOT_MAIN`, below every answer): start afresh, refuse, or a step (0: last.pt).
 _NOT_MAIN, _REFUSED, _AFRESH = -3, -2, -1
-
-
-def _step_of(path: Path) -> int:
-    """7 for ``step-0000007.pt``."""
-    return int(path.stem.removeprefix("step-"))
 
 
 #: Strategies that compute the same trajectory (a run moves between them on resume).
