@@ -28,7 +28,7 @@ for SET in trainset testset; do
     [ -d "$OUT/$SET-shards" ] || partgnn partition "$OUT/$SET.h5" --parts "$PARTS" --out "$OUT/$SET-shards"
 done
 # 3. halo training (exactly the full-graph computation), then the test set scored on PARTS ranks.
-torchrun --standalone --nproc-per-node "$PARTS" -m partgnn train --config halo \
+torchrun --standalone --nproc-per-node "$PARTS" -m partgnn train --config halo --replace \
     --set data.shards="$OUT/trainset-shards" --set data.val_events=1 \
     --set optim.max_steps="$STEPS" --set run.dir="$OUT/run" \
     --set run.device="$DEVICE" --set run.progress=false --set run.tensorboard=false ${EXTRA:-}

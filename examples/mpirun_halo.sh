@@ -9,7 +9,7 @@ DATA=$DATA PARTS=$PARTS bash "$HERE/make_data.sh"
 SHARDS="$DATA/shards-metis$PARTS"
 
 mpirun -n "$PARTS" partgnn selfcheck --device "$DEVICE"
-mpirun -n "$PARTS" partgnn train --config halo \
+mpirun -n "$PARTS" partgnn train --config halo --replace \
     --set data.shards="$SHARDS" --set data.val_events=2 \
     --set optim.max_steps="$STEPS" --set run.dir="$RUNS/halo-mpi" \
     --set run.device="$DEVICE" --set run.progress=false --set run.tensorboard=false ${EXTRA:-}

@@ -88,13 +88,13 @@ def main() -> int:
     ]
     full_dir, halo_dir = args.runs / "own-full", args.runs / "own-halo"
     # Full mode in this process, through the Python API.
-    partgnn.fit("full", overrides=[*common, "mode=full", f"run.dir={full_dir}"])
+    partgnn.fit("full", overrides=[*common, "mode=full", f"run.dir={full_dir}"], replace=True)
     # Halo mode on 2 ranks, through the command line (the module must be importable there).
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]))
     sets = [a for o in [*common, "mode=halo", f"run.dir={halo_dir}"] for a in ("--set", o)]
     subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "partgnn", "train", "--config", "halo", *sets],
+         "-m", "partgnn", "train", "--config", "halo", "--replace", *sets],
         check=True, env=env,
     )  # fmt: skip
     full = torch.load(full_dir / "checkpoints" / "last.pt", weights_only=True)["model"]

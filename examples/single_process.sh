@@ -7,7 +7,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 DATA=${DATA:-data} RUNS=${RUNS:-runs} STEPS=${STEPS:-50} DEVICE=${DEVICE:-auto}
 DATA=$DATA bash "$HERE/make_data.sh"
 
-partgnn train --config full \
+partgnn train --config full --replace \
     --set data.graphs="$DATA/graphs.h5" --set data.val_events=2 \
     --set optim.max_steps="$STEPS" --set run.dir="$RUNS/full" \
     --set run.device="$DEVICE" --set run.progress=false --set run.tensorboard=false ${EXTRA:-}

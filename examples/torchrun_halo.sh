@@ -7,7 +7,7 @@ DATA=${DATA:-data} RUNS=${RUNS:-runs} STEPS=${STEPS:-50} PARTS=${PARTS:-2} DEVIC
 DATA=$DATA PARTS=$PARTS bash "$HERE/make_data.sh"
 SHARDS="$DATA/shards-metis$PARTS"
 
-torchrun --standalone --nproc-per-node "$PARTS" -m partgnn train --config halo \
+torchrun --standalone --nproc-per-node "$PARTS" -m partgnn train --config halo --replace \
     --set data.shards="$SHARDS" --set data.val_events=2 \
     --set optim.max_steps="$STEPS" --set run.dir="$RUNS/halo" \
     --set run.device="$DEVICE" --set run.progress=false --set run.tensorboard=false ${EXTRA:-}

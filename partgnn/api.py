@@ -140,6 +140,7 @@ def fit(
     *,
     overrides: Sequence[str] = (),
     resume: bool | str = False,
+    replace: bool = False,
     context: DistContext | None = None,
 ) -> dict[str, Any]:
     """Trains a run config on the launched processes; returns the run's summary.
@@ -151,6 +152,8 @@ def fit(
             a path or a name).
         resume: Continue from the run directory's last checkpoint (``"auto"``: when there
             is one, else start afresh).
+        replace: Start afresh where the run directory holds a run, removing its files first
+            (without it, and without ``resume``, that is refused).
         context: The processes' distributed context; default: initialise ``torch.distributed``
             here (the graph-parallel size from the shards) and tear it down at the end.
 
@@ -168,10 +171,10 @@ def fit(
     else:
         config = load_config(config, overrides)
     if context is not None:
-        return Trainer(config, context).fit(resume=resume)
+        return Trainer(config, context).fit(resume=resume, replace=replace)
     with distributed_session(
         device=config.run.device,
-        timeout_s=config.run.timeout_s,
+        default_timeout_s=config.run.timeout_s,
         graph_parallel_size=check_world_size(config),
     ) as context:
-        return Trainer(config, context).fit(resume=resume)
+        return Trainer(config, context).fit(resume=resume, replace=replace)

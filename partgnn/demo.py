@@ -104,7 +104,7 @@ def run(
     for name, (mode, n_ranks, shards) in runs.items():
         run_dir = out / "runs" / name
         overrides = [*common, f"data.shards={shards}", f"mode={mode}", f"run.dir={run_dir}"]
-        arguments = ["train", "--config", "demo"]
+        arguments = ["train", "--config", "demo", "--replace"]  # the demo makes its runs anew
         for override in overrides:
             arguments += ["--set", override]
         if code := _launch(n_ranks, arguments):

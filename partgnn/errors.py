@@ -5,6 +5,7 @@ be written, a bug; a peer's failure takes that rank's status), 128 + N stopped b
 (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
 """
 
+import errno
 import signal
 
 EXIT_FAILURE = 1
@@ -48,6 +49,11 @@ def request_stop(signum: int) -> None:
     """Records that signal ``signum`` asked the process to stop (see :func:`raise_if_stopped`)."""
     global _stop_requested
     _stop_requested = signum
+
+
+def stop_requested() -> int:
+    """The signal that asked the process to stop first (0: none)."""
+    return _stop_requested
 
 
 def clear_stop() -> None:
@@ -107,11 +113,26 @@ def exit_status(err: BaseException) -> int:
     return EXIT_FAILURE
 
 
+#: errno values of an OSError that name a path the user can act on (a folder turned read-only,
+#: a full disk, a missing permission): said as ``PATH: could not be written (REASON)``.
+PATH_ERRNOS = frozenset({
+    errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM
+})  # fmt: skip
+
+
+def is_path_error(err: BaseException) -> bool:
+    """Whether ``err`` is an OSError of :data:`PATH_ERRNOS` that names its path."""
+    return isinstance(err, OSError) and err.errno in PATH_ERRNOS and bool(err.filename)
+
+
 def describe(err: BaseException) -> str:
-    """One line saying what went wrong: partgnn's own messages as they are, other exceptions
-    with their type (``ValueError: ...``)."""
+    """One line saying what went wrong: partgnn's own messages as they are, a file system's
+    refusal with its path, other exceptions with their type (``ValueError: ...``)."""
     if isinstance(err, (InputError, OutputError, PeerFailure, TrainingDiverged)):
         return first_line(err)
+    if is_path_error(err):
+        assert isinstance(err, OSError)
+        return f"{err.filename}: could not be written ({err.strerror})"
     if isinstance(err, Stopped) and err.signum != signal.SIGINT:
         return f"stopped by {signal.Signals(err.signum).name}"
     if isinstance(err, KeyboardInterrupt):

@@ -66,7 +66,7 @@ def train_halo(folder: Path, name: str, processes: int, config: dict) -> dict:
     torchrun = Path(sys.executable).parent / "torchrun"
     done = subprocess.run(
         [str(torchrun), "--standalone", "--nproc-per-node", str(processes),
-         "-m", "partgnn", "train", "--config", str(path)],
+         "-m", "partgnn", "train", "--config", str(path), "--replace"],
         env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode:

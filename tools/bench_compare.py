@@ -167,6 +167,8 @@ def _run_cell(
             _launch(
                 n_parts,
                 "train",
+                "--resume",
+                "auto",  # an interrupted run continues
                 "--config",
                 str(args.config_path),
                 *(a for o in overrides for a in ("--set", o)),

@@ -107,6 +107,7 @@ def main() -> None:
             _run(
                 ranks,
                 "train",
+                "--replace",
                 "--config",
                 str(CONFIG),
                 *(a for o in overrides for a in ("--set", o)),

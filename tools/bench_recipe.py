@@ -92,7 +92,9 @@ def main() -> None:
         *args.overrides,
     ]
     start = time.perf_counter()
-    _partgnn("train", "--config", str(CONFIG), *(a for o in overrides for a in ("--set", o)))
+    _partgnn(
+        "train", "--replace", "--config", str(CONFIG), *(a for o in overrides for a in ("--set", o))
+    )
     train_seconds = time.perf_counter() - start
     checkpoint = run_dir / "checkpoints" / "last.pt"
 

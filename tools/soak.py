@@ -90,7 +90,7 @@ def train_command(shards: Path, run: Path, steps: int, restarts: int, port: int)
         "--set", f"data.shards={shards}", "--set", f"run.dir={run}",
         "--set", f"optim.max_steps={steps}", "--set", "optim.epochs=100000",
         "--set", "run.checkpoint_every=10", "--set", "run.eval_every=100000",
-        "--set", "run.timeout_s=60",
+        "--set", "run.timeout_s=60", "--set", "data.val_events=1",
     ]  # fmt: skip
 
 

@@ -70,6 +70,7 @@ def run_import_acorn(args: argparse.Namespace) -> int:
     from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
     from partgnn.data.output_files import check_output_path
     from partgnn.data.storage import write_graphs
+    from partgnn.errors import InputError, first_line
 
     check_output_path(args.out)
     files = find_acorn_files(args.directory)
@@ -78,9 +79,14 @@ def run_import_acorn(args: argparse.Namespace) -> int:
 
     def graphs():
         for path in tqdm(files, desc="import-acorn", unit="event"):
-            graph, kept, quality = acorn_to_graph(
-                load_acorn_file(path), path=path, pt_unit=args.pt_unit
-            )
+            fields = load_acorn_file(path)
+            try:
+                graph, kept, quality = acorn_to_graph(fields, path=path, pt_unit=args.pt_unit)
+            except (TypeError, ValueError, RuntimeError, IndexError) as err:
+                # A field of a type or shape no check foresaw: still one line naming the file.
+                raise InputError(
+                    f"{path}: not a readable acorn event ({type(err).__name__}: {first_line(err)})"
+                ) from None
             quality["acorn_relative"] = str(path.resolve().relative_to(root))
             counts["nodes"] += quality["n_nodes"]
             counts["edges"] += quality["n_edges"]
@@ -119,6 +125,9 @@ def run_export_acorn(args: argparse.Namespace) -> int:
         recorded = scores_file.attrs.get("score_cut")
         cut = args.cut if args.cut is not None else float(recorded if recorded else SCORE_CUT)
         index_of = {event_id: i for i, event_id in enumerate(graphs.event_ids)}
+        _refuse_output_over_sources(
+            args.out, graphs, [index_of.get(e) for e in scores_file.event_ids]
+        )
         with atomic_directory(args.out) as staging:
             for i, event_id in enumerate(tqdm(scores_file.event_ids, desc="export-acorn")):
                 if event_id not in index_of:
@@ -132,6 +141,24 @@ def run_export_acorn(args: argparse.Namespace) -> int:
         + (f" (tracks: {args.tracks}, cut {cut:g})" if args.tracks != "none" else "")
     )
     return 0
+
+
+def _refuse_output_over_sources(out: Path, graphs, indices: list[int | None]) -> None:
+    """Refuses an ``--out`` folder that holds the acorn files the events were imported from (the
+    folder is replaced whole, and every event's file is read again from its source)."""
+    from partgnn.errors import InputError
+
+    folder = Path(out).resolve()
+    for index in indices:
+        if index is None:
+            continue
+        source = Path(str(graphs.quality(index)["acorn_source"])).resolve()
+        if folder == source or folder in source.parents:
+            raise InputError(
+                f"{out}: the output folder holds the acorn files the graphs were imported from "
+                f"({source}), and the folder is replaced when the output is written: choose "
+                "another --out"
+            )
 
 
 def _export_event(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,11 @@ from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES, GraphBuildCo
 
 if TYPE_CHECKING:
     from partgnn.data.event import Event
+
+
+#: A module map is reported thin when more than this share of the data would fall outside it
+#: (true doublets on pairs it never saw, or hits on modules it never saw).
+THIN_MAP_SHARE = 0.01
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -202,6 +208,15 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
         + f" from {counts['doublets']:,} true doublets of {counts['events']} events -> "
         f"{args.out}"
     )
+    unseen = module_map.unseen_pair_share()
+    if unseen > THIN_MAP_SHARE:
+        once = int((module_map.count == 1).sum())
+        print(
+            f"partgnn: warning: the map is thin for its data: {once:,} "
+            f"of its module pairs were seen once, so about {unseen:.1%} of a new event's true "
+            "doublets lie on pairs it never saw (Good-Turing estimate); fit it on more events",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -210,7 +225,7 @@ def run_build_graphs(args: argparse.Namespace) -> int:
 
     from partgnn.data.geometry import load_geometry
     from partgnn.data.graph_builder import build_event_graph
-    from partgnn.data.module_map import ModuleMap
+    from partgnn.data.module_map import ModuleMap, module_keys
     from partgnn.data.storage import EVENTS_FORMAT, EventFile, file_sha256, write_graphs
     from partgnn.errors import InputError
 
@@ -227,8 +242,18 @@ def run_build_graphs(args: argparse.Namespace) -> int:
     events = EventFile(args.events)
     rows: list[dict[str, float]] = []
 
+    unmapped = {"hits": 0, "all": 0}
+
     def graphs() -> Iterator:
         for event in tqdm(events, total=len(events), desc="build-graphs", unit="event"):
+            if module_map is not None:
+                hits = event.hits
+                layer = geometry.layer_index(
+                    hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(), where=event.name
+                )
+                module = module_keys(layer, hits["module_id"].to_numpy())
+                unmapped["hits"] += module_map.unmapped_hits(module)
+                unmapped["all"] += len(module)
             start = time.perf_counter()
             graph, quality = build_event_graph(event, geometry, config, module_map)
             row = {**quality.to_dict(), "seconds": time.perf_counter() - start}
@@ -250,6 +275,14 @@ def run_build_graphs(args: argparse.Namespace) -> int:
         n_graphs = write_graphs(args.out, graphs(), provenance=provenance)
     _print_graph_table(rows)
     print(f"built {n_graphs} graphs -> {args.out}")
+    if module_map is not None and unmapped["hits"] > THIN_MAP_SHARE * max(unmapped["all"], 1):
+        share = unmapped["hits"] / unmapped["all"]
+        print(
+            f"partgnn: warning: {args.map}: {share:.1%} of the hits lie on modules the map never "
+            f"saw (fitted on {module_map.settings.get('events', '?')} events): no edge reaches "
+            "them; fit the map on more events (or events like these)",
+            file=sys.stderr,
+        )
     return 0
 
 

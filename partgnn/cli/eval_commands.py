@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
+from partgnn import json_files
 from partgnn.cli.arg_types import non_negative_float, positive_float, score
 
 #: Communication schedules of the halo exchange
@@ -19,6 +19,8 @@ TRACK_BUILDING: tuple[str, ...] = ("components", "walk", "junction")
 #: The score cut used when none is given or recorded
 #: (:data:`partgnn.metrics.edge_counts.SCORE_CUT`).
 SCORE_CUT = 0.5
+#: infer's collective timeout [s] when neither --timeout nor PARTGNN_DIST_TIMEOUT sets one.
+INFER_TIMEOUT_S = 300.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +38,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     infer.add_argument("--device", default="auto")
     infer.add_argument("--transport", default="auto", choices=TRANSPORTS)
-    infer.add_argument("--timeout", type=positive_float, default=300.0)
+    infer.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=None,
+        help=f"collective timeout [s] (default: PARTGNN_DIST_TIMEOUT, else {INFER_TIMEOUT_S:g})",
+    )
     infer.add_argument(
         "--model-target", default=None, metavar="PACKAGE.MODULE:CLASS",
         help="allow the checkpoint's own model class (model.target): importing it runs that "
@@ -89,7 +96,10 @@ def run_infer(args: argparse.Namespace) -> int:
     from partgnn.distributed.session import distributed_session
     from partgnn.train.inference import run_inference
 
-    with distributed_session(device=args.device, timeout_s=args.timeout) as context:
+    with distributed_session(
+        device=args.device, timeout_s=args.timeout, default_timeout_s=INFER_TIMEOUT_S,
+        default_timeout_source="the default",
+    ) as context:  # fmt: skip
         n_events = run_inference(
             args.checkpoint,
             args.out,
@@ -126,9 +136,21 @@ def run_evaluate(args: argparse.Namespace) -> int:
     _print_metrics(metrics)
     if args.out is not None:
         with atomic_output(args.out) as tmp:
-            tmp.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+            tmp.write_text(json_files.dumps(metrics, indent=2, sort_keys=True) + "\n")
         print(f"metrics -> {args.out}")
     return 0
+
+
+def _note(key: str, section: dict) -> str:
+    """What a printed metric needs said beside it."""
+    if key == "trackml_score_max" and section.get(key) is not None:
+        return "  (the weight of the graphs' hits: 1 for whole events)"
+    if key == "trackml_score" and (section.get("trackml_score_max") or 1.0) < 0.999:
+        return (
+            f"  (of at most {section['trackml_score_max']:.4f}: these graphs hold part of each "
+            "event's hits, and the score is not normalised to them)"
+        )
+    return ""
 
 
 def _print_metrics(metrics: dict[str, object]) -> None:
@@ -141,4 +163,4 @@ def _print_metrics(metrics: dict[str, object]) -> None:
         for key, value in metrics[section].items():
             missing = value is None or (isinstance(value, float) and math.isnan(value))
             shown = "n/a" if missing else f"{value:.4f}"
-            print(f"    {key:<28} {shown}")
+            print(f"    {key:<28} {shown}{_note(key, metrics[section])}")

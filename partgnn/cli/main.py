@@ -42,6 +42,7 @@ from partgnn.errors import (
     TrainingDiverged,
     describe,
     exit_status,
+    is_path_error,
 )
 from partgnn.version import __version__
 
@@ -97,13 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Exception, KeyboardInterrupt) as err:
         if debug:
             raise
+        known = (InputError, OutputError, PeerFailure, TrainingDiverged, KeyboardInterrupt)
         hint = (
-            ""
-            if isinstance(
-                err, (InputError, OutputError, PeerFailure, TrainingDiverged, KeyboardInterrupt)
-            )
-            else (f" ({DEBUG_ENV}=1 shows the traceback)")
-        )
+            "" if isinstance(err, known) or is_path_error(err)
+            else f" ({DEBUG_ENV}=1 shows the traceback)"
+        )  # fmt: skip
         _close_progress_bars()
         line = f"partgnn: error: {describe(err)}{hint}"
         print(line, file=sys.stderr, flush=True)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
+from partgnn import json_files
 from partgnn.cli.arg_types import fraction, positive_float, positive_int
 
 MIB = 2**20
@@ -68,6 +68,7 @@ def run_plan(args: argparse.Namespace) -> int:
     )
 
     config = load_config(args.config, args.set)
+    graphs_path = _graphs_to_partition(config) if args.memory_gb is not None else None
     device = resolve_device(config.run.device, 0)
     shapes = rank_shapes(config)
     node_features, edge_features = _feature_widths(config)
@@ -85,8 +86,8 @@ def run_plan(args: argparse.Namespace) -> int:
     peak = max(r.total_bytes for r in ranks)
     needed = None
     method = _method(config)
-    if args.memory_gb is not None and config.data.graphs:
-        with GraphFile(config.data.graphs) as graphs:
+    if graphs_path is not None:
+        with GraphFile(graphs_path) as graphs:
             needed = ranks_needed(
                 graphs,
                 largest_event(graphs),
@@ -100,7 +101,7 @@ def run_plan(args: argparse.Namespace) -> int:
             )
     if args.json:
         print(
-            json.dumps(
+            json_files.dumps(
                 {
                     "device": str(device),
                     "footprint": {
@@ -153,9 +154,7 @@ def run_plan(args: argparse.Namespace) -> int:
     print()
     print(_table(ranks))
     print(f"\npredicted peak of the largest rank: {peak / MIB:.0f} MiB")
-    if args.memory_gb is not None and needed is None:
-        print("--memory-gb needs data.graphs in the config (the events to partition)")
-    elif needed is not None:
+    if needed is not None:
         event = f"the largest event ({needed.event.nodes:,} nodes, {needed.event.edges:,} edges)"
         kept = f"{args.headroom:.0%} of the prediction kept free"
         if needed.n_parts is None:
@@ -197,6 +196,29 @@ def _feature_widths(config) -> tuple[int, int]:
         with ShardDirectory(config.data.shards).open_rank(0) as shard:
             graph = shard[0].graph
     return int(graph.x.shape[1]), int(graph.edge_attr.shape[1])
+
+
+def _graphs_to_partition(config) -> str:
+    """The graphs file whose largest event ``--memory-gb`` partitions: the config's
+    ``data.graphs``, else the one its shards were made from (recorded in their meta.json).
+
+    Raises:
+        InputError: Neither is there (one line saying what to set).
+    """
+    import os
+
+    from partgnn.errors import InputError
+    from partgnn.partition.shard_reader import ShardDirectory
+
+    if config.data.graphs:
+        return str(config.data.graphs)
+    source = str(ShardDirectory(config.data.shards).meta["source"]["path"])
+    if not os.path.isfile(source):
+        raise InputError(
+            f"{config.data.shards}: --memory-gb partitions the events the shards were made "
+            f"from, {source}, which is not found: set data.graphs to that graphs file"
+        )
+    return source
 
 
 def _method(config) -> str:

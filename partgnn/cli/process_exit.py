@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from partgnn.errors import Stopped, clear_stop, raise_if_stopped, request_stop
+from partgnn.errors import Stopped, clear_stop, raise_if_stopped, request_stop, stop_requested
 
 #: Signals that stop a command with cleanup.
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -52,8 +52,11 @@ def stop_on_signals() -> Iterator[None]:
 
     def stop(signum: int, frame: FrameType | None) -> None:
         del frame
-        request_stop(signum)
-        raise Stopped(signum)
+        # The first signal is the reason: Ctrl-C reaches torchrun and its workers at once,
+        # and torchrun's SIGTERM to the workers follows; they were interrupted all the same.
+        first = stop_requested() or signum
+        request_stop(first)
+        raise Stopped(first)
 
     def drop_swallowed_stop(unraisable: sys.UnraisableHookArgs) -> None:
         # The stop is recorded and raised again; Python's "Exception ignored in ..." report

@@ -8,6 +8,9 @@ from partgnn.cli.arg_types import positive_float
 from partgnn.cli.eval_commands import TRANSPORTS
 from partgnn.partition.assign import METHODS
 
+#: selfcheck's collective timeout [s] when neither --timeout nor PARTGNN_DIST_TIMEOUT sets one.
+SELFCHECK_TIMEOUT_S = 120.0
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds ``selfcheck`` to the ``partgnn`` parser."""
@@ -18,7 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--transport", choices=TRANSPORTS, default="auto")
     parser.add_argument("--method", choices=METHODS, default="metis", help="partition method")
     parser.add_argument(
-        "--timeout", type=positive_float, default=120.0, help="collective timeout [s]"
+        "--timeout",
+        type=positive_float,
+        default=None,
+        help="collective timeout [s] (default: PARTGNN_DIST_TIMEOUT, else "
+        f"{SELFCHECK_TIMEOUT_S:g})",
     )
     parser.set_defaults(run=run_selfcheck)
 
@@ -27,7 +34,10 @@ def run_selfcheck(args: argparse.Namespace) -> int:
     from partgnn.cli.selfcheck import TOLERANCE, selfcheck
     from partgnn.distributed.session import distributed_session
 
-    with distributed_session(device=args.device, timeout_s=args.timeout) as context:
+    with distributed_session(
+        device=args.device, timeout_s=args.timeout, default_timeout_s=SELFCHECK_TIMEOUT_S,
+        default_timeout_source="the default",
+    ) as context:  # fmt: skip
         errors = selfcheck(context, transport=args.transport, method=args.method)
     ok = max(errors.values()) <= TOLERANCE
     if context.is_main:

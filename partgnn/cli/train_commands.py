@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
+
+from partgnn import json_files
+from partgnn.cli.arg_types import positive_float
 
 # No pipeline imports here: torch loads when the command runs.
 
@@ -34,13 +36,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="auto, cpu, cuda or cuda:N: where every rank computes (overrides run.device)",
     )
     train.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=None,
+        help="collective timeout [s] (default: PARTGNN_DIST_TIMEOUT, else run.timeout_s)",
+    )
+    start = train.add_mutually_exclusive_group()
+    start.add_argument(
         "--resume",
         nargs="?",
         const=True,
         default=False,
         choices=["auto"],
         help="continue from the run directory's last checkpoint; '--resume auto' starts afresh "
-        "when there is none (for torchrun --max-restarts and requeued jobs)",
+        "when there is none (for torchrun --max-restarts and requeued jobs); a finished run is "
+        "left as it is",
+    )
+    start.add_argument(
+        "--replace",
+        action="store_true",
+        help="start afresh in a run directory that holds a run: the old run's files are removed "
+        "first (without it, or --resume, that is refused)",
     )
     train.set_defaults(run=run_train)
 
@@ -62,11 +78,19 @@ def run_train(args: argparse.Namespace) -> int:
         StopSignals() as stop,
         distributed_session(
             device=config.run.device,
-            timeout_s=config.run.timeout_s,
+            timeout_s=args.timeout,
+            default_timeout_s=config.run.timeout_s,
             graph_parallel_size=graph_parallel_size,
         ) as context,
     ):
-        summary = Trainer(config, context).fit(resume=args.resume, stop=stop)
+        summary = Trainer(config, context).fit(resume=args.resume, replace=args.replace, stop=stop)
+    if summary.get("already_finished"):
+        if context.is_main:
+            print(
+                f"{config.run.dir}: the run is finished ({summary['steps']} of "
+                f"{summary['total_steps']} steps); nothing changed (--replace starts it anew)"
+            )
+        return 0
     if summary.get("stopped_by"):
         if context.is_main:
             print(
@@ -79,5 +103,5 @@ def run_train(args: argparse.Namespace) -> int:
         final = summary.get("final") or {}
         shown = {k: v for k, v in final.items() if isinstance(v, float)}
         print(f"trained {summary['steps']} steps ({config.mode}) -> {config.run.dir}")
-        print(json.dumps(shown, indent=2, sort_keys=True))
+        print(json_files.dumps(shown, indent=2, sort_keys=True))
     return 0

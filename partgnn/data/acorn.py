@@ -153,7 +153,18 @@ def load_acorn_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InputError(f"{path}: not a readable torch.save file ({first_line(err)})") from None
     if not isinstance(loaded, Data):
         raise InputError(f"{path}: holds a {type(loaded).__name__}, not a PyG Data event")
-    return dict(loaded.to_dict())
+    fields = dict(loaded.to_dict())
+    for name, value in fields.items():
+        if not torch.is_tensor(value):
+            continue
+        if value.device.type != "cpu":  # e.g. "meta": a tensor that holds no values
+            raise InputError(
+                f"{path}: field {name} is a tensor on the {value.device.type} device, which "
+                "holds no values here: save the event with its tensors on the CPU"
+            )
+        if value.layout != torch.strided:
+            raise InputError(f"{path}: field {name} is a {value.layout} tensor; dense expected")
+    return fields
 
 
 def detect_naming(fields: dict[str, Any], *, where: str) -> Naming:

@@ -141,6 +141,23 @@ class ModuleMap:
     def __len__(self) -> int:
         return len(self.source)
 
+    def unseen_pair_share(self) -> float:
+        """The share of a new event's true doublets expected on module pairs the map never
+        recorded: the Good-Turing estimate, pairs seen once over all doublets seen (0 for an
+        empty map)."""
+        total = int(self.count.sum())
+        return int((self.count == 1).sum()) / total if total else 0.0
+
+    def unmapped_hits(self, module: np.ndarray) -> int:
+        """How many hits lie on modules in none of the map's pairs (their edges cannot be
+        built).
+
+        Args:
+            module: Module of each hit ``(N,)`` (:func:`module_keys`).
+        """
+        mapped = np.union1d(self.source, self.target)
+        return int((~np.isin(module, mapped)).sum())
+
 
 @dataclass(frozen=True)
 class ModuleTriplets:

@@ -575,9 +575,10 @@ def check_graph(graph: Data, *, where: str) -> None:
     for name in NODE_FIELDS:
         if graph[name].shape[0] != n_nodes:
             raise InputError(f"{where}: {name} has {graph[name].shape[0]} rows, expected {n_nodes}")
-    for name in ("x", "edge_attr"):
-        if not torch.isfinite(graph[name]).all():
-            raise InputError(f"{where}: {name} holds NaN or inf")
+    for name in ("x", "edge_attr", "pos"):
+        finite = torch.isfinite(graph[name])
+        if not finite.all():
+            raise InputError(f"{where}: {name} holds NaN or inf ({int((~finite).sum())} values)")
     check_labels(graph.y, where=where)
 
 

@@ -36,6 +36,7 @@ class DistContext:
         control_group: The graph-parallel group's ranks on gloo, for small decisions the host
             makes (whether any rank failed) without a GPU synchronisation (``None``: use
             ``group`` on the context's device, as on gloo runs).
+        timeout_s: The rendezvous and collective timeout [s] the groups were made with.
     """
 
     rank: int
@@ -50,6 +51,7 @@ class DistContext:
     launcher: str = "single"
     gradient_group: dist.ProcessGroup | None = None
     control_group: dist.ProcessGroup | None = None
+    timeout_s: float = 300.0
 
     @property
     def is_main(self) -> bool:

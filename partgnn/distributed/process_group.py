@@ -7,7 +7,8 @@ meets the other processes (:mod:`~partgnn.distributed.rendezvous`), picks the de
 function receives; :func:`destroy_distributed` tears it down.
 
 Environment variables read by :func:`init_distributed` besides the launchers' own:
-``PARTGNN_DIST_TIMEOUT`` (seconds, when ``timeout_s`` is not given). ``MASTER_ADDR`` /
+``PARTGNN_DIST_TIMEOUT`` (seconds: above a config's ``run.timeout_s`` and a command's default,
+below its ``--timeout``). ``MASTER_ADDR`` /
 ``MASTER_PORT`` override the rendezvous address under MPI and Slurm too.
 """
 
@@ -45,6 +46,7 @@ from partgnn.errors import InputError, first_line
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "MIN_TIMEOUT_S",
     "DistributedError",
     "LaunchInfo",
     "destroy_distributed",
@@ -52,10 +54,14 @@ __all__ = [
     "expand_hostlist",
     "init_distributed",
     "resolve_device",
+    "resolve_timeout",
 ]
 
 DEFAULT_TIMEOUT_S = 300.0
-"""Rendezvous and collective timeout when neither ``timeout_s`` nor PARTGNN_DIST_TIMEOUT is set."""
+"""Rendezvous and collective timeout when no option, environment or config sets one."""
+
+MIN_TIMEOUT_S = 1.0
+"""The shortest timeout accepted: below it even a healthy rendezvous fails."""
 
 TIMEOUT_ENV = "PARTGNN_DIST_TIMEOUT"
 
@@ -65,6 +71,8 @@ def init_distributed(
     device: str | torch.device = "auto",
     backend: str | None = None,
     timeout_s: float | None = None,
+    default_timeout_s: float = DEFAULT_TIMEOUT_S,
+    default_timeout_source: str = "run.timeout_s",
     graph_parallel_size: int | None = None,
     environ: Mapping[str, str] | None = None,
     control_group: bool | None = None,
@@ -97,7 +105,11 @@ def init_distributed(
         timeout_s: Limit in seconds for the rendezvous and for every later collective of these
             groups, so a dead or missing peer makes the others fail instead of hanging (a rank
             that cannot reach rank 0's store gives up after about twice this, as torch retries
-            the connection once). Default: ``PARTGNN_DIST_TIMEOUT`` or 300.
+            the connection once). One order of precedence (:func:`resolve_timeout`): this
+            argument (a command's ``--timeout``), else ``PARTGNN_DIST_TIMEOUT``, else
+            ``default_timeout_s`` (a run config's ``run.timeout_s``, a command's default).
+        default_timeout_s: The timeout when neither ``timeout_s`` nor the environment sets one.
+        default_timeout_source: What ``default_timeout_s`` is, for the error of a bad one.
         graph_parallel_size: ``P``, the ranks that share one event graph; must divide the world
             size. Default: the whole world (one graph group, no data parallelism).
         environ: Environment to read instead of ``os.environ`` (tests). Under torchrun the
@@ -139,7 +151,10 @@ def init_distributed(
         raise DistributedError(
             "torch.distributed is already initialised; call destroy_distributed() first"
         )
-    timeout = datetime.timedelta(seconds=_resolve_timeout(timeout_s, env))
+    timeout_seconds = resolve_timeout(
+        timeout_s, env, default_timeout_s, default_source=default_timeout_source
+    )
+    timeout = datetime.timedelta(seconds=timeout_seconds)
     info = detect_launcher(env)
 
     comm = None
@@ -204,6 +219,7 @@ def init_distributed(
         launcher=info.launcher,
         gradient_group=gradient_group,
         control_group=control,
+        timeout_s=timeout_seconds,
     )
 
 
@@ -221,17 +237,37 @@ def destroy_distributed(ctx: DistContext) -> None:
         dist.destroy_process_group()
 
 
-def _resolve_timeout(timeout_s: float | None, env: Mapping[str, str]) -> float:
-    source = "timeout_s"
-    if timeout_s is None:
-        raw = env.get(TIMEOUT_ENV)
-        if raw is None:
-            return DEFAULT_TIMEOUT_S
-        source = TIMEOUT_ENV
-        try:
-            timeout_s = float(raw)
-        except ValueError:
-            raise InputError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
-    if not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise InputError(f"{source} must be a positive number of seconds (got {timeout_s})")
-    return float(timeout_s)
+def resolve_timeout(
+    option_s: float | None,
+    env: Mapping[str, str],
+    default_s: float = DEFAULT_TIMEOUT_S,
+    *,
+    default_source: str = "run.timeout_s",
+) -> float:
+    """The collective timeout [s]: the option, else ``PARTGNN_DIST_TIMEOUT``, else the default.
+
+    Args:
+        option_s: A command's ``--timeout`` (``None``: not given).
+        env: The environment.
+        default_s: The config's ``run.timeout_s`` or the command's default.
+        default_source: What ``default_s`` is, for the error.
+
+    Raises:
+        InputError: The chosen value is not a finite number of at least :data:`MIN_TIMEOUT_S`
+            seconds (one line naming where it came from).
+    """
+    value: float | str
+    if option_s is not None:
+        source, value = "--timeout", option_s
+    elif env.get(TIMEOUT_ENV) is not None:
+        source, value = TIMEOUT_ENV, env[TIMEOUT_ENV]
+    else:
+        source, value = default_source, default_s
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= MIN_TIMEOUT_S):
+        shown = f"{source}={value!r}" if source == TIMEOUT_ENV else f"{source} {value!r}"
+        raise InputError(f"{shown} is not a timeout: give a number of seconds >= {MIN_TIMEOUT_S:g}")
+    return seconds

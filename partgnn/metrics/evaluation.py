@@ -81,7 +81,7 @@ def evaluate_scores(
             cut, cut_source = (
                 (float(recorded), "chosen in training")
                 if recorded is not None
-                else (SCORE_CUT, "default")
+                else (SCORE_CUT, "the default: the scores record no cut chosen in training")
             )
         shards = ShardDirectory(shards_path) if shards_path is not None else None
         if shards is not None:

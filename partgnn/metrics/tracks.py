@@ -233,6 +233,9 @@ class TrackMetrics:
             when there are none).
         trackml_score: The TrackML score (see :func:`track_metrics`), or ``None`` without hit
             weights; for combined events, the mean over events.
+        trackml_score_max: The highest TrackML score these hits allow: the summed weight of
+            the graph's hits (1 for a whole event; less for a subsampled one, a pT cut or a
+            region, whose score is not normalised to it); ``None`` without hit weights.
         n_impure_tracks: Candidate tracks in which no particle holds more than 50% of the hits
             (the "fake" of the track-purity convention; a pure fragment of a particle, which
             ``n_fake_tracks`` counts, is not impure).
@@ -265,6 +268,7 @@ class TrackMetrics:
     n_duplicate_tracks: int
     duplicate_rate: float
     trackml_score: float | None = None
+    trackml_score_max: float | None = None
     n_impure_tracks: int = 0
     impure_rate: float = _NAN
     n_spanning_targets: int = 0
@@ -291,6 +295,7 @@ class TrackMetrics:
         n_matched_tracks: int,
         n_duplicate_tracks: int,
         trackml_score: float | None = None,
+        trackml_score_max: float | None = None,
         n_impure_tracks: int = 0,
         n_spanning_targets: int = 0,
         n_reconstructed_spanning: int = 0,
@@ -322,6 +327,7 @@ class TrackMetrics:
             n_duplicate_tracks=n_duplicate_tracks,
             duplicate_rate=_ratio(n_duplicate_tracks, n_matched_tracks + n_duplicate_tracks),
             trackml_score=trackml_score,
+            trackml_score_max=trackml_score_max,
             n_impure_tracks=n_impure_tracks,
             impure_rate=_ratio(n_impure_tracks, n_tracks),
             n_spanning_targets=n_spanning_targets,
@@ -345,6 +351,7 @@ class TrackMetrics:
         metrics = list(metrics)
         scores = [m.trackml_score for m in metrics]
         has_scores = bool(metrics) and all(s is not None for s in scores)
+        maxima = [m.trackml_score_max for m in metrics]
         return cls.from_counts(
             n_target_particles=sum(m.n_target_particles for m in metrics),
             n_reconstructed_targets=sum(m.n_reconstructed_targets for m in metrics),
@@ -352,6 +359,9 @@ class TrackMetrics:
             n_matched_tracks=sum(m.n_matched_tracks for m in metrics),
             n_duplicate_tracks=sum(m.n_duplicate_tracks for m in metrics),
             trackml_score=float(np.mean(scores)) if has_scores else None,
+            trackml_score_max=(
+                float(np.mean(maxima)) if has_scores and None not in maxima else None
+            ),
             n_impure_tracks=sum(m.n_impure_tracks for m in metrics),
             n_spanning_targets=sum(m.n_spanning_targets for m in metrics),
             n_reconstructed_spanning=sum(m.n_reconstructed_spanning for m in metrics),
@@ -486,13 +496,14 @@ def track_metrics(
     ] = True
     n_pure_tracks = len(np.unique(pair_track[candidate & track_majority]))
 
-    trackml_score = None
+    trackml_score = trackml_score_max = None
     if hit_weight is not None:
         hit_weight = _as_numpy(hit_weight).astype(np.float64, copy=False).ravel()
         _check_length("hit_weight", hit_weight, n)
         pair_weight = np.bincount(pair_of_hit, weights=hit_weight[assigned], minlength=len(keys))
         # The Kaggle score has no size cut on tracks: a counted pair needs both majorities only.
         trackml_score = float(pair_weight[track_majority & particle_majority].sum())
+        trackml_score_max = float(hit_weight.sum())
 
     spanning = np.zeros(len(particle_ids), dtype=bool)
     if hit_sector is not None:
@@ -512,6 +523,7 @@ def track_metrics(
         n_matched_tracks=int(matched.sum()),
         n_duplicate_tracks=int(duplicate.sum()),
         trackml_score=trackml_score,
+        trackml_score_max=trackml_score_max,
         n_impure_tracks=int((n_track_hits >= min_hits).sum()) - n_pure_tracks,
         n_spanning_targets=int((is_target & spanning).sum()),
         n_reconstructed_spanning=int((is_target & spanning & reconstructed).sum()),

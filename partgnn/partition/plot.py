@@ -7,6 +7,7 @@ in red, so a user sees where naive sectorisation would cut tracks and what the e
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
@@ -15,6 +16,8 @@ from matplotlib.collections import LineCollection
 # The object-oriented API (no pyplot) draws with Agg and never needs a display.
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+
+from partgnn.data.output_files import atomic_output
 
 
 def plot_partition(
@@ -96,4 +99,6 @@ def plot_partition(
     figure.legend(handles=handles, loc="lower center", ncol=min(n_parts, 10), fontsize=8)
     figure.suptitle(title)
     figure.tight_layout(rect=(0, 0.06, 1, 0.97))
-    figure.savefig(out, dpi=120)
+    with atomic_output(out) as tmp:
+        # The temporary name does not end in the format's suffix, so the format is given.
+        figure.savefig(tmp, format=Path(out).suffix.lstrip(".").lower() or "png", dpi=120)

@@ -24,6 +24,7 @@ import torch
 from torch_geometric.data import Data
 from tqdm import tqdm
 
+from partgnn import json_files
 from partgnn.data.output_files import SpaceGuard, atomic_directory
 from partgnn.data.storage import (
     EDGE_FIELDS,
@@ -245,8 +246,9 @@ def write_shards(
                 for event_id, stats in zip(event_ids, statistics, strict=True)
             ],
         }
+        meta = json_files.strict(meta)  # the checksum is of what the file holds
         meta["checksum"] = meta_checksum(meta)
-        (staging / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        (staging / META_FILE).write_text(json_files.dumps(meta, indent=2, sort_keys=True) + "\n")
     return meta
 
 

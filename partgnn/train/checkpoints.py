@@ -65,6 +65,21 @@ def save_checkpoint(directory: str | os.PathLike[str], step: int, state: dict[st
     return path
 
 
+def prune_step_checkpoints(directory: str | os.PathLike[str], keep: int) -> list[Path]:
+    """Removes all but the newest ``keep`` step files of ``directory``; returns those removed.
+
+    ``last.pt`` is never removed; a resume whose ``last.pt`` is damaged falls back on the newest
+    intact step file (:func:`newest_intact_checkpoint`), so ``keep`` bounds the fallbacks too.
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1 (got {keep})")
+    steps = sorted(Path(directory).glob("step-*.pt"), key=step_of, reverse=True)
+    removed = steps[keep:]
+    for path in removed:
+        path.unlink(missing_ok=True)
+    return removed
+
+
 def load_checkpoint(
     path: str | os.PathLike[str],
     device: torch.device | str = "cpu",

@@ -126,6 +126,8 @@ class RunConfig:
         size_buckets: With ``size_buckets``: how many buckets of graph size.
         timeout_s: Timeout of collectives [s].
         checkpoint_every: Save a checkpoint every this many optimizer steps (and at the end).
+        keep_checkpoints: How many step checkpoints (``step-NNNNNNN.pt``) to keep, the newest;
+            older ones are removed as new ones are written. ``last.pt`` is kept besides.
         eval_every: Evaluate on the validation events every this many epochs.
         cut_beta: The score cut stored with the model maximises the edge F-beta score on the
             validation events; ``beta < 1`` weighs purity more (a false edge merges two tracks
@@ -154,6 +156,7 @@ class RunConfig:
     size_buckets: int = 4
     timeout_s: float = 300.0
     checkpoint_every: int = 50
+    keep_checkpoints: int = 3
     eval_every: int = 1
     cut_beta: float = 0.5
     progress: bool = True
@@ -278,10 +281,11 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
     )
     require(config.loss.nontarget_weight >= 0, "loss.nontarget_weight", "must be >= 0")
     require(config.run.checkpoint_every >= 1, "run.checkpoint_every", "must be >= 1")
+    require(config.run.keep_checkpoints >= 1, "run.keep_checkpoints", "must be >= 1")
     require(config.run.eval_every >= 1, "run.eval_every", "must be >= 1")
     require(config.run.size_buckets >= 1, "run.size_buckets", "must be >= 1")
     require(config.run.cut_beta > 0, "run.cut_beta", "must be > 0")
-    require(config.run.timeout_s > 0, "run.timeout_s", "must be > 0")
+    require(config.run.timeout_s >= 1, "run.timeout_s", "must be >= 1 [s]")
 
 
 def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:

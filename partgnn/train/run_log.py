@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from partgnn import json_files
 from partgnn.data.output_files import atomic_output
 
 #: Columns of metrics.csv, in order.
@@ -108,7 +108,7 @@ class RunLog:
 
     def summary(self, summary: dict[str, Any]) -> None:
         with atomic_output(self.directory / "summary.json") as tmp:
-            tmp.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+            tmp.write_text(json_files.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
 
     def close(self) -> None:
         if self.writer is not None:

@@ -9,7 +9,6 @@ equal those of a full-graph run up to float64 rounding.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from partgnn import json_files
 from partgnn.data.graph_config import feature_names
 from partgnn.data.output_files import atomic_output
 from partgnn.errors import InputError
@@ -132,5 +132,5 @@ def write_feature_statistics(run_dir: Path, statistics: FeatureStatistics) -> Pa
     }
     path = run_dir / SCALER_FILE
     with atomic_output(path) as tmp:
-        tmp.write_text(json.dumps(record, indent=2) + "\n")
+        tmp.write_text(json_files.dumps(record, indent=2) + "\n")
     return path

@@ -53,6 +53,7 @@ from partgnn.train.checkpoints import (
     TRAINING_STATE,
     load_checkpoint,
     newest_intact_checkpoint,
+    prune_step_checkpoints,
     save_checkpoint,
     step_of,
     step_path,
@@ -60,6 +61,8 @@ from partgnn.train.checkpoints import (
 from partgnn.train.config import TrainConfig
 from partgnn.train.item_cache import CachedSource
 from partgnn.train.rng_states import gather_rng_states, restore_rng_states
+from partgnn.train.run_directory import clear_run, existing_run
+from partgnn.train.run_directory import refusal as run_refusal
 from partgnn.train.run_lock import RunLock
 from partgnn.train.run_log import RunLog
 from partgnn.train.sampling import epoch_steps
@@ -119,11 +122,22 @@ class Trainer:
             self.strategy.make_source(), int(config.data.cache_mb * 2**20), device=self.device
         )
         n_events = len(self.source.event_ids)
-        n_val = min(config.data.val_events, max(n_events - 1, 0))
+        n_val = config.data.val_events
+        if n_val >= n_events:
+            raise InputError(
+                f"{self.strategy.data_path}: holds {n_events} event{'s' * (n_events != 1)}, so "
+                f"data.val_events {n_val} leaves none to train on: set data.val_events to at "
+                f"most {n_events - 1}"
+            )
+        if n_val == 0 and context.is_main:
+            print(
+                "partgnn: warning: data.val_events is 0: no validation, and no score cut is "
+                "chosen (infer records none; evaluate then uses its default)",
+                file=sys.stderr,
+                flush=True,
+            )
         self.train_indices = list(range(n_events - n_val))
         self.val_indices = list(range(n_events - n_val, n_events))
-        if not self.train_indices:
-            raise InputError(f"{self.strategy.data_path}: no training events")
         self.events_per_step = self.strategy.n_replicas
         self.event_sizes = None
         if config.run.sampling == "size_buckets":
@@ -155,6 +169,9 @@ class Trainer:
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.state = TrainState()
+        #: Wall time [s] of the sittings before this one (from the checkpoint resumed).
+        self.earlier_wall_s = 0.0
+        self._sitting_start = time.perf_counter()
         #: Step of the last checkpoint written or resumed from (0: none).
         self.last_saved_step = 0
         # The edge score cut chosen on the validation events at the last evaluation.
@@ -182,18 +199,29 @@ class Trainer:
 
     # ----------------------------------------------------------------------------- training
 
-    def fit(self, *, resume: bool | str = False, stop: StopSignals | None = None) -> dict[str, Any]:
+    def fit(
+        self,
+        *,
+        resume: bool | str = False,
+        replace: bool = False,
+        stop: StopSignals | None = None,
+    ) -> dict[str, Any]:
         """Trains for the configured epochs (or steps); returns the summary.
 
         The main process holds the run directory's lock (:class:`RunLock`) throughout and first
         removes temporary files a killed run left. SIGTERM or SIGUSR1 stop the run at the next
         step boundary: all ranks agree, a checkpoint is written, and the summary says
-        ``stopped_by`` (no summary.json: the run is not finished).
+        ``stopped_by`` (no summary.json: the run is not finished). A run directory that holds a
+        run (:mod:`partgnn.train.run_directory`) is continued with ``resume``, replaced with
+        ``replace``, and otherwise refused; resuming a finished run changes nothing and returns
+        its summary with ``already_finished: True``.
 
         Args:
             resume: ``True``: continue from ``<run dir>/checkpoints/last.pt`` (it must exist);
                 ``"auto"``: continue from it when it exists, else start afresh (what a restarted
                 job wants); ``False``: start afresh.
+            replace: Starting afresh over a run removes the old run's files first (without it
+                that is refused).
             stop: Stop signals the caller already holds (``partgnn train`` holds them from its
                 start until its error is reported, so a launcher's SIGTERM to a failing rank
                 does not cut its report short); by default the run holds its own.
@@ -202,9 +230,12 @@ class Trainer:
         try:
             if lock is not None:
                 remove_stale_temporaries(self.run_dir, self.run_dir / "checkpoints")
-            source = self._resume_source(resume)
+            source = self._resume_source(resume, replace)
             if source is not None:
                 self._resume(source)
+                finished = self._finished_summary()
+                if finished is not None:
+                    return finished
             resume = source is not None
             with StopSignals() if stop is None else nullcontext(stop) as held:
                 return self._fit(resume, held)
@@ -212,20 +243,20 @@ class Trainer:
             if lock is not None:
                 lock.release()
 
-    def _resume_source(self, resume: bool | str) -> Path | None:
+    def _resume_source(self, resume: bool | str, replace: bool) -> Path | None:
         """The checkpoint to resume from, the same on every rank (``None``: start afresh).
 
         The main process chooses: ``last.pt``, or when it is missing or damaged the newest
         intact ``step-NNNNNNN.pt`` (saying which it skipped and why). ``"auto"`` starts afresh
         when the run has no checkpoint at all; a run whose checkpoints are all damaged, or
-        ``resume=True`` without one, is refused on every rank.
+        ``resume=True`` without one, is refused on every rank. Starting afresh where a run is
+        (:func:`~partgnn.train.run_directory.existing_run`) is refused unless ``replace``; the
+        old run's files (or a stopped run's remnants) are removed first.
         """
-        if not resume:
-            return None
         directory = self.run_dir / "checkpoints"
         choice, refusal = _NOT_MAIN, ""
         if self.context.is_main:
-            path, skipped = newest_intact_checkpoint(directory)
+            path, skipped = newest_intact_checkpoint(directory) if resume else (None, [])
             if path is not None:
                 choice = 0 if path.name == LAST else step_of(path)
                 if skipped:
@@ -239,15 +270,35 @@ class Trainer:
                 choice = _REFUSED
                 refusal = skipped[0] if skipped else f"{directory / LAST}: checkpoint not found"
             else:
-                choice = _AFRESH
+                run = existing_run(self.run_dir)
+                if run is not None and not replace:
+                    choice, refusal = _REFUSED, run_refusal(run)
+                else:
+                    choice = _AFRESH
+                    clear_run(self.run_dir)
         choice = max_over_ranks(choice, self.context)  # the main process's choice
         if choice == _REFUSED:
-            raise InputError(
-                refusal or f"{directory}: no checkpoint to resume from (see the main process)"
-            )
+            if self.context.global_world_size > 1:  # every rank says the main process's line
+                message = [refusal]
+                dist.broadcast_object_list(message, src=0)
+                refusal = message[0]
+            raise InputError(refusal)
         if choice == _AFRESH:
             return None
         return directory / LAST if choice == 0 else step_path(directory, choice)
+
+    def _finished_summary(self) -> dict[str, Any] | None:
+        """The summary of the finished run resumed (``None``: it has steps or its final
+        evaluation to run). The main process reads it; every rank gets the same answer."""
+        if self.state.step < self.total_steps:
+            return None
+        run = existing_run(self.run_dir) if self.context.is_main else None
+        finished = run is not None and run.finished
+        if not max_over_ranks(int(finished), self.context):
+            return None
+        summary = dict(run.summary) if run is not None and run.summary is not None else {}
+        summary.update(already_finished=True, steps=self.state.step, total_steps=self.total_steps)
+        return summary
 
     def _fit(self, resume: bool, stop: StopSignals) -> dict[str, Any]:
         log = None
@@ -269,7 +320,7 @@ class Trainer:
         )
         last_eval = None
         stopped_by = 0
-        started = time.perf_counter()
+        self._sitting_start = time.perf_counter()
         try:
             while self.state.step < self.total_steps and not stopped_by:
                 steps = self._epoch_steps(self.state.epoch)
@@ -313,6 +364,9 @@ class Trainer:
                     self.state.epoch += 1
                     self.state.step_in_epoch = 0
                     self.state.totals = EpochTotals()
+            if last_eval is None and not stopped_by:
+                # Resumed from the last step of a run stopped before its final evaluation.
+                last_eval = self._evaluate_and_log(log)
             self._checkpoint()
         finally:
             progress.close()
@@ -327,7 +381,7 @@ class Trainer:
             "total_steps": self.total_steps,
             "epochs": self.state.epoch,
             "parameters": sum(p.numel() for p in self.model.parameters()),
-            "wall_time_s": time.perf_counter() - started,
+            "wall_time_s": self._wall_seconds(),
             "final": last_eval,
             "stopped_by": signal_name(stopped_by) if stopped_by else None,
             "communication": bytes_exchanged(self.counter, self.context, self.device),
@@ -339,6 +393,10 @@ class Trainer:
                 log.summary(summary)
             log.close()
         return summary
+
+    def _wall_seconds(self) -> float:
+        """The run's wall time [s]: this sitting's and those of the sittings it resumed."""
+        return self.earlier_wall_s + time.perf_counter() - self._sitting_start
 
     def _epoch_steps(self, epoch: int) -> list[list[int]]:
         """The events of each step of ``epoch`` (:func:`~partgnn.train.sampling.epoch_steps`)."""
@@ -487,8 +545,10 @@ class Trainer:
                     "score_cut": self.score_cut,
                     "rng_states": rng_states,
                     "trajectory": self.trajectory(),
+                    "wall_time_s": self._wall_seconds(),
                 },
             )
+            prune_step_checkpoints(self.run_dir / "checkpoints", self.config.run.keep_checkpoints)
         self.last_saved_step = self.state.step
         if self.context.global_world_size > 1:
             dist.barrier()
@@ -550,6 +610,7 @@ class Trainer:
             totals=EpochTotals(**checkpoint["totals"]),
         )
         self.score_cut = checkpoint.get("score_cut")
+        self.earlier_wall_s = float(checkpoint.get("wall_time_s", 0.0))
         self.last_saved_step = self.state.step
         restore_rng_states(checkpoint.get("rng_states"), self.context)
 

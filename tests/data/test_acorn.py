@@ -153,6 +153,13 @@ def test_scores_and_tracks_go_back_as_acorn_files_and_evaluate_works(
         assert main(command) == 0, capsys.readouterr().err
     result = json.loads(metrics.read_text())
     assert result["events"] == 2 and result["edge"]["n_true_edges"] > 0
+    sources = {p: p.read_bytes() for p in (tmp_path / "acorn").rglob("*.pyg")}
+    for over in (tmp_path / "acorn", tmp_path / "acorn" / "valset", tmp_path):
+        argv = ["export-acorn", str(scores), "--graphs", str(graphs), "--out", str(over)]
+        assert main(argv) == 2
+        err = _one_line_error(capsys)
+        assert "the output folder holds the acorn files" in err or "holds the input" in err, err
+    assert {p: p.read_bytes() for p in (tmp_path / "acorn").rglob("*.pyg")} == sources
     with GraphFile(graphs) as imported:
         for index, event_id in enumerate(imported.event_ids):
             folder = "valset" if index == 0 else "testset"
@@ -199,6 +206,19 @@ def test_a_file_that_would_run_code_is_refused(built: list[Data], tmp_path: Path
     err = _one_line_error(capsys)
     assert "event000000001.pyg: refused" in err and "system" in err
     assert not marker.exists() and not (tmp_path / "g.h5").exists()
+
+
+def test_tensors_on_the_meta_device_are_one_line_naming_the_file(
+    built: list[Data], tmp_path: Path, capsys
+):
+    fields = acorn_fields(built[0], "prefixed")
+    fields["hit_z"] = fields["hit_z"].to("meta")
+    save_event(tmp_path / "acorn" / "event000000001.pyg", fields)
+    code = main(["import-acorn", str(tmp_path / "acorn"), "--out", str(tmp_path / "g.h5")])
+    assert code == 2
+    err = _one_line_error(capsys)
+    assert "event000000001.pyg: field hit_z is a tensor on the meta device" in err, err
+    assert not (tmp_path / "g.h5").exists()
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -204,7 +205,7 @@ def test_graph_parallel_size_must_divide_world():
     [
         ({"device": "tpu"}, "device must be"),
         ({"device": "cpu", "backend": "nccl"}, "needs a CUDA device"),
-        ({"timeout_s": 0}, "positive number of seconds"),
+        ({"timeout_s": 0}, "is not a timeout: give a number of seconds >= 1"),
         ({"environ": {"PARTGNN_DIST_TIMEOUT": "soon"}}, "PARTGNN_DIST_TIMEOUT='soon'"),
     ],
 )
@@ -220,10 +221,26 @@ def test_cuda_requested_without_cuda():
         init_distributed(device="cuda", environ={})
 
 
-def test_timeout_from_environment():
-    assert pg._resolve_timeout(None, {"PARTGNN_DIST_TIMEOUT": "7.5"}) == 7.5
-    assert pg._resolve_timeout(3, {"PARTGNN_DIST_TIMEOUT": "7.5"}) == 3.0
-    assert pg._resolve_timeout(None, {}) == pg.DEFAULT_TIMEOUT_S
+def test_timeout_precedence_is_option_then_environment_then_config():
+    env = {"PARTGNN_DIST_TIMEOUT": "7.5"}
+    assert pg.resolve_timeout(3, env, 40) == 3.0
+    assert pg.resolve_timeout(None, env, 40) == 7.5
+    assert pg.resolve_timeout(None, {}, 40) == 40.0
+    assert pg.resolve_timeout(None, {}) == pg.DEFAULT_TIMEOUT_S
+
+
+@pytest.mark.parametrize("value", ["0.001", "0", "-1", "abc", "nan", "inf"])
+def test_bad_timeout_in_the_environment_is_refused(value):
+    expected = re.escape(f"PARTGNN_DIST_TIMEOUT='{value}' is not a timeout")
+    with pytest.raises(InputError, match=expected):
+        pg.resolve_timeout(None, {"PARTGNN_DIST_TIMEOUT": value}, 300)
+
+
+def test_bad_timeout_option_and_config_are_named():
+    with pytest.raises(InputError, match=re.escape("--timeout 0.5 is not a timeout")):
+        pg.resolve_timeout(0.5, {}, 300)
+    with pytest.raises(InputError, match=re.escape("run.timeout_s 0.2 is not a timeout")):
+        pg.resolve_timeout(None, {}, 0.2)
 
 
 # --- real process groups ---------------------------------------------------------------------

@@ -73,7 +73,10 @@ def test_evaluate_uses_the_cut_recorded_with_the_scores(tmp_path: Path):
         write_scores(scores, [(event_id, values)], provenance=provenance)
         result = evaluate_scores(scores, graphs, pt_min=0.5)
         assert result["cut"] == (recorded or 0.5)
-        assert result["cut_source"] == ("chosen in training" if recorded else "default")
+        assert result["cut_source"] == (
+            "chosen in training" if recorded
+            else "the default: the scores record no cut chosen in training"
+        )  # fmt: skip
         assert result["edge"]["efficiency"] == expected_efficiency
     assert evaluate_scores(scores, graphs, cut=0.6, pt_min=0.5)["edge"]["efficiency"] == 1.0
 

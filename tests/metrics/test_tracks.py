@@ -378,6 +378,22 @@ def test_trackml_score_by_hand() -> None:
     heavier = np.where(particle_id == 3, 2 * weight, weight)
     metrics = track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=heavier)
     assert metrics.trackml_score == pytest.approx(21 / 37)
+    assert metrics.trackml_score_max == pytest.approx(heavier.sum())  # the hits' weight
+
+
+def test_the_trackml_score_of_a_subsample_is_said_to_be_bounded_by_its_weight(capsys) -> None:
+    """Half of an event's hit weight in the graph: the printed score says it is out of 0.5."""
+    from partgnn.cli.eval_commands import _print_metrics
+
+    labels, particle_id, particle_pt = hand_made_event()
+    weight = np.where(particle_id > 0, 0.5 / 37, 0.0)
+    metrics = track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight)
+    assert metrics.trackml_score_max == pytest.approx(0.5)
+    _print_metrics({"target_pt": [1.0, None], "events": 1, "cut": 0.5, "cut_source": "given",
+                    "track_building": "components", "edge": {},
+                    "track": metrics.to_dict()})  # fmt: skip
+    line = next(x for x in capsys.readouterr().out.splitlines() if "trackml_score " in x)
+    assert "(of at most 0.5000: these graphs hold part of each event's hits" in line
 
 
 # --- combining events ----------------------------------------------------------------------

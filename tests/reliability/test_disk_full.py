@@ -22,19 +22,29 @@ from tests.reliability.conftest import run_partgnn
 _BAR = re.compile(r"\d+%\|")
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    """A 64 KiB file system mounted under tmp_path (unmounted afterwards)."""
-    mount = tmp_path / "disk"
+def _tmpfs(mount: Path, options: str):
+    """Mounts a tmpfs with ``options`` at ``mount`` for the body (skipped without root)."""
     mount.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)],
                           capture_output=True)  # fmt: skip
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     yield mount
     subprocess.run(["umount", str(mount)], check=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 64 KiB file system mounted under tmp_path (unmounted afterwards)."""
+    yield from _tmpfs(tmp_path / "disk", "size=64k")
+
+
+@pytest.fixture
+def read_only_disk(tmp_path: Path):
+    """A read-only file system mounted under tmp_path (unmounted afterwards)."""
+    yield from _tmpfs(tmp_path / "read-only", "ro,size=64k")
 
 
 def _error_line(done: subprocess.CompletedProcess) -> str:
@@ -79,3 +89,37 @@ def test_the_guard_wants_room_for_the_next_event_and_one_more(tmp_path, monkeypa
     free["bytes"] = int(1.1 * 2**20) + 3 * 2**20 + RESERVE_BYTES - 1
     with pytest.raises(OutputError, match=r"out\.h5: stopped before the disk is full"):
         guard.check(next_bytes=2**20)
+
+
+def test_outputs_on_a_read_only_file_system_are_one_line(pipeline, read_only_disk):
+    """train, compare and inspect --plot each name the path they could not write; exit 1 (2
+    where the path is checked before any work: ``cannot write here``)."""
+    cases = {
+        "train": ("train", "--config", str(pipeline["config"]), "--set",
+                  f"run.dir={read_only_disk / 'run'}"),
+        "compare": ("compare", str(pipeline["run"]), "--out", str(read_only_disk / "report")),
+        "inspect": ("inspect", str(pipeline["shards"]), "--plot",
+                    str(read_only_disk / "partition.png")),
+    }  # fmt: skip
+    for name, argv in cases.items():
+        done = run_partgnn(*argv)
+        assert done.returncode in (1, 2), (name, done.stderr[-2000:])
+        line = _error_line(done)
+        assert line.startswith(f"partgnn: error: {read_only_disk}"), (name, line)
+        assert "Read-only file system" in line and "PARTGNN_DEBUG" not in line, (name, line)
+    assert list(read_only_disk.iterdir()) == []
+
+
+def test_plots_and_reports_on_a_full_disk_leave_nothing(pipeline, small_disk):
+    filler = small_disk / "filler"
+    filler.write_bytes(b"x" * (60 * 1024))  # leaves a few KiB: less than a plot
+    for argv, output in (
+        (("inspect", str(pipeline["shards"]), "--plot", str(small_disk / "p.png")), "p.png"),
+        (("compare", str(pipeline["run"]), "--out", str(small_disk / "report")), "report"),
+    ):
+        done = run_partgnn(*argv)
+        assert done.returncode == 1, done.stderr[-2000:]
+        line = _error_line(done)
+        assert line.startswith(f"partgnn: error: {small_disk}"), line
+        assert "No space left on device" in line, line
+        assert sorted(p.name for p in small_disk.iterdir()) == ["filler"], output

@@ -248,7 +248,7 @@ BAD_FIELDS = [
     ),
     (GRAPHS + "run: {checkpoint_every: 0}\n", "run.checkpoint_every must be >= 1 (got 0)"),
     (GRAPHS + "run: {eval_every: 0}\n", "run.eval_every must be >= 1 (got 0)"),
-    (GRAPHS + "run: {timeout_s: 0}\n", "run.timeout_s must be > 0 (got 0.0)"),
+    (GRAPHS + "run: {timeout_s: 0}\n", "run.timeout_s must be >= 1 [s] (got 0.0)"),
     # the data each mode needs
     ("mode: full\ndata: {shards: s}\n", "data.graphs is needed in mode full (got None)"),
     ("mode: ddp\ndata: {shards: s}\n", "data.graphs is needed in mode ddp (got None)"),

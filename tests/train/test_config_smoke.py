@@ -23,6 +23,7 @@ def test_config_trains_one_step(dataset, tmp_path, path: Path):
             f"data.shards={dataset['phi1']}",
             f"data.boundary_shards={dataset['phi1']}",
             "optim.max_steps=1",
+            "data.val_events=1",  # the dataset holds 4 events
             f"run.dir={tmp_path / 'run'}",
             "run.device=cpu",
             "run.progress=false",
@@ -50,6 +51,7 @@ def test_bf16_autocast_and_checkpointing_train(dataset, tmp_path):
             f"data.graphs={dataset['graphs']}",
             "data.boundary_shards=null",
             "optim.max_steps=2",
+            "data.val_events=1",
             f"run.dir={tmp_path / 'run'}",
             "run.device=cpu",
             "run.bf16=true",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,11 +51,17 @@ def write_comparison(
     labels = run_names(paths, names)
     runs = [load_run(path, name=label) for path, label in zip(paths, labels, strict=True)]
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    plots = write_plots(runs, out_dir)
-    report = out_dir / REPORT_NAME
-    with atomic_output(report) as tmp:
-        tmp.write_text(render_report(runs, plots, out_dir))
+    created = not out_dir.exists()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        plots = write_plots(runs, out_dir)
+        report = out_dir / REPORT_NAME
+        with atomic_output(report) as tmp:
+            tmp.write_text(render_report(runs, plots, out_dir))
+    except BaseException:
+        if created:  # nothing under the output's name when it fails
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     return report
 
 

@@ -1,0 +1,125 @@
+"""What a run directory holds: a run to keep, a finished run, or room for a new one.
+
+A run directory holds a run once it holds something a user would lose: a checkpoint, a
+``summary.json``, or a ``metrics.csv`` with at least one row. ``partgnn train`` into such a
+directory continues it (``--resume``) or, with ``--replace``, removes the old run's files first;
+without either it is refused (:func:`refusal`), so a finished run is never overwritten silently.
+A directory that holds only the remnants of a run stopped before its first checkpoint (a config
+snapshot, a metrics.csv header, TensorBoard files) holds nothing to lose: a new run clears them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from partgnn.train.checkpoints import LAST, step_of
+from partgnn.train.standardisation import SCALER_FILE
+
+#: The entries a run writes in its directory (and ``--replace`` removes). Others, e.g. the
+#: scores a user wrote beside the run, are left alone.
+RUN_ENTRIES = ("checkpoints", "tb", "metrics.csv", "summary.json", "config.yaml", SCALER_FILE)
+
+#: The option of ``partgnn train`` that replaces a run.
+REPLACE_OPTION = "--replace"
+
+
+@dataclass(frozen=True)
+class ExistingRun:
+    """The run a directory holds.
+
+    Attributes:
+        directory: The run directory.
+        newest_step: The step of its newest step checkpoint (``None``: no step file).
+        has_checkpoint: Whether it holds any checkpoint file.
+        summary: Its ``summary.json`` (``None``: none, or unreadable).
+        metric_rows: Rows of its ``metrics.csv``.
+    """
+
+    directory: Path
+    newest_step: int | None
+    has_checkpoint: bool
+    summary: dict[str, Any] | None
+    metric_rows: int
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run wrote its summary (it ran all its steps)."""
+        return self.summary is not None and not self.summary.get("stopped_by")
+
+    def describe(self) -> str:
+        """E.g. ``finished, 60 steps`` or ``checkpoint at step 40``."""
+        if self.finished:
+            assert self.summary is not None
+            return f"finished, {self.summary.get('steps', '?')} steps"
+        if self.newest_step is not None:
+            return f"checkpoint at step {self.newest_step}"
+        if self.has_checkpoint:
+            return "a checkpoint"
+        return f"{self.metric_rows} rows of metrics.csv"
+
+
+def existing_run(directory: str | os.PathLike[str]) -> ExistingRun | None:
+    """The run ``directory`` holds, or ``None`` when it holds nothing a user would lose."""
+    directory = Path(directory)
+    checkpoints = directory / "checkpoints"
+    steps = [step_of(p) for p in checkpoints.glob("step-*.pt") if p.is_file()]
+    has_checkpoint = bool(steps) or (checkpoints / LAST).is_file()
+    summary = _read_summary(directory / "summary.json")
+    rows = _metric_rows(directory / "metrics.csv")
+    if not (has_checkpoint or summary is not None or rows):
+        if (directory / "summary.json").exists():  # unreadable, but a user's result all the same
+            summary = {}
+        else:
+            return None
+    return ExistingRun(directory, max(steps) if steps else None, has_checkpoint, summary, rows)
+
+
+def refusal(run: ExistingRun) -> str:
+    """The one line refusing to start a new run over ``run``."""
+    if run.has_checkpoint:
+        advice = f"continue it with --resume, or start a new one there with {REPLACE_OPTION}"
+    else:
+        advice = f"it has no checkpoint to resume from: start a new one with {REPLACE_OPTION}"
+    return (
+        f"{run.directory}: holds a run ({run.describe()}); {advice} (removes the old run's files)"
+    )
+
+
+def clear_run(directory: str | os.PathLike[str]) -> list[Path]:
+    """Removes the entries a run writes (:data:`RUN_ENTRIES`) from ``directory``; returns them.
+
+    Only the run's own entries go: other files there (scores, evaluations) are kept.
+    """
+    removed = []
+    for name in RUN_ENTRIES:
+        path = Path(directory) / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        else:
+            continue
+        removed.append(path)
+    return removed
+
+
+def _read_summary(path: Path) -> dict[str, Any] | None:
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+def _metric_rows(path: Path) -> int:
+    try:
+        with open(path, newline="") as handle:
+            return sum(1 for _ in csv.DictReader(handle))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return 0
