@@ -31,7 +31,7 @@ from torch import nn
 from torch_geometric.data import Data
 
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.gradients import all_reduce_gradients
+from partgnn.distributed.gradients import GradientCombination, all_reduce_gradients
 from partgnn.distributed.halo_exchange import HaloExchanger, Transport
 from partgnn.distributed.session import distributed_session
 from partgnn.partition.assign import partition_graph
@@ -132,7 +132,7 @@ def sum_gradients(model: nn.Module, context: DistContext) -> None:
     parameter without a gradient on this rank contributes zeros, so every rank runs the same
     collective even when it owns no edges.
     """
-    all_reduce_gradients(model.parameters(), context, graph_parallel=True)
+    all_reduce_gradients(model.parameters(), context, combination=GradientCombination.GRAPH_SUM)
 
 
 def fit(

@@ -34,7 +34,8 @@ from pathlib import Path
 
 from _paths import shipped_config
 
-from partgnn.data.storage import GraphFile, file_sha256, write_scores
+from partgnn.data.h5_files import file_sha256
+from partgnn.data.storage import GraphFile, write_scores
 
 BIN = Path(sys.executable).parent
 CONFIG = shipped_config("full-recipe")

@@ -99,13 +99,14 @@ def main() -> None:
 def _worker(args: argparse.Namespace) -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
-    from partgnn.distributed.gradients import all_reduce_gradients
+    from partgnn.distributed.gradients import GradientCombination, all_reduce_gradients
     from partgnn.distributed.halo_exchange import (
         CommunicationCounter,
         ExchangePlan,
         HaloExchanger,
     )
     from partgnn.distributed.process_group import destroy_distributed, init_distributed
+    from partgnn.models.compute_policy import ComputePolicy
     from partgnn.models.interaction_network import InteractionNetwork
     from partgnn.partition.shard_reader import ShardDirectory
     from partgnn.train.loss import edge_loss
@@ -128,7 +129,8 @@ def _worker(args: argparse.Namespace) -> None:
         torch.manual_seed(0)
         model = InteractionNetwork(
             node_features=graph.x.shape[1], edge_features=graph.edge_attr.shape[1], hidden=64,
-            steps=8, activation="silu", shared_weights=True, checkpoint=True, fused=fused,
+            steps=8, activation="silu", shared_weights=True,
+            compute=ComputePolicy(recompute=True, fused=fused),
         )  # fmt: skip
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         autocast = precision == "bf16"
@@ -153,7 +155,9 @@ def _worker(args: argparse.Namespace) -> None:
                 if counting is not None:
                     flops["backward_flops"] = counting.get_total_flops() - flops["forward_flops"]
             start = time.perf_counter()
-            all_reduce_gradients(model.parameters(), context, graph_parallel=True)
+            all_reduce_gradients(
+                model.parameters(), context, combination=GradientCombination.GRAPH_SUM
+            )
             all_reduce = time.perf_counter() - start
             start = time.perf_counter()
             optimizer.step()

@@ -77,12 +77,12 @@ def main() -> None:
 
 def _target_pairs(event, geometry, pt_min: float) -> np.ndarray:
     """The true doublets ``(M, 2)`` (hit rows) of particles with pT > ``pt_min``."""
-    from partgnn.data.graph_builder import _particle_properties, true_consecutive_pairs
+    from partgnn.data.graph_builder import particle_properties, true_consecutive_pairs
 
     hits = event.hits
     layer = geometry.layer_index(hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy())
     pid = event.truth["particle_id"].to_numpy().astype(np.int64)
-    pt, vertex = _particle_properties(event, pid)
+    pt, vertex = particle_properties(event, pid)
     xyz = np.stack([hits[c].to_numpy() for c in ("x", "y", "z")], axis=1).astype(np.float64)
     pairs = true_consecutive_pairs(pid, layer, np.linalg.norm(xyz - vertex, axis=1))
     return pairs[pt[pairs[:, 0]] > pt_min]

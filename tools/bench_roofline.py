@@ -172,6 +172,7 @@ def time_steps(
     fused: bool = False,
 ) -> dict[str, float]:
     """Forward, backward and optimizer seconds (the best of ``repeats``) and counted FLOPs."""
+    from partgnn.models.compute_policy import ComputePolicy
     from partgnn.models.interaction_network import InteractionNetwork
     from partgnn.train.loss import edge_loss
 
@@ -184,8 +185,8 @@ def time_steps(
     y = (torch.rand(edges, generator=generator) < 0.1).float()
     torch.manual_seed(0)
     model = InteractionNetwork(node_features=3, edge_features=4, hidden=HIDDEN, steps=STEPS,
-                               activation="silu", shared_weights=True, checkpoint=True,
-                               fused=fused)  # fmt: skip
+                               activation="silu", shared_weights=True,
+                               compute=ComputePolicy(recompute=True, fused=fused))  # fmt: skip
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     bf16 = precision == "bf16"
 

@@ -26,7 +26,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    from partgnn.metrics.tracks import build_tracks, track_metrics
+    from partgnn.metrics.track_building import build_tracks
+    from partgnn.metrics.tracks import track_metrics
 
     rng = np.random.default_rng(3)
     particle_id = rng.integers(0, 10_000, args.hits)

@@ -82,7 +82,7 @@ def main() -> None:
                             "data": {"graphs": str(graphs), "shards": str(shards), "val_events": 0},
                             "model": {
                                 **base["model"],
-                                "checkpoint": checkpointing == "on",
+                                "recompute": checkpointing == "on",
                             },
                             "loss": base["loss"],
                             "optim": {"epochs": args.train_steps, "warmup_steps": 1},

@@ -170,7 +170,7 @@ def _export_event(
 
     from partgnn.data.acorn import EDGE_TRACK_LABELS, NAMINGS, load_acorn_file, write_acorn_file
     from partgnn.errors import InputError
-    from partgnn.metrics.tracks import build_tracks
+    from partgnn.metrics.track_building import build_tracks
 
     quality = graphs.quality(index)
     source = Path(str(quality["acorn_source"]))

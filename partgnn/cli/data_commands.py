@@ -170,9 +170,10 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
 
     from partgnn.data.geometry import load_geometry
     from partgnn.data.graph_builder import module_doublets
-    from partgnn.data.module_map import fit_module_map
+    from partgnn.data.h5_files import file_sha256
+    from partgnn.data.module_map_fit import fit_module_map
     from partgnn.data.output_files import check_output_path
-    from partgnn.data.storage import EventFile, file_sha256
+    from partgnn.data.storage import EventFile
 
     check_output_path(args.out)
     geometry = load_geometry(args.geometry)
@@ -225,8 +226,9 @@ def run_build_graphs(args: argparse.Namespace) -> int:
 
     from partgnn.data.geometry import load_geometry
     from partgnn.data.graph_builder import build_event_graph
+    from partgnn.data.h5_files import file_sha256
     from partgnn.data.module_map import ModuleMap, module_keys
-    from partgnn.data.storage import EVENTS_FORMAT, EventFile, file_sha256, write_graphs
+    from partgnn.data.storage import EVENTS_FORMAT, EventFile, write_graphs
     from partgnn.errors import InputError
 
     if (args.method == "module-map") != (args.map is not None):

@@ -14,7 +14,7 @@ from partgnn.cli.arg_types import non_negative_float, positive_float, score
 #: pipeline is imported when a command runs, so that ``--help`` does not wait for torch.
 TRANSPORTS: tuple[str, ...] = ("auto", "all_to_all", "p2p")
 #: How tracks are built from the edges above the cut
-#: (:data:`partgnn.metrics.tracks.TRACK_BUILDING_METHODS`; tests/cli checks they agree).
+#: (:data:`partgnn.metrics.track_building.TRACK_BUILDING_METHODS`; tests/cli checks they agree).
 TRACK_BUILDING: tuple[str, ...] = ("components", "walk", "junction")
 #: The score cut used when none is given or recorded
 #: (:data:`partgnn.metrics.edge_counts.SCORE_CUT`).

@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config field, e.g. --set model.checkpoint=true (repeatable)",
+        help="override a config field, e.g. --set model.recompute=true (repeatable)",
     )
     plan.add_argument(
         "--memory-gb",
@@ -133,7 +133,7 @@ def run_plan(args: argparse.Namespace) -> int:
     )
     print(
         f"memory plan: mode {config.mode}, {len(shapes)} rank(s) per graph group, {what}, "
-        f"checkpointing {'on' if model.checkpoint else 'off'}, {config.run.dtype}"
+        f"recomputation {'on' if model.recompute else 'off'}, {config.run.dtype}"
         f"{', bf16 autocast' if config.run.bf16 else ''}, device {device}"
     )
     released = (

@@ -9,7 +9,7 @@ loading it unrestricted runs whatever it holds, so :func:`load_acorn_file` unpic
 (:data:`ACORN_SAFE_GLOBALS`); a file that names anything else is refused with one line.
 
 :func:`acorn_to_graph` turns the fields into a partgnn graph (the fields of
-:data:`~partgnn.data.storage.GRAPH_FIELDS`, node and edge features as
+:data:`~partgnn.data.graph_fields.GRAPH_FIELDS`, node and edge features as
 :func:`~partgnn.data.graph_features.graph_features` computes them from the hit positions, so
 a model trained on built graphs scores imported ones) plus every other per-node, per-edge and
 per-track field, kept as they are. Edges keep acorn's order; each is directed from the hit at
@@ -217,7 +217,7 @@ def acorn_to_graph(
 
     Returns:
         ``(graph, kept, quality)``: ``graph`` has the fields of
-        :data:`~partgnn.data.storage.GRAPH_FIELDS` and ``event_id`` (N nodes, E edges;
+        :data:`~partgnn.data.graph_fields.GRAPH_FIELDS` and ``event_id`` (N nodes, E edges;
         ``particle_id`` and ``particle_pt`` per hit from its track edges, 0 for hits on none;
         ``edge_pt`` the pT of a true edge's particle, 0 for false edges; ``layer`` -1: acorn
         files carry modules, not partgnn's layers); ``kept`` every other tensor field that has

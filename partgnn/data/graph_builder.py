@@ -26,13 +26,8 @@ from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.graph_config import GraphBuildConfig
 from partgnn.data.graph_features import cylindrical, graph_features, outer_first, wrap_phi
 from partgnn.data.layer_pairs import adjacent_layer_pairs, layers_between
-from partgnn.data.module_map import (
-    EventDoublets,
-    ModuleMap,
-    event_doublets,
-    module_keys,
-    module_map_edges,
-)
+from partgnn.data.module_map import EventDoublets, ModuleMap, event_doublets, module_keys
+from partgnn.data.module_map_edges import module_map_edges
 
 # Windows are looked up in one sorted array of keys ``bin * _BIN_STRIDE + phi + offset``; the
 # three phi copies (phi - 2 pi, phi, phi + 2 pi, shifted by 3 pi) span [0, 6 pi] < _BIN_STRIDE,
@@ -163,7 +158,7 @@ def build_event_graph(
         hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(), where=event.name
     )
     particle_id = truth["particle_id"].to_numpy().astype(np.int64)
-    particle_pt, vertex = _particle_properties(event, particle_id)
+    particle_pt, vertex = particle_properties(event, particle_id)
 
     keep = np.ones(len(hits), dtype=bool)
     if config.pt_min > 0:
@@ -226,7 +221,7 @@ class _HitCoordinates:
     eta: np.ndarray
 
 
-def _particle_properties(event: Event, particle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def particle_properties(event: Event, particle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per hit: its particle's pT [GeV] (0 for noise) and production vertex [mm], (N,), (N, 3).
 
     A particle missing from the particles table gets pT 0 and the origin as vertex.
@@ -259,7 +254,7 @@ def module_doublets(
         hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(), where=event.name
     )
     particle_id = event.truth["particle_id"].to_numpy().astype(np.int64)
-    particle_pt, vertex = _particle_properties(event, particle_id)
+    particle_pt, vertex = particle_properties(event, particle_id)
     xyz = np.stack([hits[c].to_numpy() for c in ("x", "y", "z")], axis=1).astype(np.float64)
     pairs = true_consecutive_pairs(particle_id, layer, np.linalg.norm(xyz - vertex, axis=1))
     pairs = pairs[particle_pt[pairs[:, 0]] >= pt_min]

@@ -13,19 +13,13 @@ Schema (format version 2; every kind of file shares the layout, see ``docs/DATA_
 Files are written under a temporary name in the target's folder and renamed into place only when
 complete, so a crash never leaves a half-written file under the final name.
 
-Integrity: every dataset carries a Fletcher-32 checksum that HDF5 verifies on every read
-(:func:`read_array` turns a mismatch into one line naming the file and the dataset), and the
-files use the HDF5 1.10 object format (:data:`LIBVER`), whose object headers, and so the
-attributes, carry checksums too; strings are stored fixed-length, in the header, rather than in
-the unchecked global heap.
+Integrity: every dataset and attribute is checksummed (:mod:`partgnn.data.h5_files`), and every
+graph read passes :func:`~partgnn.data.graph_fields.check_graph`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import functools
-import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -39,62 +33,38 @@ import torch
 from torch_geometric.data import Data
 
 from partgnn.data.event import TABLES, Event
+from partgnn.data.graph_fields import (
+    GRAPH_FIELDS,
+    EventShape,
+    check_graph,
+)
+from partgnn.data.h5_files import (
+    EXTRA_GROUP,
+    LazyH5File,
+    create_h5,
+    damaged_file_errors,
+    decode_attr,
+    event_key,
+    group_nbytes,
+    read_array,
+    write_array,
+    write_attrs,
+    write_root_attrs,
+)
 from partgnn.data.output_files import SpaceGuard, atomic_output
 from partgnn.errors import InputError, first_line
-from partgnn.version import __version__
 
 T = TypeVar("T")
 
 #: 2: every dataset checksummed (Fletcher-32), checksummed object headers (:data:`LIBVER`).
 FORMAT_VERSION = 2
 
-#: HDF5 file format bounds of the files partgnn writes: 1.10's object headers carry checksums.
-LIBVER = ("v110", "v110")
 EVENTS_FORMAT = "partgnn-events"
 GRAPHS_FORMAT = "partgnn-graphs"
 SCORES_FORMAT = "partgnn-scores"
 
-#: Graph fields with one row per node and per edge.
-NODE_FIELDS = ("x", "pos", "hit_id", "particle_id", "particle_pt", "layer")
-EDGE_FIELDS = ("edge_attr", "y", "edge_pt")
-
-#: Graph fields stored per event, with the dtype they are stored in. ``y`` is stored as uint8
-#: and read back as float32.
-GRAPH_FIELDS: dict[str, np.dtype] = {
-    "x": np.dtype(np.float32),
-    "pos": np.dtype(np.float32),
-    "edge_index": np.dtype(np.int64),
-    "edge_attr": np.dtype(np.float32),
-    "y": np.dtype(np.uint8),
-    "edge_pt": np.dtype(np.float32),
-    "hit_id": np.dtype(np.int64),
-    "particle_id": np.dtype(np.int64),
-    "particle_pt": np.dtype(np.float32),
-    "layer": np.dtype(np.int64),
-}
-
-#: Group of an event's graph holding fields kept from where the graph came from.
-EXTRA_GROUP = "extra"
-
 #: Fields kept beside a graph: name -> array.
 Extra = dict[str, np.ndarray]
-
-# Below this many elements compression costs more than it saves.
-_COMPRESS_MIN_ELEMENTS = 1024
-
-
-def event_key(event_id: int) -> str:
-    """Group name of an event: TrackML style, ``event000000001``."""
-    return f"event{int(event_id):09d}"
-
-
-def file_sha256(path: str | os.PathLike[str], chunk_bytes: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file's bytes, read in chunks (for provenance of derived files)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(chunk_bytes):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def write_events(
@@ -203,7 +173,7 @@ def _write_event_groups(
     Before each event the disk must have room for it (:class:`SpaceGuard`).
     """
     with atomic_output(path) as tmp, create_h5(tmp) as h5:
-        write_root_attrs(h5, fmt, provenance)
+        write_root_attrs(h5, fmt, provenance, version=FORMAT_VERSION)
         group = h5.create_group("events")
         guard = SpaceGuard(path, [tmp])
         n_events = 0
@@ -221,89 +191,6 @@ def _write_event_groups(
             n_events += 1
         h5.attrs["n_events"] = n_events
     return n_events
-
-
-class LazyH5File:
-    """An HDF5 file opened read-only on first use, and again in every process that uses it.
-
-    h5py handles must not cross a fork (DataLoader workers, multiprocessing), so the handle is
-    reopened when the process id changes; pickling drops it.
-
-    Args:
-        path: The file.
-        missing: What the error says when the file does not exist (``"file not found"``).
-    """
-
-    def __init__(self, path: Path, missing: str = "file not found") -> None:
-        self.path = path
-        self.missing = missing
-        self._file: h5py.File | None = None
-        self._pid: int | None = None
-
-    def get(self) -> h5py.File:
-        if self._file is None or self._pid != os.getpid():
-            if not self.path.exists():
-                raise InputError(f"{self.path}: {self.missing}")
-            try:
-                self._file = h5py.File(self.path, "r")
-            except OSError as err:
-                raise InputError(
-                    f"{self.path}: not a readable HDF5 file ({first_line(err)})"
-                ) from None
-            self._pid = os.getpid()
-        return self._file
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_file": None, "_pid": None}
-
-
-class EventShape(NamedTuple):
-    """Sizes of one stored event graph, read from the file's index (nothing decoded).
-
-    Attributes:
-        nodes: Node rows (for a rank's shard: owned plus halo).
-        edges: Edges.
-        halo: Halo nodes among ``nodes`` (0 for a whole graph).
-        nbytes: Bytes of all the event's arrays once decoded.
-    """
-
-    nodes: int
-    edges: int
-    halo: int
-    nbytes: int
-
-
-@contextlib.contextmanager
-def damaged_file_errors(path: Path, where: str = "") -> Iterator[None]:
-    """Turns the errors h5py raises on a damaged file (a header failing its checksum, an index
-    that cannot be decoded) into one-line InputErrors naming the file (and event)."""
-    try:
-        yield
-    except (KeyError, OSError, ValueError, RuntimeError) as err:
-        place = f"{path}: {where}" if where else f"{path}"
-        raise InputError(
-            f"{place}: damaged HDF5 structure ({first_line(err).strip(chr(39))}; the file is "
-            "corrupted)"
-        ) from None
-
-
-def group_nbytes(group: h5py.Group) -> int:
-    """Decoded bytes of every dataset under an HDF5 group (sizes from the index alone), but for
-    the kept fields of :data:`EXTRA_GROUP`, which training never decodes."""
-    total = 0
-
-    def add(name: str, obj: object) -> None:
-        nonlocal total
-        if isinstance(obj, h5py.Dataset) and name.split("/")[0] != EXTRA_GROUP:
-            total += int(obj.size) * obj.dtype.itemsize
-
-    group.visititems(add)
-    return total
 
 
 class _EventStore:
@@ -549,124 +436,3 @@ class GraphDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> Data:
         return self.graphs[index]
-
-
-def check_graph(graph: Data, *, where: str) -> None:
-    """Raises a one-line InputError (prefixed ``where``) unless the graph's fields agree: 2-D
-    ``x`` and ``edge_attr``, ``edge_index`` ``(2, E)`` within its nodes, one row per node or
-    edge in every field, finite features and labels 0 or 1."""
-    for name in ("x", "edge_attr"):
-        if graph[name].dim() != 2:
-            raise InputError(
-                f"{where}: {name} must be a 2-D table, got shape {tuple(graph[name].shape)}"
-            )
-    n_nodes = graph.x.shape[0]
-    edge_index = graph.edge_index
-    if edge_index.dim() != 2 or edge_index.shape[0] != 2:
-        raise InputError(
-            f"{where}: edge_index must have shape (2, E), got {tuple(edge_index.shape)}"
-        )
-    if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= n_nodes):
-        raise InputError(f"{where}: edge_index refers to nodes outside 0..{n_nodes - 1}")
-    n_edges = edge_index.shape[1]
-    for name in EDGE_FIELDS:
-        if graph[name].shape[0] != n_edges:
-            raise InputError(f"{where}: {name} has {graph[name].shape[0]} rows, expected {n_edges}")
-    for name in NODE_FIELDS:
-        if graph[name].shape[0] != n_nodes:
-            raise InputError(f"{where}: {name} has {graph[name].shape[0]} rows, expected {n_nodes}")
-    for name in ("x", "edge_attr", "pos"):
-        finite = torch.isfinite(graph[name])
-        if not finite.all():
-            raise InputError(f"{where}: {name} holds NaN or inf ({int((~finite).sum())} values)")
-    check_labels(graph.y, where=where)
-
-
-def check_labels(y: torch.Tensor, *, where: str) -> None:
-    """Raises a one-line InputError unless every edge label ``y`` ``(E,)`` is 0 or 1."""
-    bad = (y != 0) & (y != 1)
-    if bool(bad.any()):
-        first = int(torch.nonzero(bad)[0, 0])
-        raise InputError(f"{where}: edge label y = {y[first].item()} at edge {first} is not 0 or 1")
-
-
-def write_root_attrs(
-    h5: h5py.File,
-    fmt: str,
-    provenance: dict[str, object] | None,
-    *,
-    version: int = FORMAT_VERSION,
-    timestamp: bool = True,
-) -> None:
-    """Writes the common root attributes (format, version, provenance) of a partgnn file.
-
-    ``timestamp=False`` leaves out the creation time, for files that must be reproducible.
-    """
-    common: dict[str, object] = {
-        "format": fmt,
-        "format_version": version,
-        "partgnn_version": __version__,
-    }
-    if timestamp:
-        common["created"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    write_attrs(h5, {**common, **(provenance or {})})
-
-
-def create_h5(path: str | os.PathLike[str]) -> h5py.File:
-    """A new HDF5 file in the checksummed object format (:data:`LIBVER`), open for writing."""
-    return h5py.File(path, "w", libver=LIBVER)
-
-
-def write_attrs(obj: h5py.HLObject, attrs: dict[str, object]) -> None:
-    """Stores numbers as they are and anything else as a fixed-length UTF-8 string (JSON for
-    what is not a string), which lives in the checksummed object header."""
-    for key, value in attrs.items():
-        if isinstance(value, (bool, int, float, np.integer, np.floating)):
-            obj.attrs[key] = value
-        else:
-            text = (
-                value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-            )
-            encoded = text.encode()
-            obj.attrs.create(
-                key, np.array(encoded), dtype=h5py.string_dtype("utf-8", max(1, len(encoded)))
-            )
-
-
-def write_array(group: h5py.Group, name: str, array: np.ndarray) -> None:
-    """Writes a dataset with a Fletcher-32 checksum, compressed when that pays (the checksum
-    covers the stored, compressed bytes)."""
-    options = {}
-    if array.size >= _COMPRESS_MIN_ELEMENTS:
-        options = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
-    group.create_dataset(name, data=np.ascontiguousarray(array), fletcher32=True, **options)
-
-
-def read_array(group: h5py.Group, name: str) -> np.ndarray:
-    """A dataset's values, its checksum verified (HDF5 checks Fletcher-32 on every read).
-
-    Raises:
-        InputError: One line naming the file and the dataset when it is missing, fails its
-            checksum or cannot be decoded.
-    """
-    path = f"{group.name.rstrip('/')}/{name}"
-    try:
-        dataset = group[name]
-    except KeyError:
-        raise InputError(f"{group.file.filename}: dataset {path} is missing") from None
-    try:
-        return dataset[()]
-    except OSError:
-        raise InputError(
-            f"{group.file.filename}: dataset {path} fails its checksum or cannot be decoded "
-            "(the file is corrupted)"
-        ) from None
-
-
-def decode_attr(value: object) -> object:
-    """An HDF5 attribute as a plain Python value (bytes -> str, numpy scalar -> item)."""
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

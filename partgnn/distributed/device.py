@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
 
 from partgnn.errors import InputError
+
+#: cuBLAS's workspace setting, which deterministic GEMMs need fixed.
+CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
 
 
 def resolve_device(device: str | torch.device, local_rank: int) -> torch.device:
@@ -85,12 +89,26 @@ def resolve_backend(backend: str | None, device: torch.device) -> str:
     return backend
 
 
-def use_deterministic_algorithms(device: torch.device) -> None:
-    """Only deterministic kernels from now on in this process (``run.deterministic``).
+@contextmanager
+def deterministic_algorithms(device: torch.device, enabled: bool = True) -> Iterator[None]:
+    """Only deterministic kernels within the block (``run.deterministic``); the process's
+    setting (and ``CUBLAS_WORKSPACE_CONFIG``) is as it was afterwards.
 
     On GPUs cuBLAS needs a fixed workspace for that (``CUBLAS_WORKSPACE_CONFIG``, read when
     its handle is created: before the first matrix product); a user's setting stands.
     """
+    if not enabled:
+        yield
+        return
+    was_on = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    workspace = os.environ.get(CUBLAS_WORKSPACE)
     if device.type == "cuda":
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        os.environ.setdefault(CUBLAS_WORKSPACE, ":4096:8")
     torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was_on, warn_only=warn_only)
+        if workspace is None:
+            os.environ.pop(CUBLAS_WORKSPACE, None)

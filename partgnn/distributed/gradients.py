@@ -14,6 +14,7 @@ training strategy hands the trainer.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol
 
@@ -24,11 +25,45 @@ from torch import nn
 from partgnn.distributed.context import DistContext
 
 
+class GradientCombination(enum.Enum):
+    """How the ranks' gradients (and losses) combine into the step's.
+
+    ``GRAPH_SUM``: the ranks of a graph-parallel group hold parts of one event, so their
+    contributions are summed over the group (the full-graph gradient), and the groups, which
+    train different events, are averaged (halo mode). ``MEAN``: every rank is a replica, the
+    gradients are averaged over the world (full, naive, ddp modes).
+    """
+
+    GRAPH_SUM = "sum over the graph group, mean over the graph groups"
+    MEAN = "mean over every rank"
+
+    def reduce(self, tensor: torch.Tensor, context: DistContext, replicas: int | None) -> None:
+        """Combines ``tensor`` over the ranks in place (``replicas``: divide the sum over
+        replicas by this many, those that had an event this step, instead of all of them).
+        Collective."""
+        if self is GradientCombination.GRAPH_SUM:
+            if context.world_size > 1:
+                dist.all_reduce(tensor, group=context.group)
+            self.across_replicas(tensor, context, replicas)
+        else:
+            dist.all_reduce(tensor)
+            tensor /= replicas or context.global_world_size
+
+    def across_replicas(
+        self, tensor: torch.Tensor, context: DistContext, replicas: int | None
+    ) -> None:
+        """The second stage of :data:`GRAPH_SUM`, after the graph group's sum: the mean over
+        the graph groups (nothing with one). Collective over the data-parallel group."""
+        if context.n_graph_groups > 1:
+            dist.all_reduce(tensor, group=context.data_parallel_group)
+            tensor /= replicas or context.n_graph_groups
+
+
 def all_reduce_gradients(
     parameters: Iterable[nn.Parameter],
     context: DistContext,
     *,
-    graph_parallel: bool,
+    combination: GradientCombination,
     replicas: int | None = None,
 ) -> None:
     """Synchronises the gradients of ``parameters`` in place (one flat all-reduce per group).
@@ -38,8 +73,7 @@ def all_reduce_gradients(
             no gradient on this rank (unused by its part) contributes zeros and gets the
             reduced gradient, so every rank takes part in the same collectives.
         context: The run's distributed context.
-        graph_parallel: Sum over the graph-parallel group and average over its replicas
-            (halo mode); else average over the whole world.
+        combination: How the ranks' gradients combine.
         replicas: Divide the sum over replicas by this (the replicas that had an event this
             step; the others contributed zeros) instead of by all of them.
 
@@ -50,7 +84,7 @@ def all_reduce_gradients(
     if context.global_world_size == 1 or not parameters:
         return
     flat = _flatten(parameters)
-    _reduce(flat, context, graph_parallel=graph_parallel, replicas=replicas)
+    combination.reduce(flat, context, replicas)
     _write_back(parameters, flat)
 
 
@@ -99,16 +133,19 @@ class GradientReduceAfterBackward:
     (:func:`all_reduce_gradients`)."""
 
     def __init__(
-        self, parameters: list[nn.Parameter], context: DistContext, graph_parallel: bool
+        self,
+        parameters: list[nn.Parameter],
+        context: DistContext,
+        combination: GradientCombination,
     ) -> None:
-        self.parameters, self.context, self.graph_parallel = parameters, context, graph_parallel
+        self.parameters, self.context, self.combination = parameters, context, combination
 
     def begin(self) -> None:
         """Nothing to arm: the reduction waits for the whole backward pass."""
 
     def finish(self, *, replicas: int | None = None) -> None:
         all_reduce_gradients(
-            self.parameters, self.context, graph_parallel=self.graph_parallel, replicas=replicas
+            self.parameters, self.context, combination=self.combination, replicas=replicas
         )
 
 
@@ -129,8 +166,7 @@ class BucketedGradientReduce:
     Args:
         parameters: The model's parameters, in the same order on every rank.
         context: The run's distributed context.
-        graph_parallel: Sum over the graph-parallel group and average over its replicas
-            (halo mode); else average over the whole world.
+        combination: How the ranks' gradients combine.
         bucket_bytes: Gradient bytes per bucket (a bucket holds at least one parameter;
             default :func:`bucket_bytes_for` the context's device).
     """
@@ -140,13 +176,13 @@ class BucketedGradientReduce:
         parameters: Iterable[nn.Parameter],
         context: DistContext,
         *,
-        graph_parallel: bool,
+        combination: GradientCombination,
         bucket_bytes: int | None = None,
     ) -> None:
         if bucket_bytes is None:
             bucket_bytes = bucket_bytes_for(context.device)
         self.parameters = [p for p in parameters if p.requires_grad]
-        self.context, self.graph_parallel = context, graph_parallel
+        self.context, self.combination = context, combination
         self.buckets: list[list[nn.Parameter]] = []
         size = bucket_bytes
         for p in reversed(self.parameters):
@@ -162,7 +198,7 @@ class BucketedGradientReduce:
         self._hooks = [
             p.register_post_accumulate_grad_hook(self._on_gradient) for p in self.parameters
         ]
-        if graph_parallel:
+        if combination is GradientCombination.GRAPH_SUM:
             self._group = context.gradient_group if context.world_size > 1 else None
             self._first_stage = context.world_size > 1
         else:
@@ -195,10 +231,8 @@ class BucketedGradientReduce:
         for bucket, (request, flat) in zip(self.buckets, self._launched, strict=True):
             if request is not None:
                 request.wait()
-            if self.graph_parallel:
-                if self.context.n_graph_groups > 1:
-                    dist.all_reduce(flat, group=self.context.data_parallel_group)
-                    flat /= replicas or self.context.n_graph_groups
+            if self.combination is GradientCombination.GRAPH_SUM:
+                self.combination.across_replicas(flat, self.context, replicas)
             else:
                 flat /= replicas or self.context.global_world_size
             _write_back(bucket, flat)
@@ -257,7 +291,7 @@ def all_reduce_value(
     value: torch.Tensor,
     context: DistContext,
     *,
-    graph_parallel: bool,
+    combination: GradientCombination,
     replicas: int | None = None,
     flag: int = 0,
     non_finite: torch.Tensor | None = None,
@@ -285,7 +319,7 @@ def all_reduce_value(
         slot = 1 + FLAG_LIMIT + 2 * context.global_rank
         reduced[slot : slot + 2] = non_finite.to(torch.float64)
     if n_ranks > 1:
-        _reduce(reduced, context, graph_parallel=graph_parallel, replicas=replicas)
+        combination.reduce(reduced, context, replicas)
     total, *rest = reduced.tolist()
     flags, problems = rest[:FLAG_LIMIT], rest[FLAG_LIMIT:]
     found = [
@@ -305,17 +339,3 @@ def max_over_ranks(value: int, context: DistContext) -> int:
     reduced = torch.tensor([value], dtype=torch.int64, device=context.device)
     dist.all_reduce(reduced, op=dist.ReduceOp.MAX)
     return int(reduced.item())
-
-
-def _reduce(
-    tensor: torch.Tensor, context: DistContext, *, graph_parallel: bool, replicas: int | None
-) -> None:
-    if graph_parallel:
-        if context.world_size > 1:
-            dist.all_reduce(tensor, group=context.group)
-        if context.n_graph_groups > 1:
-            dist.all_reduce(tensor, group=context.data_parallel_group)
-            tensor /= replicas or context.n_graph_groups
-    else:
-        dist.all_reduce(tensor)
-        tensor /= replicas or context.global_world_size

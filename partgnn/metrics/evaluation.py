@@ -15,11 +15,13 @@ import numpy as np
 from torch_geometric.data import Data
 
 from partgnn.data.event import Event
-from partgnn.data.storage import EventFile, GraphFile, ScoresFile, file_sha256
+from partgnn.data.h5_files import file_sha256
+from partgnn.data.storage import EventFile, GraphFile, ScoresFile
 from partgnn.errors import InputError
 from partgnn.metrics.edge_counts import SCORE_CUT
 from partgnn.metrics.edge_metrics import edge_metrics, roc_auc
-from partgnn.metrics.tracks import TrackMetrics, build_tracks, track_metrics
+from partgnn.metrics.track_building import build_tracks
+from partgnn.metrics.tracks import TrackMetrics, track_metrics
 from partgnn.partition.shard_reader import ShardDirectory, cut_edges, node_parts
 
 
@@ -47,7 +49,8 @@ def evaluate_scores(
     by ``partgnn infer`` in the scores file), else :data:`SCORE_CUT`; ``cut_at_efficiency``
     instead chooses it on these events: the highest cut keeping that fraction of their target
     edges (:func:`cut_for_target_efficiency`), e.g. on validation events, for the test events.
-    Tracks are built by ``track_building`` (:data:`~partgnn.metrics.tracks.TRACK_BUILDING_METHODS`).
+    Tracks are built by ``track_building``
+    (:data:`~partgnn.metrics.track_building.TRACK_BUILDING_METHODS`).
 
     Raises:
         InputError: If the scores were made from another graphs file, events are missing, or

@@ -1,10 +1,7 @@
-"""Track building from scored edges, and track metrics: double-majority efficiency, fake and
-duplicate rates, and the TrackML score.
-
-:func:`build_tracks` turns edge scores into one track label per hit (connected components of the
-accepted edges, or a walk-through that resolves branches); :func:`track_metrics` matches those
-tracks to the truth particles. Everything is vectorised over hits and edges (numpy / scipy):
-an event of 1e5 hits takes a few tens of milliseconds.
+"""Track metrics: the tracks of :mod:`partgnn.metrics.track_building` matched to the truth
+particles (double-majority efficiency, fake and duplicate rates, ATLAS and one-way matching, the
+TrackML score). Vectorised over hits (numpy): an event of 1e5 hits takes a few tens of
+milliseconds.
 
 Glossary: a *track* is the set of hits that share a label ``>= 0``; a *candidate* track has at
 least ``min_hits`` hits; a *target* particle is a non-noise particle with ``pT > pt_min`` and at
@@ -15,197 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from partgnn.errors import InputError
+from partgnn.metrics.track_building import as_numpy
 
 # One NaN object, so that metrics with the same undefined rates compare equal.
 _NAN = float("nan")
 
-#: Label of a hit that belongs to no track.
-NO_TRACK = -1
-
-#: Track building methods of :func:`build_tracks`.
-TRACK_BUILDING_METHODS: tuple[str, ...] = ("components", "walk", "junction")
-
 # What ``particle_n_hits`` may be: {particle_id: n_hits}, a pandas Series indexed by particle id
 # (e.g. ``particles.set_index("particle_id")["nhits"]``), or two arrays ``(particle_ids, n_hits)``.
 ParticleHitCounts = Mapping[int, int] | pd.Series | tuple[Any, Any]
-
-
-def build_tracks(
-    edge_index: Any,
-    scores: Any,
-    n_nodes: int,
-    *,
-    cut: float = 0.5,
-    method: Literal["components", "walk", "junction"] = "components",
-) -> np.ndarray:
-    """Groups hits into tracks using the edges whose score is above a cut.
-
-    An edge is *accepted* when ``score > cut``. Then, by ``method``:
-
-    - ``"components"``: tracks are the connected components of the accepted edges, taken as
-      undirected (the usual Exa.TrkX track building). A fork or a wrong edge between two
-      particles merges them into one track.
-    - ``"walk"``: a walk-through that resolves branches, so each hit joins at most one
-      chain-shaped track. Edges are directed from the inner to the outer layer.
-
-      1. Each hit chooses as its *successor* the target of its highest-scoring accepted
-         outgoing edge (a fork is broken by score).
-      2. When several hits choose the same successor (two walks merge), that hit keeps only the
-         highest-scoring of those edges as its *predecessor*; the other walks end before it.
-      3. The kept edges give every hit at most one predecessor and one successor: they form
-         disjoint chains. A track is a chain of at least two hits, i.e. the walk that starts
-         at a hit with no kept incoming edge (a seed) and follows the successors until a hit
-         has none or its successor was kept by a higher-scoring predecessor.
-
-      A seed is therefore either a hit with no accepted incoming edge or the first hit of a
-      branch that lost a fork: losing branches are not dropped but form tracks of their own,
-      so one wrong high-scoring edge cannot orphan the rest of a true track. Equal scores are
-      broken by the lower edge index. On graphs with directed cycles (the inner-to-outer graphs
-      of :func:`~partgnn.data.graph_builder.build_event_graph` have none) a cycle of kept edges
-      is one track.
-    - ``"junction"``: connected components after junction removal. First, *twin* hits (two
-      hits with an accepted edge from a common hit and an accepted edge to a common hit: the
-      two hits a particle leaves on overlapping modules of one layer, whose true edges to the
-      next layer form a ladder rather than a chain) are taken together as one hit. Then a
-      *junction* is a hit with more than one accepted incoming or outgoing edge; an accepted
-      edge is kept when it is the highest-scoring accepted outgoing edge of its source *and*
-      the highest-scoring accepted incoming edge of its target (both judged on all accepted
-      edges at once, so a weak edge at a junction is cut whichever side it is on). Chains and
-      ladders pass unchanged; the components of the kept edges are the tracks (twins share
-      their track). Equal scores are broken by the lower edge index.
-    Args:
-        edge_index: Edges ``(source, target)``, shape ``(2, E)``, integer (numpy or torch).
-        scores: Edge scores, shape ``(E,)``, e.g. the classifier's sigmoid output in [0, 1].
-        n_nodes: Number of hits N.
-        cut: Score threshold; an edge is accepted when ``score > cut``.
-        method: ``"components"``, ``"walk"`` or ``"junction"``.
-
-    Returns:
-        Track label of each hit, shape ``(N,)``, int64: tracks are numbered ``0 .. T - 1`` in
-        the order of their lowest hit index; a hit on no accepted edge (or, for ``"walk"``, in
-        no chain of two or more hits) gets :data:`NO_TRACK` (-1).
-
-    Raises:
-        InputError: If the shapes disagree, a node index is out of range, or ``method`` is
-            unknown.
-    """
-    if method not in TRACK_BUILDING_METHODS:
-        raise InputError(
-            f"track building: method must be one of {TRACK_BUILDING_METHODS} (got {method!r})"
-        )
-    edge_index = _as_numpy(edge_index)
-    scores = _as_numpy(scores).astype(np.float64, copy=False)
-    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
-        raise InputError(
-            f"track building: edge_index must have shape (2, E) (got {edge_index.shape})"
-        )
-    if scores.shape != (edge_index.shape[1],):
-        raise InputError(
-            f"track building: scores must have shape ({edge_index.shape[1]},) to match "
-            f"edge_index (got {scores.shape})"
-        )
-    if n_nodes < 0:
-        raise InputError(f"track building: n_nodes must be >= 0 (got {n_nodes})")
-    edge_index = edge_index.astype(np.int64, copy=False)
-    if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= n_nodes):
-        raise InputError(
-            f"track building: edge_index holds node indices outside [0, {n_nodes}) "
-            f"(min {edge_index.min()}, max {edge_index.max()})"
-        )
-
-    accepted = np.flatnonzero(scores > cut)
-    src, dst = edge_index[0, accepted], edge_index[1, accepted]
-    if method == "walk":
-        src, dst = _walk_edges(src, dst, scores[accepted], accepted)
-    elif method == "junction":
-        return _junction_removed_labels(src, dst, scores[accepted], accepted, n_nodes)
-    return _component_labels(src, dst, n_nodes)
-
-
-def _best_per(key: np.ndarray, score: np.ndarray, edge_id: np.ndarray) -> np.ndarray:
-    """Whether each edge is the highest-scoring of those sharing its ``key`` (ties: lower id)."""
-    order = np.lexsort((edge_id, -score, key))
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = key[order][1:] != key[order][:-1]
-    best = np.zeros(len(order), dtype=bool)
-    best[order[first]] = True
-    return best
-
-
-def _junction_removed_labels(
-    src: np.ndarray, dst: np.ndarray, score: np.ndarray, edge_id: np.ndarray, n_nodes: int
-) -> np.ndarray:
-    """Track labels of junction removal (:func:`build_tracks`): twins merged, then each kept
-    edge the best outgoing of its source and the best incoming of its target, (N,)."""
-    group, twin_a, twin_b = _twin_groups(src, dst, n_nodes)
-    gsrc, gdst = group[src], group[dst]
-    between = gsrc != gdst  # edges within a group of twins are dropped
-    src, dst = src[between], dst[between]
-    gsrc, gdst, score, edge_id = gsrc[between], gdst[between], score[between], edge_id[between]
-    keep = _best_per(gsrc, score, edge_id) & _best_per(gdst, score, edge_id)
-    # The kept edges and the twin links together: twins share a track, even without kept edges.
-    return _component_labels(
-        np.concatenate([src[keep], twin_a]), np.concatenate([dst[keep], twin_b]), n_nodes
-    )
-
-
-def _twin_groups(
-    src: np.ndarray, dst: np.ndarray, n_nodes: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Twin hits (two hits with a common predecessor and a common successor among the edges):
-    each hit's group, the smallest hit it is joined to by twin relations, (N,), and the twin
-    pairs ``(a, b)``, (T,) each."""
-    adjacency = sp.csr_matrix(
-        (np.ones(len(src), dtype=np.int32), (src, dst)), shape=(n_nodes, n_nodes)
-    )
-    common_predecessor = adjacency.T @ adjacency  # (i, j): a hit precedes both
-    common_successor = adjacency @ adjacency.T  # (i, j): a hit follows both
-    pairs = sp.triu(common_predecessor.multiply(common_successor), k=1).tocoo()
-    if pairs.nnz == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return np.arange(n_nodes), empty, empty
-    _, component = connected_components(pairs, directed=False)
-    # The smallest hit of each component names it.
-    first = np.full(component.max() + 1, n_nodes, dtype=np.int64)
-    np.minimum.at(first, component, np.arange(n_nodes))
-    return first[component], pairs.row.astype(np.int64), pairs.col.astype(np.int64)
-
-
-def _walk_edges(
-    src: np.ndarray, dst: np.ndarray, score: np.ndarray, edge_id: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The chain edges of the walk-through (rules 1 and 2 of :func:`build_tracks`)."""
-    # Rule 1: per source, its best edge.
-    out = _best_per(src, score, edge_id)
-    src, dst, score, edge_id = src[out], dst[out], score[out], edge_id[out]
-    # Rule 2: per target, keep the best of the chosen edges that point to it.
-    kept = _best_per(dst, score, edge_id)
-    return src[kept], dst[kept]
-
-
-def _component_labels(src: np.ndarray, dst: np.ndarray, n_nodes: int) -> np.ndarray:
-    """Connected components of the undirected edges; singletons get :data:`NO_TRACK`, (N,)."""
-    labels = np.full(n_nodes, NO_TRACK, dtype=np.int64)
-    if len(src) == 0:
-        return labels
-    adjacency = sp.coo_matrix(
-        (np.ones(len(src), dtype=np.int8), (src, dst)), shape=(n_nodes, n_nodes)
-    ).tocsr()
-    _, component = connected_components(adjacency, directed=False)
-    size = np.bincount(component)
-    in_track = size[component] >= 2
-    # scipy numbers components in the order of their lowest node, and np.unique keeps that
-    # order, so the compact labels are numbered by lowest hit index as documented.
-    _, labels[in_track] = np.unique(component[in_track], return_inverse=True)
-    return labels
 
 
 @dataclass(frozen=True)
@@ -445,8 +265,8 @@ def track_metrics(
     Raises:
         InputError: If the per-hit arrays differ in length or ``min_hits < 1``.
     """
-    labels = _as_numpy(labels).astype(np.int64, copy=False).ravel()
-    particle_id = _as_numpy(particle_id).astype(np.int64, copy=False).ravel()
+    labels = as_numpy(labels).astype(np.int64, copy=False).ravel()
+    particle_id = as_numpy(particle_id).astype(np.int64, copy=False).ravel()
     n = len(labels)
     _check_length("particle_id", particle_id, n)
     if min_hits < 1:
@@ -463,7 +283,7 @@ def track_metrics(
 
     is_target = ~is_noise & (n_particle_hits >= min_hits)
     if particle_pt is not None:
-        particle_pt = _as_numpy(particle_pt).astype(np.float64, copy=False).ravel()
+        particle_pt = as_numpy(particle_pt).astype(np.float64, copy=False).ravel()
         _check_length("particle_pt", particle_pt, n)
         pt = np.zeros(len(particle_ids))
         pt[particle_of_hit] = particle_pt  # one value per particle: any of its hits will do
@@ -498,7 +318,7 @@ def track_metrics(
 
     trackml_score = trackml_score_max = None
     if hit_weight is not None:
-        hit_weight = _as_numpy(hit_weight).astype(np.float64, copy=False).ravel()
+        hit_weight = as_numpy(hit_weight).astype(np.float64, copy=False).ravel()
         _check_length("hit_weight", hit_weight, n)
         pair_weight = np.bincount(pair_of_hit, weights=hit_weight[assigned], minlength=len(keys))
         # The Kaggle score has no size cut on tracks: a counted pair needs both majorities only.
@@ -507,7 +327,7 @@ def track_metrics(
 
     spanning = np.zeros(len(particle_ids), dtype=bool)
     if hit_sector is not None:
-        hit_sector = _as_numpy(hit_sector).astype(np.int64, copy=False).ravel()
+        hit_sector = as_numpy(hit_sector).astype(np.int64, copy=False).ravel()
         _check_length("hit_sector", hit_sector, n)
         # A particle spans sectors when its hits' smallest and largest sector differ.
         low = np.full(len(particle_ids), np.iinfo(np.int64).max)
@@ -543,7 +363,7 @@ def _counts_for(
         ids = np.fromiter(particle_n_hits.keys(), dtype=np.int64, count=len(particle_n_hits))
         counts = np.fromiter(particle_n_hits.values(), dtype=np.int64, count=len(particle_n_hits))
     elif isinstance(particle_n_hits, tuple) and len(particle_n_hits) == 2:
-        ids, counts = (_as_numpy(a).ravel() for a in particle_n_hits)
+        ids, counts = (as_numpy(a).ravel() for a in particle_n_hits)
     else:
         raise InputError(
             "track metrics: particle_n_hits must be a mapping, a pandas Series or a pair of "
@@ -560,13 +380,6 @@ def _counts_for(
     pos = np.minimum(np.searchsorted(ids[order], particle_ids), len(ids) - 1)
     found = ids[order][pos] == particle_ids
     return np.where(found, counts[order][pos], default)
-
-
-def _as_numpy(array: Any) -> np.ndarray:
-    """A numpy view of a numpy array, a list, or a torch tensor (on any device)."""
-    if hasattr(array, "detach"):  # a torch tensor; duck-typed so numpy callers need no torch
-        array = array.detach().cpu().numpy()
-    return np.asarray(array)
 
 
 def _check_length(name: str, array: np.ndarray, n: int) -> None:

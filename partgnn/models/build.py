@@ -8,7 +8,7 @@ edge_features=F_edge, **kwargs)`` and must follow the model contract of docs/MOD
 - node rows ``[0, n_owned)`` are the owned nodes; only they are read, and a node's halo copy is
   obtained by calling ``exchange(h_owned) -> [h_owned; h_halo]`` (``None`` on a whole graph);
 - ``exchange`` is a collective: every rank calls it the same number of times in the same order;
-- an optional ``input_scaler`` attribute (:class:`~partgnn.models.feature_scaler.FeatureScaler`)
+- an optional ``input_scaler`` attribute (:class:`~partgnn.models.input_scaler.InputScaler`)
   receives the training set's feature standardisation.
 
 Checkpoints record the target and its keyword arguments, so ``partgnn infer`` rebuilds the same
@@ -62,17 +62,8 @@ def build_model(
         return InteractionNetwork(
             node_features=node_features,
             edge_features=edge_features,
-            hidden=config.hidden,
-            steps=config.steps,
-            mlp_layers=config.mlp_layers,
-            activation=config.activation,
-            aggregation=config.aggregation,
-            shared_weights=config.shared_weights,
-            residual=config.residual,
-            layer_norm=config.layer_norm,
-            checkpoint=config.checkpoint,
-            heap_release=heap_release,
-            fused=config.fused,
+            architecture=config.architecture(),
+            compute=config.compute_policy(heap_release),
         )
     cls = import_target(config.target)
     try:

@@ -35,10 +35,10 @@ import torch
 from torch import nn
 
 from partgnn.memory.heap_release import (
-    DEFAULT_HEAP_RELEASE,
     HeapReleasePolicy,
     release_free_heap,
 )
+from partgnn.models.compute_policy import DEFAULT_COMPUTE, ComputePolicy
 from partgnn.models.lean_mlp import EdgeMLP
 from partgnn.models.node_sums import Incidence
 
@@ -81,21 +81,39 @@ class AsyncExchange(Protocol):
     def start_reverse(self, grad_halo: torch.Tensor) -> PendingRows: ...
 
 
+@dataclass(frozen=True)
+class EdgeNodes:
+    """Where an edge MLP finds the latents of each edge's two endpoints.
+
+    Attributes:
+        h: Node latents ``(N_local, H)``; with ``exchange`` only the owned rows
+            ``(n_owned, H)``.
+        src: Source node of each edge ``(E,)``.
+        dst: Target node of each edge ``(E,)``.
+        exchange: Get the halo rows of ``h`` inside the MLP, overlapped with the interior edges
+            (``None``: ``h`` holds them already).
+        n_interior: With ``exchange``: edges ``[0, n_interior)`` have both endpoints owned (the
+            rest touch a halo node).
+        incidence: The edges listed by node, for the gradient of the gathered node terms
+            (:meth:`EdgeMLP.gather`; used without recomputation and ``exchange``).
+    """
+
+    h: torch.Tensor
+    src: torch.Tensor
+    dst: torch.Tensor
+    exchange: AsyncExchange | None = None
+    n_interior: int | None = None
+    incidence: Incidence | None = None
+
+
 def edge_mlp(
     mlp: nn.Sequential,
     rows: torch.Tensor,
+    nodes: EdgeNodes | None = None,
     *,
-    h: torch.Tensor | None = None,
-    src: torch.Tensor | None = None,
-    dst: torch.Tensor | None = None,
     residual: bool = False,
-    recompute: bool = False,
     row_encoder: nn.Sequential | None = None,
-    exchange: AsyncExchange | None = None,
-    n_interior: int | None = None,
-    heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE,
-    fused: bool = False,
-    incidence: Incidence | None = None,
+    compute: ComputePolicy = DEFAULT_COMPUTE,
 ) -> torch.Tensor:
     """``mlp([h[src], h[dst], r])`` per edge (or ``mlp(r)`` without nodes), plus ``r`` when
     ``residual``, where ``r = row_encoder(rows)`` (``rows`` without an encoder).
@@ -103,40 +121,37 @@ def edge_mlp(
     Args:
         mlp: First layer of width ``2 H + R`` (``R`` without nodes), then any tail.
         rows: One row per edge ``(E, R)``.
-        h: Node latents ``(N_local, H)``; with ``exchange`` only the owned rows
-            ``(n_owned, H)``. ``None`` for an MLP of the rows alone.
-        src: Source node of each edge ``(E,)`` (with ``h``).
-        dst: Target node of each edge ``(E,)`` (with ``h``).
+        nodes: The endpoints' latents (``None``: an MLP of the rows alone).
         residual: Return ``r + mlp(...)`` (widths must match).
-        recompute: Keep only the inputs for the backward pass and recompute the MLP there, in
-            chunks of edges; else keep each layer's input and recompute only element-wise work.
-        row_encoder: An MLP applied to the rows first, inside the chunks (with ``recompute``
+        row_encoder: An MLP applied to the rows first, inside the chunks (with recomputation
             its output, ``E x H``, then never exists whole).
-        exchange: Get the halo rows of ``h`` here, overlapped with the interior edges.
-        n_interior: With ``exchange``: edges ``[0, n_interior)`` have both endpoints owned
-            (the rest touch a halo node).
-        heap_release: After which chunked runs the freed C-heap pages go back to the system
-            (:mod:`~partgnn.memory.heap_release`; not where the chunks' graphs are kept).
-        fused: LayerNorm and activation in one pass per row (:class:`EdgeMLP`).
-        incidence: The edges listed by node, for the gradient of the gathered node terms
-            (:meth:`EdgeMLP.gather`; used without ``recompute`` and ``exchange``).
+        compute: How (:class:`~partgnn.models.compute_policy.ComputePolicy`): with
+            ``recompute`` only the inputs are kept for the backward pass and the MLP is
+            recomputed there, in chunks of edges (else each layer's input is kept and only
+            element-wise work recomputed); ``fused`` LayerNorm and activation in one pass per
+            row (:class:`EdgeMLP`); ``heap_release`` after which chunked runs the freed C-heap
+            pages go back to the system (not where the chunks' graphs are kept).
 
     Returns:
         ``(E, out_features)``.
     """
-    if not recompute and exchange is None:
-        edge = EdgeMLP(mlp, residual, row_encoder, fused)
+    h, src, dst = (None, None, None) if nodes is None else (nodes.h, nodes.src, nodes.dst)
+    exchange = None if nodes is None else nodes.exchange
+    n_interior = None if nodes is None else nodes.n_interior
+    edge = EdgeMLP(mlp, residual, row_encoder, compute.fused)
+    if not compute.recompute and exchange is None:
+        incidence = None if nodes is None else nodes.incidence
         node_terms = None if h is None else edge.gather(edge.project(h), src, dst, incidence)
         return edge.rows(rows, node_terms, recompute_elementwise=torch.is_grad_enabled())
-    if exchange is not None and (h is None or n_interior is None):
+    if exchange is not None and n_interior is None:
         raise ValueError("edge_mlp: an exchange needs the owned node latents and n_interior")
     call = _Call(
-        edge=EdgeMLP(mlp, residual, row_encoder, fused),
+        edge=edge,
         parameters=[*mlp.parameters(), *(row_encoder.parameters() if row_encoder else ())],
-        keep_graphs=not recompute and torch.is_grad_enabled(),
+        keep_graphs=not compute.recompute and torch.is_grad_enabled(),
         exchange=exchange,
         n_interior=rows.shape[0] if n_interior is None else n_interior,
-        heap_release=heap_release,
+        heap_release=compute.heap_release,
     )
     return _ChunkedEdgeMLP.apply(call, h, rows, src, dst, *call.parameters)
 

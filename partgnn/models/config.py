@@ -1,35 +1,45 @@
 """The ``model`` section of a run config: what :func:`~partgnn.models.build.build_model` builds.
 
-Its allowed values (activations, aggregations) are the types the model code defines, so the
-config cannot offer a choice the model does not have.
+What the built-in model computes is its :class:`Architecture`; how it computes it is a
+:class:`~partgnn.models.compute_policy.ComputePolicy` made from the section's ``recompute`` and
+``fused`` (:meth:`ModelConfig.compute_policy`). Its allowed values (activations, aggregations)
+are the types the model code defines, so the config cannot offer a choice the model does not
+have. Settings renamed since a config or checkpoint was written are read under their new name
+(:data:`RENAMED_SETTINGS`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from partgnn.memory.heap_release import DEFAULT_HEAP_RELEASE, HeapReleasePolicy
+from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.edge_aggregation import Aggregation
 from partgnn.models.mlp import Activation
 
+#: Model settings renamed: old name -> new name (an old config or checkpoint is read as new).
+RENAMED_SETTINGS: dict[str, str] = {"checkpoint": "recompute"}
+
 
 @dataclass
-class ModelConfig:
-    """The model: the built-in Interaction Network's hyper-parameters, or one's own class.
+class Architecture:
+    """What the Interaction Network computes: its hyper-parameters
+    (:class:`~partgnn.models.interaction_network.InteractionNetwork`). A new option is a field
+    here and its use there.
 
     Attributes:
-        target: ``package.module:Class`` of one's own ``nn.Module`` (docs/MODEL_CONTRACT.md),
-            built as ``Class(node_features=..., edge_features=..., **kwargs)``; ``None``: the
-            Interaction Network (:class:`~partgnn.models.interaction_network.InteractionNetwork`)
-            of the fields below, which a ``target`` ignores.
-        kwargs: Keyword arguments of ``target`` (``--set model.kwargs.hidden=32``).
-        fused: LayerNorm and activation in one pass per row on CPUs (a C++ kernel compiled
-            once per machine on first use; :mod:`~partgnn.models.fused_norm_activation`).
-            The same model computed faster: a checkpoint resumes and scores either way.
+        hidden: Latent width ``H``.
+        steps: Message-passing steps.
+        mlp_layers: Linear layers per MLP.
+        activation: Activation name (see :data:`partgnn.models.mlp.ACTIVATIONS`).
+        aggregation: How incoming and outgoing edge latents are reduced at a node: ``sum``,
+            ``mean``, ``max`` or ``sum_max`` (sum and max concatenated).
+        shared_weights: One edge MLP and one node MLP for all steps (else one per step).
+        residual: Add each update to the previous latent.
+        layer_norm: LayerNorm in every MLP layer.
     """
-
-    target: str | None = None
-    kwargs: dict[str, Any] = field(default_factory=dict)
 
     hidden: int = 64
     steps: int = 6
@@ -39,5 +49,61 @@ class ModelConfig:
     shared_weights: bool = False
     residual: bool = True
     layer_norm: bool = True
-    checkpoint: bool = False
+
+
+@dataclass
+class ModelConfig(Architecture):
+    """The model: the built-in Interaction Network's :class:`Architecture` and how it is
+    computed, or one's own class.
+
+    Attributes:
+        target: ``package.module:Class`` of one's own ``nn.Module`` (docs/MODEL_CONTRACT.md),
+            built as ``Class(node_features=..., edge_features=..., **kwargs)``; ``None``: the
+            Interaction Network of the architecture fields, which a ``target`` ignores.
+        kwargs: Keyword arguments of ``target`` (``--set model.kwargs.hidden=32``).
+        recompute: Activation recomputation (:attr:`ComputePolicy.recompute`; formerly
+            ``model.checkpoint``). The same model computed in less memory: a checkpoint resumes
+            and scores either way.
+        fused: LayerNorm and activation in one pass per row on CPUs (a C++ kernel compiled
+            once per machine on first use; :attr:`ComputePolicy.fused`). The same model
+            computed faster: a checkpoint resumes and scores either way.
+    """
+
+    target: str | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    recompute: bool = False
     fused: bool = False
+
+    def architecture(self) -> Architecture:
+        """What the built-in model computes (the :class:`Architecture` fields)."""
+        return Architecture(
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(Architecture)}
+        )
+
+    def compute_policy(
+        self, heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE
+    ) -> ComputePolicy:
+        """How the built-in model computes (:class:`ComputePolicy`)."""
+        return ComputePolicy(recompute=self.recompute, fused=self.fused, heap_release=heap_release)
+
+
+#: Model settings that change how the model is computed, not what: a run resumes across them
+#: and starts from (``run.init_from``) a checkpoint saved with other values.
+COMPUTE_ONLY_SETTINGS: tuple[str, ...] = ("recompute", "fused")
+
+
+def renamed_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``settings`` (a ``model`` section) with renamed keys under their new names
+    (:data:`RENAMED_SETTINGS`), and the old names found.
+
+    Raises:
+        ValueError: A setting is given under both names.
+    """
+    found = [old for old in RENAMED_SETTINGS if old in settings]
+    current = dict(settings)
+    for old in found:
+        new = RENAMED_SETTINGS[old]
+        if new in current:
+            raise ValueError(f"model.{old} and model.{new} are one setting (renamed): give one")
+        current[new] = current.pop(old)
+    return current, found

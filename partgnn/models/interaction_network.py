@@ -1,6 +1,6 @@
 """Interaction Network edge classifier (Exa.TrkX style) that runs on a whole graph or a partition.
 
-Inputs are first standardised (:class:`~partgnn.models.feature_scaler.FeatureScaler`, the
+Inputs are first standardised (:class:`~partgnn.models.input_scaler.InputScaler`, the
 identity until the trainer fits it). Node and edge encoders lift the input features to
 ``hidden``; each of ``steps`` message-passing steps updates every edge from
 ``[h_src, h_dst, e]`` and every node from ``[h, sum of incoming e, sum of outgoing e]``, with
@@ -24,17 +24,20 @@ Glossary: ``h`` node latents (owned rows), ``h_local`` owned + halo rows, ``e`` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from partgnn.distributed.interior_first import InteriorFirst
-from partgnn.memory.heap_release import DEFAULT_HEAP_RELEASE, HeapReleasePolicy
-from partgnn.models.chunked_edge_mlp import edge_mlp
-from partgnn.models.edge_aggregation import AGGREGATIONS, Aggregation, aggregate_both_ways
-from partgnn.models.feature_scaler import FeatureScaler
+from partgnn.models.chunked_edge_mlp import EdgeNodes, edge_mlp
+from partgnn.models.compute_policy import ComputePolicy
+from partgnn.models.config import Architecture
+from partgnn.models.edge_aggregation import AGGREGATIONS, aggregate_both_ways
+from partgnn.models.input_scaler import InputScaler
 from partgnn.models.lean_mlp import block_mlp
 from partgnn.models.mlp import make_mlp
 from partgnn.models.node_sums import Incidence
@@ -53,29 +56,13 @@ class InteractionNetwork(nn.Module):
     Args:
         node_features: Width ``F_node`` of the node inputs.
         edge_features: Width ``F_edge`` of the edge inputs.
-        hidden: Latent width ``H``.
-        steps: Message-passing steps.
-        mlp_layers: Linear layers per MLP.
-        activation: Activation name (see :data:`partgnn.models.mlp.ACTIVATIONS`).
-        aggregation: How incoming and outgoing edge latents are reduced at a node: ``sum``,
-            ``mean``, ``max`` or ``sum_max`` (sum and max concatenated).
-        shared_weights: One edge MLP and one node MLP for all steps (else one per step).
-        residual: Add each update to the previous latent.
-        layer_norm: LayerNorm in every MLP layer.
-        checkpoint: Keep only the latents of every ``STEPS_PER_REGION``-th step for the
-            backward pass and recompute the rest there (regions of steps; edge MLPs in chunks
-            of edges, also when scoring; the edge encoder inside the first edge update): about
-            half a row of ``H`` per edge per step. Halo exchanges are not repeated (the
-            recomputation replays the rows received, :mod:`partgnn.models.replayed_exchange`).
-            Without it, LayerNorm and activations are still recomputed (about four rows of
-            ``H`` per edge per step; faster on small graphs).
-        heap_release: After which recomputed edge MLPs the freed C-heap pages go back to the
-            system (default: event-sized ones; :mod:`~partgnn.memory.heap_release`).
-        fused: Each MLP's LayerNorm and activation (and an edge update's residual) in one
-            pass per row on CPUs (:mod:`~partgnn.models.fused_norm_activation`), and edge rows
-            summed into their nodes node by node (:mod:`~partgnn.models.node_sums`: the
-            aggregation, and the gradient of the gathered node terms without checkpointing):
-            the same function, faster; the same bytes kept for the backward pass.
+        architecture: What it computes (:class:`~partgnn.models.config.Architecture`: hidden
+            width, steps, MLP depth, activation, aggregation, shared weights, residual,
+            LayerNorm); default the architecture's defaults.
+        compute: How it computes (:class:`~partgnn.models.compute_policy.ComputePolicy`:
+            recomputation, fused CPU kernels, heap release); the same function either way.
+        **settings: Architecture fields that replace ``architecture``'s
+            (``InteractionNetwork(node_features=4, edge_features=2, hidden=32)``).
 
     Shapes:
         - x: ``(N_local, F_node)``; rows ``[0, n_owned)`` are the owned nodes (all rows on a
@@ -90,37 +77,35 @@ class InteractionNetwork(nn.Module):
         *,
         node_features: int,
         edge_features: int,
-        hidden: int = 64,
-        steps: int = 6,
-        mlp_layers: int = 2,
-        activation: str = "relu",
-        aggregation: Aggregation = "sum",
-        shared_weights: bool = False,
-        residual: bool = True,
-        layer_norm: bool = True,
-        checkpoint: bool = False,
-        heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE,
-        fused: bool = False,
+        architecture: Architecture | None = None,
+        compute: ComputePolicy | None = None,
+        **settings: Any,
     ) -> None:
         super().__init__()
+        architecture = dataclasses.replace(architecture or Architecture(), **settings)
+        hidden, steps = architecture.hidden, architecture.steps
+        aggregation = architecture.aggregation
         if aggregation not in AGGREGATIONS:
             raise ValueError(
                 f"unknown aggregation {aggregation!r} (choose {', '.join(AGGREGATIONS)})"
             )
         if steps < 1:
             raise ValueError(f"steps must be >= 1 (got {steps})")
+        self.architecture = architecture
+        self.compute = compute or ComputePolicy()
         self.steps = steps
         self.aggregation = aggregation
-        self.residual = residual
-        self.checkpoint = checkpoint
-        self.heap_release = heap_release
-        self.fused = fused
-        mlp = {"layers": mlp_layers, "activation": activation, "layer_norm": layer_norm}
-        self.input_scaler = FeatureScaler(node_features, edge_features)
+        self.residual = architecture.residual
+        mlp = {
+            "layers": architecture.mlp_layers,
+            "activation": architecture.activation,
+            "layer_norm": architecture.layer_norm,
+        }
+        self.input_scaler = InputScaler(node_features, edge_features)
         self.node_encoder = make_mlp(node_features, hidden, hidden, **mlp)
         self.edge_encoder = make_mlp(edge_features, hidden, hidden, **mlp)
         n_reduced = 2 if aggregation == "sum_max" else 1
-        n_mlps = 1 if shared_weights else steps
+        n_mlps = 1 if architecture.shared_weights else steps
         self.edge_mlps = nn.ModuleList(
             make_mlp(3 * hidden, hidden, hidden, **mlp) for _ in range(n_mlps)
         )
@@ -157,7 +142,8 @@ class InteractionNetwork(nn.Module):
         # With checkpointing the edge MLPs run in chunks of edges whether or not gradients are
         # recorded (no event-sized temporaries when scoring either); regions of steps are
         # recomputed only when they are.
-        chunked = self.checkpoint
+        fused = self.compute.fused
+        chunked = self.compute.recompute
         lean = chunked and torch.is_grad_enabled()
         x, edge_attr = self.input_scaler(x[:n_owned], edge_attr)
         if overlap:
@@ -176,7 +162,7 @@ class InteractionNetwork(nn.Module):
             h = self._node_mlp(self.node_encoder, [x])
         # Chunked, the edge encoder runs inside the first edge update (its output is never
         # whole); else it runs on its own.
-        e = edge_attr if chunked else edge_mlp(self.edge_encoder, edge_attr, fused=self.fused)
+        e = edge_attr if chunked else edge_mlp(self.edge_encoder, edge_attr, compute=self.compute)
         src, dst = edge_index
         if lean:
             # Regions of STEPS_PER_REGION steps are recomputed in the backward pass from their
@@ -185,7 +171,7 @@ class InteractionNetwork(nn.Module):
             exchange = replay = ReplayedExchange(exchange, n_owned)
         graph = _Graph(
             src, dst, n_owned, exchange, overlap, n_interior if overlap else None,
-            listed_by_node=self.fused and src.device.type == "cpu",
+            listed_by_node=fused and src.device.type == "cpu",
         )  # fmt: skip
         if lean:
             for first in range(0, self.steps, STEPS_PER_REGION):
@@ -197,10 +183,7 @@ class InteractionNetwork(nn.Module):
         else:
             h, e = self._steps(0, self.steps, h, e, graph)
         # The head sees the final node latents of both endpoints: one more exchange.
-        logits = edge_mlp(
-            self.edge_head, e, src=src, dst=dst, recompute=chunked, heap_release=self.heap_release,
-            fused=self.fused, **graph.nodes(h),
-        )  # fmt: skip
+        logits = edge_mlp(self.edge_head, e, graph.nodes(h), compute=self.compute)
         logits = logits.squeeze(-1)
         if overlap:
             logits = logits.index_select(0, edge_order.inverse)
@@ -214,22 +197,13 @@ class InteractionNetwork(nn.Module):
         checkpointing, encoded inside it)."""
         for step in range(first, last):
             index = 0 if len(self.edge_mlps) == 1 else step
-            latents = graph.nodes(h)
+            nodes = graph.nodes(h)
+            recompute = self.compute.recompute
             e = edge_mlp(
-                self.edge_mlps[index],
-                e,
-                src=graph.src,
-                dst=graph.dst,
-                residual=self.residual,
-                recompute=self.checkpoint,
-                row_encoder=self.edge_encoder if self.checkpoint and step == 0 else None,
-                heap_release=self.heap_release,
-                fused=self.fused,
-                **latents,
-            )
-            n_local = (
-                graph.n_owned + graph.exchange.n_halo if graph.overlap else latents["h"].shape[0]
-            )
+                self.edge_mlps[index], e, nodes, residual=self.residual, compute=self.compute,
+                row_encoder=self.edge_encoder if recompute and step == 0 else None,
+            )  # fmt: skip
+            n_local = graph.n_owned + graph.exchange.n_halo if graph.overlap else nodes.h.shape[0]
             h = self._node_update(
                 index, h, e, graph.src, graph.dst, n_local, graph.incidence(n_local)
             )
@@ -259,8 +233,9 @@ class InteractionNetwork(nn.Module):
     ) -> torch.Tensor:
         recompute = torch.is_grad_enabled()
         return block_mlp(
-            mlp, blocks, recompute_elementwise=recompute, fused=self.fused, residual=residual
-        )
+            mlp, blocks, recompute_elementwise=recompute, fused=self.compute.fused,
+            residual=residual,
+        )  # fmt: skip
 
 
 def _identity(x: torch.Tensor) -> torch.Tensor:
@@ -299,11 +274,13 @@ class _Graph:
             self._incidence = Incidence.of(self.src, self.dst, n_local)
         return self._incidence
 
-    def nodes(self, h: torch.Tensor) -> dict:
+    def nodes(self, h: torch.Tensor) -> EdgeNodes:
         """How an edge MLP gets the latents of both endpoints: the halo rows exchanged inside
         it (overlap), or exchanged here (with the edges listed by node for the gradient of
         their gather)."""
         if self.overlap:
-            return {"h": h, "exchange": self.exchange, "n_interior": self.n_interior}
+            return EdgeNodes(
+                h, self.src, self.dst, exchange=self.exchange, n_interior=self.n_interior
+            )
         local = self.exchange(h)
-        return {"h": local, "incidence": self.incidence(local.shape[0])}
+        return EdgeNodes(local, self.src, self.dst, incidence=self.incidence(local.shape[0]))

@@ -30,12 +30,9 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from partgnn.data.storage import (
-    EDGE_FIELDS,
-    NODE_FIELDS,
-    EventShape,
+from partgnn.data.graph_fields import EDGE_FIELDS, NODE_FIELDS, EventShape, check_graph
+from partgnn.data.h5_files import (
     LazyH5File,
-    check_graph,
     damaged_file_errors,
     decode_attr,
     event_key,
@@ -55,7 +52,7 @@ SHARD_FORMAT = "partgnn-shard"
 
 
 #: 2: part files name their partition run (method, seed, run id) besides P and the source.
-#: 3: checksummed datasets and object headers (:data:`partgnn.data.storage.LIBVER`), meta.json
+#: 3: checksummed datasets and object headers (:data:`partgnn.data.h5_files.LIBVER`), meta.json
 #: carries the SHA-256 of its own content.
 SHARDS_FORMAT_VERSION = 3
 
@@ -378,7 +375,8 @@ def _read_rank_event(group: h5py.Group, rank: int, where: str) -> RankEvent:
 
 def _read_subgraph(group: h5py.Group, edge_index: np.ndarray, event_id: int, where: str) -> Data:
     """A shard's (halo or sector) graph, its fields checked as a whole graph's are
-    (:func:`~partgnn.data.storage.check_graph`: shapes, node indices, finite features, labels)."""
+    (:func:`~partgnn.data.graph_fields.check_graph`: shapes, node indices, finite features,
+    labels)."""
     fields = {
         name: torch.from_numpy(read_array(group, name)) for name in (*NODE_FIELDS, *EDGE_FIELDS)
     }

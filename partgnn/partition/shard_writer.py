@@ -25,13 +25,8 @@ from torch_geometric.data import Data
 from tqdm import tqdm
 
 from partgnn import json_files
-from partgnn.data.output_files import SpaceGuard, atomic_directory
-from partgnn.data.storage import (
-    EDGE_FIELDS,
-    GRAPH_FIELDS,
-    GRAPHS_FORMAT,
-    NODE_FIELDS,
-    GraphFile,
+from partgnn.data.graph_fields import EDGE_FIELDS, GRAPH_FIELDS, NODE_FIELDS
+from partgnn.data.h5_files import (
     create_h5,
     event_key,
     file_sha256,
@@ -39,6 +34,8 @@ from partgnn.data.storage import (
     write_attrs,
     write_root_attrs,
 )
+from partgnn.data.output_files import SpaceGuard, atomic_directory
+from partgnn.data.storage import GRAPHS_FORMAT, GraphFile
 from partgnn.errors import InputError
 from partgnn.partition.assign import METHODS, partition_graph
 from partgnn.partition.halo_plan import build_halo_plans, validate_plans

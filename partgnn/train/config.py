@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import sys
 import types
 import typing
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ import yaml
 
 from partgnn.distributed.halo_exchange import Transport
 from partgnn.errors import InputError, first_line
-from partgnn.models.config import ModelConfig
+from partgnn.models.config import RENAMED_SETTINGS, ModelConfig, renamed_settings
 from partgnn.resources import resolve_config
 from partgnn.train.loss import EdgeWeights
 from partgnn.yaml_files import load_yaml
@@ -293,6 +294,8 @@ def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:
         raw = {}
     if not isinstance(raw, dict):
         raise InputError(f"{where}: {prefix.rstrip('.') or 'config'} must be a mapping")
+    if cls is ModelConfig:
+        raw = _current_names(raw, where)
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - known)
@@ -308,6 +311,26 @@ def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:
         else:
             values[name] = _coerce(value, hint, where, f"{prefix}{name}")
     return cls(**values)
+
+
+def _current_names(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """A ``model`` section with renamed settings under their new names, each said in one
+    warning line (:data:`~partgnn.models.config.RENAMED_SETTINGS`).
+
+    Raises:
+        InputError: A setting given under both names.
+    """
+    try:
+        current, old_names = renamed_settings(raw)
+    except ValueError as err:
+        raise InputError(f"{where}: {err}") from None
+    for old in old_names:
+        print(
+            f"partgnn: warning: {where}: model.{old} is renamed model.{RENAMED_SETTINGS[old]} "
+            "(read as it; rename it in the config)",
+            file=sys.stderr,
+        )
+    return current
 
 
 def _coerce(value: Any, hint: Any, where: str, name: str) -> Any:

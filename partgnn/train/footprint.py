@@ -136,7 +136,7 @@ def measure_footprint(
     if device.type == "cpu" and not heap_meter_available():
         raise RuntimeError("measuring memory on the CPU needs glibc's mallinfo2 (glibc >= 2.33)")
     generator = torch.Generator().manual_seed(0)
-    recomputes = config.model.checkpoint and not config.model.target
+    recomputes = config.model.recompute and not config.model.target
 
     def peak(
         nodes: int, edges: int, heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE

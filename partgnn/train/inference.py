@@ -17,17 +17,18 @@ import torch
 import torch.distributed as dist
 from torch_geometric.data import Data
 
-from partgnn.data.storage import GraphFile, file_sha256, write_scores
+from partgnn.data.h5_files import file_sha256
+from partgnn.data.storage import GraphFile, write_scores
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import HaloExchanger
-from partgnn.errors import InputError
+from partgnn.errors import InputError, first_line
 from partgnn.models.build import build_model
-from partgnn.models.config import ModelConfig
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory
 from partgnn.resources import pretrained_name
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.group_shards import open_group_shard
 from partgnn.train.loss import DTYPES
+from partgnn.train.model_settings import saved_model_config
 
 
 def load_trained_model(
@@ -49,13 +50,11 @@ def load_trained_model(
             or its weights do not fit the data.
     """
     state = load_checkpoint(checkpoint, device)
+    model_config = saved_model_config(state, str(checkpoint))
     try:
-        model_config = ModelConfig(**state["config"]["model"])
         dtype = DTYPES[state["config"]["run"]["dtype"]]
     except (KeyError, TypeError) as err:
-        raise InputError(
-            f"{checkpoint}: no model configuration in the checkpoint ({err})"
-        ) from None
+        raise InputError(f"{checkpoint}: no readable run dtype ({first_line(err)})") from None
     check_model_target(checkpoint, model_config.target, model_target)
     model = build_model(model_config, node_features, edge_features).to(device=device, dtype=dtype)
     try:

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from partgnn.data.storage import EventShape, GraphFile
+from partgnn.data.graph_fields import EventShape
+from partgnn.data.storage import GraphFile
 from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.train.config import TrainConfig

@@ -23,7 +23,10 @@ from partgnn.train.standardisation import SCALER_FILE
 
 #: The entries a run writes in its directory (and ``--replace`` removes). Others, e.g. the
 #: scores a user wrote beside the run, are left alone.
-RUN_ENTRIES = ("checkpoints", "tb", "metrics.csv", "summary.json", "config.yaml", SCALER_FILE)
+RUN_ENTRIES = (
+    "checkpoints", "tb", "metrics.csv", "summary.json", "config.yaml", SCALER_FILE,
+    "feature_scaler.json",  # SCALER_FILE's name in runs of earlier versions
+)  # fmt: skip
 
 #: The option of ``partgnn train`` that replaces a run.
 REPLACE_OPTION = "--replace"

@@ -16,6 +16,7 @@ import yaml
 
 from partgnn import json_files
 from partgnn.data.output_files import atomic_output
+from partgnn.train.workload import EpochTotals
 
 #: Columns of metrics.csv, in order.
 METRIC_COLUMNS = (
@@ -42,6 +43,46 @@ METRIC_COLUMNS = (
     "peak_memory_mb_per_rank",
     "bytes_exchanged",
 )
+
+
+def epoch_row(
+    epoch: int,
+    step: int,
+    totals: EpochTotals,
+    *,
+    lr: float,
+    memory_mb: list[float],
+    bytes_sent: float,
+    cuda_memory: dict[str, Any],
+    validation: dict[str, float],
+) -> dict[str, Any]:
+    """One evaluation's row of metrics.csv (:data:`METRIC_COLUMNS`; CUDA memory columns are
+    TensorBoard's only).
+
+    Args:
+        epoch, step: Where training stands.
+        totals: The epoch's running sums.
+        lr: The learning rate now.
+        memory_mb: Every rank's peak memory [MiB].
+        bytes_sent: Bytes the halo exchanges sent, all ranks.
+        cuda_memory: Every rank's CUDA peaks (empty on CPUs).
+        validation: The validation metrics (``val_`` is prefixed).
+    """
+    return {
+        "epoch": epoch,
+        "step": step,
+        "lr": lr,
+        "train_loss": totals.mean(totals.loss),
+        "step_time_s": totals.mean(totals.seconds),
+        "data_time_s": totals.mean(totals.data_seconds),
+        "epoch_wall_s": totals.wall_seconds,
+        "epoch_step_s": totals.seconds,
+        "peak_memory_mb_max": max(memory_mb),
+        "peak_memory_mb_per_rank": memory_mb,
+        "bytes_exchanged": bytes_sent,
+        **cuda_memory,
+        **{f"val_{k}": v for k, v in validation.items()},
+    }
 
 
 class RunLog:

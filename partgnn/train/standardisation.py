@@ -20,15 +20,15 @@ from partgnn import json_files
 from partgnn.data.graph_config import feature_names
 from partgnn.data.output_files import atomic_output
 from partgnn.errors import InputError
-from partgnn.models.feature_scaler import FeatureScaler
+from partgnn.models.input_scaler import InputScaler
 from partgnn.train.events import TrainItem
 
 #: Name of the statistics file in a run directory.
-SCALER_FILE = "feature_scaler.json"
+SCALER_FILE = "input_scaler.json"
 
 
 @dataclass(frozen=True)
-class FeatureStatistics:
+class InputStatistics:
     """Mean and standard deviation of each node and edge feature over the training rows.
 
     Attributes:
@@ -44,12 +44,12 @@ class FeatureStatistics:
     n_nodes: int
     n_edges: int
 
-    def apply_to(self, scaler: FeatureScaler) -> None:
+    def apply_to(self, scaler: InputScaler) -> None:
         """Sets ``scaler``'s buffers to these statistics."""
         scaler.set_statistics(self.node_mean, self.node_std, self.edge_mean, self.edge_std)
 
     def to_dict(self) -> dict[str, object]:
-        """Plain values, for ``feature_scaler.json``."""
+        """Plain values, for ``input_scaler.json``."""
         return {
             "n_nodes": self.n_nodes,
             "n_edges": self.n_edges,
@@ -65,7 +65,7 @@ def fit_feature_statistics(
     *,
     group: dist.ProcessGroup | None = None,
     reduce: bool = False,
-) -> FeatureStatistics:
+) -> InputStatistics:
     """Feature means and standard deviations over the counted rows of ``items``.
 
     Args:
@@ -107,7 +107,7 @@ def fit_feature_statistics(
     if n_nodes == 0 or n_edges == 0:
         raise InputError("feature standardisation: the training events have no nodes or edges")
     node_mean, edge_mean = node_sum / n_nodes, edge_sum / n_edges
-    return FeatureStatistics(
+    return InputStatistics(
         node_mean=node_mean,
         node_std=(node_sq / n_nodes - node_mean**2).clamp(min=0).sqrt(),
         edge_mean=edge_mean,
@@ -117,8 +117,25 @@ def fit_feature_statistics(
     )
 
 
-def write_feature_statistics(run_dir: Path, statistics: FeatureStatistics) -> Path:
-    """Writes ``run_dir/feature_scaler.json`` (atomically): names, means and spreads.
+def standardise_inputs(
+    model: torch.nn.Module,
+    items: Iterable[TrainItem],
+    *,
+    group: dist.ProcessGroup | None = None,
+    reduce: bool = False,
+) -> InputStatistics:
+    """Fits the feature statistics of the training ``items`` (:func:`fit_feature_statistics`)
+    and sets them in ``model``'s input scaler, if it has one (a model of one's own may take raw
+    inputs)."""
+    statistics = fit_feature_statistics(items, group=group, reduce=reduce)
+    scaler = getattr(model, "input_scaler", None)
+    if scaler is not None:
+        statistics.apply_to(scaler)
+    return statistics
+
+
+def write_feature_statistics(run_dir: Path, statistics: InputStatistics) -> Path:
+    """Writes ``run_dir/input_scaler.json`` (atomically): names, means and spreads.
 
     The column names follow from the widths (:func:`~partgnn.data.graph_builder.feature_names`).
     """

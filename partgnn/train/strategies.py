@@ -30,6 +30,7 @@ from torch import nn
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.gradients import (
     BucketedGradientReduce,
+    GradientCombination,
     GradientReduce,
     GradientReduceAfterBackward,
     ReducedStep,
@@ -55,8 +56,8 @@ class Strategy:
     """
 
     mode: ClassVar[str]
-    #: Gradients and losses are parts of one event's sum over the graph-parallel group.
-    graph_parallel: ClassVar[bool] = False
+    #: How the ranks' gradients and losses combine.
+    combination: ClassVar[GradientCombination] = GradientCombination.MEAN
 
     config: TrainConfig
     context: DistContext
@@ -127,10 +128,8 @@ class Strategy:
         """How this rank's gradients are combined with the others' at every step: bucket by
         bucket during the backward pass (``run.overlap``), else after it."""
         if self.config.run.overlap and self.context.global_world_size > 1:
-            return BucketedGradientReduce(
-                parameters, self.context, graph_parallel=self.graph_parallel
-            )
-        return GradientReduceAfterBackward(parameters, self.context, self.graph_parallel)
+            return BucketedGradientReduce(parameters, self.context, combination=self.combination)
+        return GradientReduceAfterBackward(parameters, self.context, self.combination)
 
     def reduce_loss(
         self,
@@ -147,7 +146,7 @@ class Strategy:
         return all_reduce_value(
             loss,
             self.context,
-            graph_parallel=self.graph_parallel,
+            combination=self.combination,
             replicas=replicas,
             flag=stop_signal,
             non_finite=non_finite,
@@ -210,7 +209,7 @@ class HaloStrategy(_ShardStrategy):
     Several graph groups train different events of a step (data parallel)."""
 
     mode = "halo"
-    graph_parallel = True
+    combination = GradientCombination.GRAPH_SUM
 
     def make_source(self) -> EventSource:
         run = self.config.run

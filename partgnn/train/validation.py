@@ -1,11 +1,15 @@
-"""Loss and edge metrics of a model on the validation events, reduced over the ranks of a run."""
+"""The validation events of a run, and the loss and edge metrics of a model on them, reduced over
+the ranks of the run."""
 
 from __future__ import annotations
+
+import sys
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from partgnn.errors import InputError
 from partgnn.metrics.edge_counts import (
     SCORE_BINS,
     EdgeCounts,
@@ -17,6 +21,40 @@ from partgnn.train.item_cache import ItemSource
 from partgnn.train.loss import edge_loss
 from partgnn.train.step import StepSettings, edge_logits
 from partgnn.train.strategies import Strategy
+
+
+def split_validation(
+    n_events: int, val_events: int, *, where: str, say: bool = True
+) -> tuple[list[int], list[int]]:
+    """The training and validation events of a run: the last ``val_events`` of the data are for
+    validation (``data.val_events``).
+
+    Args:
+        n_events: Events in the data.
+        val_events: ``data.val_events``.
+        where: The data, for the error.
+        say: Warn (one line on stderr) when there is no validation (the main process).
+
+    Returns:
+        The training events' indices and the validation events'.
+
+    Raises:
+        InputError: The split leaves no training event (never clamped).
+    """
+    if val_events >= n_events:
+        raise InputError(
+            f"{where}: holds {n_events} event{'s' * (n_events != 1)}, so data.val_events "
+            f"{val_events} leaves none to train on: set data.val_events to at most {n_events - 1}"
+        )
+    if val_events == 0 and say:
+        print(
+            "partgnn: warning: data.val_events is 0: no validation, and no score cut is chosen "
+            "(infer records none; evaluate then uses its default)",
+            file=sys.stderr,
+            flush=True,
+        )
+    cut = n_events - val_events
+    return list(range(cut)), list(range(cut, n_events))
 
 
 @torch.no_grad()

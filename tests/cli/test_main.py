@@ -46,7 +46,7 @@ def test_help_answers_without_importing_torch(command):
 def test_the_choices_offered_are_the_pipelines():
     from partgnn.distributed.halo_exchange import TRANSPORTS
     from partgnn.metrics.edge_counts import SCORE_CUT
-    from partgnn.metrics.tracks import TRACK_BUILDING_METHODS
+    from partgnn.metrics.track_building import TRACK_BUILDING_METHODS
 
     assert eval_commands.TRANSPORTS == TRANSPORTS
     assert eval_commands.SCORE_CUT == SCORE_CUT

@@ -10,13 +10,9 @@ import pytest
 from partgnn.cli.main import main
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import build_event_graph, module_doublets
-from partgnn.data.module_map import (
-    ModuleMap,
-    fit_module_map,
-    module_map_edges,
-    pair_features,
-    triplet_features,
-)
+from partgnn.data.module_map import ModuleMap, pair_features, triplet_features
+from partgnn.data.module_map_edges import module_map_edges
+from partgnn.data.module_map_fit import fit_module_map
 from partgnn.data.simulation import SimulationConfig, simulate_events
 from partgnn.data.storage import GraphFile
 from partgnn.errors import InputError
@@ -190,7 +186,7 @@ def test_bad_maps_are_one_line(tmp_path: Path, capsys):
 
 
 def test_triplets_keep_every_true_doublet_of_a_triplet_and_drop_others(events, tmp_path: Path):
-    from partgnn.data.graph_builder import _particle_properties, true_consecutive_pairs
+    from partgnn.data.graph_builder import particle_properties, true_consecutive_pairs
     from partgnn.data.module_map import consecutive_triplets, module_keys
 
     geometry = default_geometry()
@@ -230,7 +226,7 @@ def test_triplets_keep_every_true_doublet_of_a_triplet_and_drop_others(events, t
     assert edges == expected
     # Every true doublet that is part of a true triplet is kept.
     truth = event.truth["particle_id"].to_numpy().astype(np.int64)
-    distance = np.linalg.norm(xyz - _particle_properties(event, truth)[1], axis=1)
+    distance = np.linalg.norm(xyz - particle_properties(event, truth)[1], axis=1)
     true_triplets = consecutive_triplets(true_consecutive_pairs(truth, layer, distance))
     for a, b, c in true_triplets.tolist():
         assert (a, b) in edges and (b, c) in edges

@@ -9,17 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from partgnn.data.digitisation import grid_module_ids
 from partgnn.data.event import HIT_COLUMNS, PARTICLE_COLUMNS, TRUTH_COLUMNS
 from partgnn.data.geometry import default_geometry
-from partgnn.data.simulation import (
-    PION,
-    SimulationConfig,
-    _scatter,
-    module_ids,
-    propagate,
-    simulate_event,
-    simulate_events,
-)
+from partgnn.data.particles import PION
+from partgnn.data.propagation import propagate, scatter
+from partgnn.data.simulation import SimulationConfig, simulate_event, simulate_events
 from partgnn.errors import InputError
 
 GEOMETRY = default_geometry()
@@ -182,7 +177,7 @@ def test_highland_kick_has_the_expected_width():
     mom = np.tile([p, 0.0, 0.0], (n, 1))
     pos = np.tile([100.0, 0.0, 0.0], (n, 1))  # normal incidence on a barrel layer
     mass = np.full(n, PION[1])
-    kicked = _scatter(
+    kicked = scatter(
         mom, pos, mass, np.full(n, material), np.ones(n, bool), np.random.default_rng(0)
     )
     beta = p / np.hypot(p, PION[1])
@@ -251,7 +246,7 @@ def test_module_ids_bin_phi_and_z():
     phi = np.array([edge - 1e-3, edge + 1e-3, edge + 1e-3])
     z = np.array([0.0, 0.0, 100.0])
     position = np.stack([32 * np.cos(phi), 32 * np.sin(phi), z], 1)
-    modules = module_ids(GEOMETRY, np.full(3, layer), position)
+    modules = grid_module_ids(GEOMETRY, np.full(3, layer), position)
     assert modules[0] == modules[1] - 1
     assert modules[2] > modules[1] and (modules[2] - modules[1]) % 7 == 0
     assert (modules >= 1).all()

@@ -8,12 +8,12 @@ import torch
 from torch_geometric.data import Data
 
 from partgnn.data.event import TABLES
+from partgnn.data.h5_files import file_sha256
 from partgnn.data.output_files import atomic_output
 from partgnn.data.storage import (
     EventFile,
     GraphDataset,
     GraphFile,
-    file_sha256,
     open_store,
     write_events,
     write_graphs,

@@ -19,6 +19,7 @@ from torch import nn
 
 from partgnn.distributed.gradients import (
     BucketedGradientReduce,
+    GradientCombination,
     all_reduce_gradients,
     all_reduce_value,
 )
@@ -50,6 +51,9 @@ class _GroupSum(torch.autograd.Function):
         return grad, None
 
 
+GRAPH_SUM = GradientCombination.GRAPH_SUM
+
+
 def main() -> None:
     out, group_size = Path(sys.argv[1]), int(sys.argv[2])
     context = init_distributed(device="cpu", timeout_s=60, graph_parallel_size=group_size)
@@ -60,7 +64,7 @@ def main() -> None:
     results = {}
     for name in ("bucketed", "after"):
         model.zero_grad(set_to_none=True)
-        reduce = BucketedGradientReduce(model.parameters(), context, graph_parallel=True,
+        reduce = BucketedGradientReduce(model.parameters(), context, combination=GRAPH_SUM,
                                         bucket_bytes=2048)  # fmt: skip
         if name == "bucketed":
             reduce.begin()
@@ -75,7 +79,7 @@ def main() -> None:
             results["launched_in_backward"] = len(reduce._launched)
             reduce.finish()
         else:
-            all_reduce_gradients(model.parameters(), context, graph_parallel=True)
+            all_reduce_gradients(model.parameters(), context, combination=GRAPH_SUM)
         reduce.close()
         results[name] = {n: p.grad.clone() for n, p in model.named_parameters()}
     # The step's agreement: rank 1 found its loss not finite, the last rank its gradients;
@@ -83,7 +87,7 @@ def main() -> None:
     rank, last = context.global_rank, context.global_world_size - 1
     non_finite = torch.tensor([rank == 1, rank == last])
     results["step"] = tuple(all_reduce_value(
-        torch.tensor(float(rank)), context, graph_parallel=True, flag=15 if rank == 0 else 0,
+        torch.tensor(float(rank)), context, combination=GRAPH_SUM, flag=15 if rank == 0 else 0,
         non_finite=non_finite,
     ))  # fmt: skip
     torch.save(results, out.with_name(f"{out.name}.rank{context.global_rank}"))

@@ -7,6 +7,7 @@ import torch.distributed as dist
 from torch_geometric.data import Data
 
 from partgnn.cli.selfcheck import relative_error
+from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.train.loss import edge_loss as train_edge_loss
 
@@ -35,8 +36,7 @@ def build_model(
         hidden=16,
         steps=4,
         aggregation="sum_max",
-        checkpoint=checkpoint,
-        fused=fused,
+        compute=ComputePolicy(recompute=checkpoint, fused=fused),
     )
     return model.to(dtype)
 

@@ -56,3 +56,20 @@ def test_cpu_device_and_backend():
 def test_cuda_requested_without_a_gpu_is_one_line():
     with pytest.raises(InputError, match="CUDA is not available here"):
         resolve_device("cuda", local_rank=0)
+
+
+def test_deterministic_algorithms_hold_within_the_block_only():
+    import os
+
+    import torch
+
+    from partgnn.distributed.device import CUBLAS_WORKSPACE, deterministic_algorithms
+
+    assert not torch.are_deterministic_algorithms_enabled()
+    had_workspace = CUBLAS_WORKSPACE in os.environ
+    with deterministic_algorithms(torch.device("cpu")):
+        assert torch.are_deterministic_algorithms_enabled()
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert (CUBLAS_WORKSPACE in os.environ) == had_workspace
+    with deterministic_algorithms(torch.device("cpu"), enabled=False):
+        assert not torch.are_deterministic_algorithms_enabled()

@@ -14,7 +14,8 @@ from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.errors import InputError
-from partgnn.metrics.tracks import NO_TRACK, TrackMetrics, build_tracks, track_metrics
+from partgnn.metrics.track_building import NO_TRACK, build_tracks
+from partgnn.metrics.tracks import TrackMetrics, track_metrics
 
 METHODS = ("components", "walk", "junction")
 

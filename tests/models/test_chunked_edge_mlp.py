@@ -13,8 +13,12 @@ import torch
 
 from partgnn.memory.heap_release import ALWAYS_RELEASE_HEAP, DEFAULT_HEAP_RELEASE
 from partgnn.models import chunked_edge_mlp
-from partgnn.models.chunked_edge_mlp import edge_mlp
+from partgnn.models.chunked_edge_mlp import EdgeNodes, edge_mlp
+from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.mlp import make_mlp
+
+#: Activation recomputation on (the chunked edge MLP).
+RECOMPUTE = ComputePolicy(recompute=True)
 
 H = 8
 
@@ -86,11 +90,12 @@ def test_exchange_inside_equals_plain_mlp_on_local_rows(small_chunks, recompute,
         exchange = LoopbackExchange(send_index, h.shape[0])
         options = {"residual": True, "row_encoder": row_encoder}
         if inside:
-            out = edge_mlp(mlp, rows, h=h, src=src, dst=dst, recompute=recompute,
-                           exchange=exchange, n_interior=n_interior, **options)  # fmt: skip
+            nodes = EdgeNodes(h, src, dst, exchange=exchange, n_interior=n_interior)
+            out = edge_mlp(mlp, rows, nodes, compute=ComputePolicy(recompute=recompute),
+                           **options)  # fmt: skip
         else:
             h_local = torch.cat([h, h[send_index]])
-            out = edge_mlp(mlp, rows, h=h_local, src=src, dst=dst, **options)
+            out = edge_mlp(mlp, rows, EdgeNodes(h_local, src, dst), **options)
         (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
         grads = [p.grad.clone() for module in modules for p in module.parameters()]
         results.append((out.detach(), h.grad, rows.grad, grads))
@@ -118,8 +123,8 @@ def test_interior_edges_run_while_the_rows_are_in_flight(small_chunks, monkeypat
     mlp = make_mlp(3 * H, H, H).double()
     h = h0.clone().requires_grad_()
     rows = torch.randn(edge_index.shape[1], H, dtype=torch.float64)
-    out = edge_mlp(mlp, rows, h=h, src=edge_index[0], dst=edge_index[1], recompute=recompute,
-                   exchange=exchange, n_interior=n_interior)  # fmt: skip
+    nodes = EdgeNodes(h, edge_index[0], edge_index[1], exchange=exchange, n_interior=n_interior)
+    out = edge_mlp(mlp, rows, nodes, compute=ComputePolicy(recompute=recompute))
     forward = _runs(exchange.log)
     assert forward == ["start", "interior", "wait", "boundary"]
     exchange.log.clear()
@@ -135,8 +140,9 @@ def test_an_exchange_needs_owned_latents_and_the_interior_count():
     mlp = make_mlp(3 * H, H, H)
     exchange = LoopbackExchange(torch.zeros(0, dtype=torch.long), 4)
     with pytest.raises(ValueError, match="n_interior"):
-        edge_mlp(mlp, torch.zeros(3, H), h=torch.zeros(4, H), src=torch.zeros(3, dtype=torch.long),
-                 dst=torch.zeros(3, dtype=torch.long), exchange=exchange)  # fmt: skip
+        none = torch.zeros(3, dtype=torch.long)
+        edge_mlp(mlp, torch.zeros(3, H), EdgeNodes(torch.zeros(4, H), none, none,
+                                                   exchange=exchange))  # fmt: skip
 
 
 def _runs(log: list[str]) -> list[str]:
@@ -154,8 +160,8 @@ def test_a_recomputed_edge_mlp_releases_its_heap_as_its_policy_says(monkeypatch,
     h = torch.cat([h, h[send_index]])  # owned and halo rows
     mlp = make_mlp(3 * H, H, H).double()
     rows = torch.randn(edge_index.shape[1], H, dtype=torch.float64, requires_grad=True)
-    out = edge_mlp(mlp, rows, h=h, src=edge_index[0], dst=edge_index[1], recompute=True,
-                   heap_release=policy)  # fmt: skip
+    out = edge_mlp(mlp, rows, EdgeNodes(h, edge_index[0], edge_index[1]),
+                   compute=ComputePolicy(recompute=True, heap_release=policy))  # fmt: skip
     out.sum().backward()
     # A 700-edge graph is far below event size: only a policy releasing after every MLP does,
     # once in the forward pass and once in the backward pass.
@@ -189,7 +195,7 @@ def test_the_backward_recomputation_runs_each_chunks_layer_norms_once(monkeypatc
     layer_norm = torch.nn.LayerNorm.forward
     monkeypatch.setattr(torch.nn.LayerNorm, "forward",
                         lambda self, x: calls.append(1) or layer_norm(self, x))  # fmt: skip
-    out = edge_mlp(mlp, rows, h=h, src=src, dst=dst, recompute=True)
+    out = edge_mlp(mlp, rows, EdgeNodes(h, src, dst), compute=RECOMPUTE)
     chunks = len(chunked_edge_mlp._chunks(0, rows.shape[0]))
     assert len(calls) == 2 * chunks  # the forward pass
     calls.clear()

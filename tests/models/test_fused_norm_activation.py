@@ -8,6 +8,7 @@ from torch import nn
 
 from partgnn.errors import InputError
 from partgnn.models import cpu_kernels
+from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.cpu_kernels import load_kernels
 from partgnn.models.fused_norm_activation import fusable, kernel_applies, norm_activation
 from partgnn.models.interaction_network import InteractionNetwork
@@ -159,7 +160,7 @@ def test_interaction_network_fused_equals_plain_in_float64(checkpoint):
         torch.manual_seed(4)
         model = InteractionNetwork(
             node_features=3, edge_features=4, hidden=32, steps=3, activation="silu",
-            aggregation="sum_max", checkpoint=checkpoint, fused=fused,
+            aggregation="sum_max", compute=ComputePolicy(recompute=checkpoint, fused=fused),
         ).double()  # fmt: skip
         logits = model(x, edge_index, edge_attr)
         grads = torch.autograd.grad(logits.square().sum(), list(model.parameters()))

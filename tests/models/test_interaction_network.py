@@ -13,6 +13,7 @@ from torch_geometric.utils import scatter
 
 from partgnn.memory.meters import HeapMeter, heap_meter_available
 from partgnn.models import chunked_edge_mlp, edge_aggregation
+from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.interaction_network import AGGREGATIONS, InteractionNetwork
 
 
@@ -70,7 +71,7 @@ def test_lean_model_equals_the_plain_model(monkeypatch, aggregation, checkpoint,
         aggregation=aggregation,
         shared_weights=variant == "default",
         residual=variant == "default",
-        checkpoint=checkpoint,
+        compute=ComputePolicy(recompute=checkpoint),
     ).double()
     expected, expected_grads = _logits_and_grads(
         model, lambda *g: _reference_forward(model, *g), graph
@@ -89,7 +90,7 @@ def _heap(checkpoint: bool, graph, steps: int, hidden: int) -> tuple[float, floa
     torch.manual_seed(0)
     model = InteractionNetwork(
         node_features=3, edge_features=4, hidden=hidden, steps=steps, activation="silu",
-        shared_weights=True, checkpoint=checkpoint,
+        shared_weights=True, compute=ComputePolicy(recompute=checkpoint),
     )  # fmt: skip
     # The first pass warms lazy buffers and the C heap; of the next ones the least is kept (the
     # heap counts every thread's allocations: one left running by an earlier test adds noise).

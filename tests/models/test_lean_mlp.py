@@ -6,9 +6,13 @@ import pytest
 import torch
 
 from partgnn.models import chunked_edge_mlp
-from partgnn.models.chunked_edge_mlp import edge_mlp
+from partgnn.models.chunked_edge_mlp import EdgeNodes, edge_mlp
+from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.lean_mlp import first_layer, in_autocast_dtype, mlp_tail
 from partgnn.models.mlp import make_mlp
+
+#: Activation recomputation on (the chunked edge MLP).
+RECOMPUTE = ComputePolicy(recompute=True)
 
 N_NODES, N_EDGES, H, R = 40, 700, 8, 5
 
@@ -91,8 +95,8 @@ def test_edge_mlp_equals_the_mlp_of_the_concatenation(
     expected_grads = _gradients(expected, tensors)
 
     out = edge_mlp(
-        mlp, rows, h=h, src=src, dst=dst, residual=residual, recompute=recompute,
-        row_encoder=encoder,
+        mlp, rows, EdgeNodes(h, src, dst), residual=residual, row_encoder=encoder,
+        compute=ComputePolicy(recompute=recompute),
     )  # fmt: skip
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
     for got, want in zip(_gradients(out, tensors), expected_grads, strict=True):
@@ -106,7 +110,7 @@ def test_edge_mlp_of_rows_alone_and_frozen_inputs(graph, small_chunks):
     mlp[0].weight.requires_grad_(False)
     expected = mlp(rows)
     expected_grads = _gradients(expected, list(mlp.parameters())[1:])
-    out = edge_mlp(mlp, rows, recompute=True)
+    out = edge_mlp(mlp, rows, compute=RECOMPUTE)
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
     grads = _gradients(out, list(mlp.parameters())[1:])
     for got, want in zip(grads, expected_grads, strict=True):
@@ -118,8 +122,8 @@ def test_edge_mlp_without_grad_is_the_same_function(graph):
     h, rows, src, dst = graph
     mlp = _mlps(2 * H + R, output_activation=False)
     with torch.no_grad():
-        plain = edge_mlp(mlp, rows, h=h, src=src, dst=dst)
-        recomputed = edge_mlp(mlp, rows, h=h, src=src, dst=dst, recompute=True)
+        plain = edge_mlp(mlp, rows, EdgeNodes(h, src, dst))
+        recomputed = edge_mlp(mlp, rows, EdgeNodes(h, src, dst), compute=RECOMPUTE)
     expected = mlp(torch.cat([h[src], h[dst], rows], dim=-1))
     torch.testing.assert_close(plain, expected, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(recomputed, expected, rtol=1e-12, atol=1e-12)
@@ -152,9 +156,9 @@ def test_bytes_kept_per_edge(graph):
     rows_h = torch.randn(N_EDGES, H, dtype=torch.float64, requires_grad=True)
     mlp = _mlps(3 * H)
     plain = _saved_edge_rows(lambda: mlp(torch.cat([h[src], h[dst], rows_h], dim=-1)))
-    lean = _saved_edge_rows(lambda: edge_mlp(mlp, rows_h, h=h, src=src, dst=dst))
+    lean = _saved_edge_rows(lambda: edge_mlp(mlp, rows_h, EdgeNodes(h, src, dst)))
     recomputed = _saved_edge_rows(
-        lambda: edge_mlp(mlp, rows_h, h=h, src=src, dst=dst, recompute=True)
+        lambda: edge_mlp(mlp, rows_h, EdgeNodes(h, src, dst), compute=RECOMPUTE)
     )
     floats = [sum(shape[1] for shape in shapes) for shapes in (plain, lean, recomputed)]
     # lean: the rows (for the W_r gradient), then z1, the 2nd Linear's input and z2.
@@ -168,7 +172,9 @@ def test_recomputed_edge_mlp_under_bf16_autocast(graph, small_chunks):
     outputs = []
     for recompute in (False, True):
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            out = edge_mlp(mlp, rows, h=h, src=src, dst=dst, recompute=recompute)
+            out = edge_mlp(
+                mlp, rows, EdgeNodes(h, src, dst), compute=ComputePolicy(recompute=recompute)
+            )
         outputs.append((out, _gradients(out.float(), list(mlp.parameters()))))
     (plain, plain_grads), (recomputed, grads) = outputs
     assert recomputed.dtype == plain.dtype == torch.bfloat16
@@ -177,7 +183,7 @@ def test_recomputed_edge_mlp_under_bf16_autocast(graph, small_chunks):
     # gradient, by amounts that vary with the thread count (7-11 % apart on one thread): the
     # recomputed path must be as close to the float64 gradient as the plain one.
     exact = _gradients(
-        edge_mlp(mlp.double(), rows.double(), h=h.double(), src=src, dst=dst, recompute=False),
+        edge_mlp(mlp.double(), rows.double(), EdgeNodes(h.double(), src, dst)),
         list(mlp.parameters()),
     )
     for got, plain_got, want in zip(grads, plain_grads, exact, strict=True):
@@ -200,7 +206,7 @@ def _star_gradient(recompute_dtype: torch.dtype | None) -> torch.Tensor:
         h, rows, mlp = h.float(), rows.float(), mlp.float()
     h.requires_grad_()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=recompute_dtype is not None):
-        out = edge_mlp(mlp, rows, h=h, src=src, dst=dst, recompute=True)
+        out = edge_mlp(mlp, rows, EdgeNodes(h, src, dst), compute=RECOMPUTE)
     out.float().sum().backward()
     return h.grad.double()
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from partgnn.models import chunked_edge_mlp
+from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.models.replayed_exchange import ReplayedExchange
 from tests.models.test_chunked_edge_mlp import LoopbackExchange
@@ -97,7 +98,7 @@ def test_checkpointed_regions_equal_no_checkpointing_and_never_exchange_again(
         torch.manual_seed(3)
         model = InteractionNetwork(
             node_features=3, edge_features=4, hidden=8, steps=steps, activation="silu",
-            shared_weights=False, checkpoint=checkpoint,
+            shared_weights=False, compute=ComputePolicy(recompute=checkpoint),
         ).double()  # fmt: skip
         exchange = exchange_kind(send_index, n_owned)
         logits = model(*graph, exchange=exchange)

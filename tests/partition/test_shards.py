@@ -8,8 +8,9 @@ from torch_geometric.data import Data
 
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.graph_fields import NODE_FIELDS
 from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.storage import NODE_FIELDS, GraphFile, write_graphs
+from partgnn.data.storage import GraphFile, write_graphs
 from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory, meta_checksum, shard_path
 from partgnn.partition.shard_writer import PartitionOptions, write_shards

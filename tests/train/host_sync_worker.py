@@ -32,7 +32,7 @@ def _per_step(context, folder: Path, data: dict, overlap: bool, checkpoint: bool
         folder / f"rank{context.global_rank}.yaml",
         mode="halo",
         data=data,
-        model={"checkpoint": checkpoint},
+        model={"recompute": checkpoint},
         optim={"epochs": EPOCHS, "grad_clip": 1.0},
         run={"dir": str(folder / "run"), "overlap": overlap},
     )

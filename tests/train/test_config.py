@@ -51,7 +51,7 @@ def test_defaults():
     assert config.data == DataConfig(graphs=None, shards=None, val_events=1, boundary_shards=None)
     assert (config.model.hidden, config.model.steps, config.model.mlp_layers) == (64, 6, 2)
     assert (config.model.activation, config.model.aggregation) == ("relu", "sum")
-    assert not config.model.checkpoint and not config.model.shared_weights
+    assert not config.model.recompute and not config.model.shared_weights
     assert config.model.residual and config.model.layer_norm
     assert config.loss.pos_weight == 3.0
     assert config.optim == OptimConfig(
@@ -74,7 +74,7 @@ def test_no_file_takes_defaults_plus_overrides():
     assert error_of(None) == "config: data.graphs is needed in mode full (got None)"
 
 
-def test_yaml_sets_given_fields_and_leaves_the_rest_default(tmp_path: Path):
+def test_yaml_sets_given_fields_and_leaves_the_rest_default(tmp_path: Path, capsys):
     path = write(
         tmp_path,
         "mode: halo\n"
@@ -86,7 +86,9 @@ def test_yaml_sets_given_fields_and_leaves_the_rest_default(tmp_path: Path):
     config = load_config(path)
     assert config.mode == "halo"
     assert config.data == DataConfig(shards="data/shards-metis2", val_events=3)
-    assert config.model == ModelConfig(hidden=16, activation="silu", checkpoint=True)
+    # model.checkpoint is the old name of model.recompute: read as it, said in one line
+    assert config.model == ModelConfig(hidden=16, activation="silu", recompute=True)
+    assert "model.checkpoint is renamed model.recompute" in capsys.readouterr().err
     assert config.optim == OptimConfig(lr=0.01, max_steps=7, grad_clip=None)
     assert config.loss == TrainConfig().loss
     assert config.run.dir == str(tmp_path / "runs" / "a") and config.run.seed == 0
@@ -114,7 +116,8 @@ def test_yaml_numbers_are_coerced_to_the_field_type(tmp_path: Path):
         ("optim.max_steps=null", "optim.max_steps", None),
         ("optim.max_steps=12", "optim.max_steps", 12),
         ("optim.grad_clip=null", "optim.grad_clip", None),
-        ("model.checkpoint=true", "model.checkpoint", True),
+        ("model.recompute=true", "model.recompute", True),
+        ("model.checkpoint=true", "model.recompute", True),  # its old name
         ("model.hidden=128", "model.hidden", 128),
         ("model.aggregation=sum_max", "model.aggregation", "sum_max"),
         ("run.device=cuda:1", "run.device", "cuda:1"),
@@ -180,8 +183,8 @@ BAD_FIELDS = [
     ),
     (
         GRAPHS + "model: {hiden: 32}\n",
-        "unknown field model.hiden (known: activation, aggregation, checkpoint, fused, "
-        "hidden, kwargs, layer_norm, mlp_layers, residual, shared_weights, steps, target)",
+        "unknown field model.hiden (known: activation, aggregation, fused, hidden, kwargs, "
+        "layer_norm, mlp_layers, recompute, residual, shared_weights, steps, target)",
     ),
     (
         GRAPHS + "model: {kwargs: [1, 2]}\n",
@@ -201,7 +204,11 @@ BAD_FIELDS = [
     (GRAPHS + "run: {seed: null}\n", "run.seed must be an integer (got None)"),
     (GRAPHS + "optim: {lr: fast}\n", "optim.lr must be a number (got 'fast')"),
     (GRAPHS + "optim: {lr: true}\n", "optim.lr must be a number (got True)"),
-    (GRAPHS + "model: {checkpoint: 1}\n", "model.checkpoint must be true or false (got 1)"),
+    (GRAPHS + "model: {recompute: 1}\n", "model.recompute must be true or false (got 1)"),
+    (
+        GRAPHS + "model: {recompute: true, checkpoint: true}\n",
+        "model.checkpoint and model.recompute are one setting (renamed): give one",
+    ),
     (GRAPHS + "run: {bf16: 'no way'}\n", "run.bf16 must be true or false (got 'no way')"),
     (GRAPHS + "run: {dir: [a, b]}\n", "run.dir must be a string (got ['a', 'b'])"),
     ("data: {graphs: true}\n", "data.graphs must be a string (got True)"),
@@ -324,7 +331,7 @@ def test_to_dict_round_trips_through_yaml(tmp_path: Path):
             "data.shards=data/shards-phi4",
             "data.boundary_shards=data/shards-metis4",
             "model.activation=gelu",
-            "model.checkpoint=true",
+            "model.recompute=true",
             "optim.lr=3e-4",
             "optim.max_steps=9",
             "optim.grad_clip=null",

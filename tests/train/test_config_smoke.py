@@ -55,7 +55,7 @@ def test_bf16_autocast_and_checkpointing_train(dataset, tmp_path):
             f"run.dir={tmp_path / 'run'}",
             "run.device=cpu",
             "run.bf16=true",
-            "model.checkpoint=true",
+            "model.recompute=true",
             "run.progress=false",
             "run.tensorboard=false",
         ],

@@ -31,7 +31,7 @@ def _config(*overrides):
 
 
 def _checkpointing(checkpoint: bool) -> str:
-    return f"model.checkpoint={str(checkpoint).lower()}"
+    return f"model.recompute={str(checkpoint).lower()}"
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ class _CyclicGarbage:
 
 
 def test_garbage_left_from_before_does_not_lower_a_probe_peak(monkeypatch):
-    config = _config("model.checkpoint=false")
+    config = _config("model.recompute=false")
     cpu = torch.device("cpu")
 
     def peak() -> int:

@@ -22,6 +22,7 @@ from partgnn.distributed.process_group import destroy_distributed, init_distribu
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.config import load_config
 from partgnn.train.sampling import epoch_steps
+from partgnn.train.schedule import learning_rate_factor
 from partgnn.train.step import training_loss
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import child_env
@@ -61,7 +62,11 @@ def _reference(dataset, folder: Path, sampling: str) -> dict[str, torch.Tensor]:
             for epoch in range(EPOCHS)
         ]  # fmt: skip
         assert sorted(len(step) for step in steps[0]) == [1, 2]  # the case under test
-        trainer.total_steps = sum(len(epoch) for epoch in steps)  # the cosine schedule's span
+        # The cosine schedule spans the hybrid run's steps (G events per step, not one).
+        schedule = learning_rate_factor(
+            config.optim, total_steps=sum(len(epoch) for epoch in steps), events_per_step=1
+        )
+        trainer.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.optimizer, schedule)
         for epoch in steps:
             for events in epoch:
                 trainer.optimizer.zero_grad()
@@ -116,8 +121,9 @@ def test_hybrid_groups_equal_the_exact_reference_under_torchrun_and_mpirun(
 
 
 @pytest.mark.parametrize(("scaling", "factor"), [("none", 1.0), ("linear", 4.0), ("sqrt", 2.0)])
-def test_the_learning_rate_scales_with_the_events_per_step(dataset, tmp_path, scaling, factor):
-    """optim.lr_scaling multiplies the whole schedule (warm-up included) by f(G)."""
+def test_the_trainers_schedule_scales_with_its_events_per_step(dataset, tmp_path, scaling, factor):
+    """The trainer's scheduler follows :func:`learning_rate_factor` of its G (here 1: mode full
+    has one event per step, nothing to scale; G = 4 as with 4 graph groups)."""
     config = load_config(_config(tmp_path / "full.yaml", dataset, "full", 1, "random"))
     config.optim.lr_scaling = scaling
     context = init_distributed(device="cpu", timeout_s=60)
@@ -126,8 +132,10 @@ def test_the_learning_rate_scales_with_the_events_per_step(dataset, tmp_path, sc
         trainer.source.close()
     finally:
         destroy_distributed(context)
-    assert trainer.lr_scale == 1.0  # one event per step in mode full: nothing to scale
-    trainer.events_per_step = 4  # as with 4 graph groups
-    assert trainer.lr_scale == factor
+    assert trainer.events_per_step == 1
+    ours = learning_rate_factor(config.optim, total_steps=trainer.total_steps, events_per_step=1)
+    four = learning_rate_factor(config.optim, total_steps=trainer.total_steps, events_per_step=4)
     for step in range(3):
-        assert trainer._lr_factor(step) == pytest.approx(factor * trainer._schedule(step))
+        assert trainer.schedule(step) == ours(step)
+        assert four(step) == pytest.approx(factor * ours(step))
+    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(config.optim.lr * ours(0))

@@ -214,7 +214,7 @@ def test_overlapping_sectors_of_steps_plus_one_hops_equal_the_full_graph(
 
 
 def test_standardisation_round_trip_train_checkpoint_infer(dataset, checkpoint, tmp_path):
-    # The statistics training fitted are in the checkpoint (as in feature_scaler.json), and
+    # The statistics training fitted are in the checkpoint (as in input_scaler.json), and
     # inference applies them: its scores are the trained model's on the raw inputs, and differ
     # from the same weights without the standardisation.
     fitted = json.loads((checkpoint.parents[1] / SCALER_FILE).read_text())

@@ -31,7 +31,9 @@ def _graphs_config(tmp_path, dataset, name, **sections):
 def test_a_run_starts_from_the_shipped_model(dataset, tmp_path):
     pretrained = load_checkpoint("pretrained:trackml-pt1")
     # Fused kernels and activation checkpointing change how, not what, the model computes.
-    model = dict(pretrained["config"]["model"], fused=False, checkpoint=True)
+    # Its config names recomputation by its old name, model.checkpoint (read as recompute).
+    saved = {k: v for k, v in pretrained["config"]["model"].items() if k != "checkpoint"}
+    model = dict(saved, fused=False, recompute=True)
     config = _graphs_config(
         tmp_path,
         dataset,

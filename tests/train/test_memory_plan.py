@@ -129,7 +129,7 @@ def test_partgnn_plan_prints_every_rank(dataset, tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(footprint, "measure_footprint", measure_once)
     config = write_config(
-        tmp_path / "c.yaml", mode="halo", model={"checkpoint": True},
+        tmp_path / "c.yaml", mode="halo", model={"recompute": True},
         data={"graphs": str(dataset["graphs"]), "shards": str(dataset["phi2"])},
         run={"device": "cpu"},
     )  # fmt: skip

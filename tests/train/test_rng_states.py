@@ -43,10 +43,18 @@ def test_a_resumed_run_continues_from_the_saved_generator_states(dataset, tmp_pa
     assert torch.equal(torch.get_rng_state(), at_checkpoint)
 
 
-def test_deterministic_runs_use_only_deterministic_kernels(dataset, tmp_path, context):
+def test_deterministic_kernels_only_while_the_trainer_trains(dataset, tmp_path, context):
+    """run.deterministic holds while fit() runs; the process's setting is restored after."""
+    seen = []
+    trainer = Trainer(_config(dataset, tmp_path, deterministic=True), context)
+    assert not torch.are_deterministic_algorithms_enabled()  # not yet: building changes nothing
+    train_step = trainer._train_step
+
+    def recording_step(*args):
+        seen.append(torch.are_deterministic_algorithms_enabled())
+        return train_step(*args)
+
+    trainer._train_step = recording_step
+    trainer.fit()
+    assert seen and all(seen)
     assert not torch.are_deterministic_algorithms_enabled()
-    try:
-        Trainer(_config(dataset, tmp_path, deterministic=True), context)
-        assert torch.are_deterministic_algorithms_enabled()
-    finally:
-        torch.use_deterministic_algorithms(False)

@@ -2,7 +2,7 @@
 
 The input features of tracking graphs live on very different scales (``dphi`` has a standard
 deviation of ~0.03, ``eta`` ~2.2): fed as they are into ``Linear + LayerNorm``, the separating
-ones are drowned. :class:`FeatureScaler` maps each column to ``(value - mean) / std`` with
+ones are drowned. :class:`InputScaler` maps each column to ``(value - mean) / std`` with
 statistics fitted on the training events (:mod:`partgnn.train.standardisation`). The statistics
 are buffers, so they are saved in every checkpoint and applied identically at inference.
 """
@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 
-class FeatureScaler(nn.Module):
+class InputScaler(nn.Module):
     """Standardises node and edge features column by column; the identity until fitted.
 
     Args:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from partgnn.models.feature_scaler import FeatureScaler
+from partgnn.models.input_scaler import InputScaler
 from partgnn.models.interaction_network import InteractionNetwork
 
 
 def test_scaler_is_the_identity_until_fitted_and_standardises_after():
-    scaler = FeatureScaler(2, 3)
+    scaler = InputScaler(2, 3)
     x, e = torch.randn(5, 2), torch.randn(4, 3)
     same_x, same_e = scaler(x, e)
     assert torch.equal(same_x, x) and torch.equal(same_e, e)
@@ -27,7 +27,7 @@ def test_scaler_is_the_identity_until_fitted_and_standardises_after():
 
 
 def test_scaler_rejects_wrong_widths_and_non_finite_values():
-    scaler = FeatureScaler(2, 1)
+    scaler = InputScaler(2, 1)
     with pytest.raises(ValueError, match="node_mean has 3 values for 2 features"):
         scaler.set_statistics(torch.zeros(3), torch.ones(2), torch.zeros(1), torch.ones(1))
     with pytest.raises(ValueError, match="edge_std holds NaN"):

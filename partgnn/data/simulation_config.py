@@ -1,0 +1,112 @@
+"""What to simulate: the settings of :func:`~partgnn.data.simulation.simulate_event`, checked
+when made, with the defaults that reproduce the real TrackML sample event."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+from partgnn.errors import InputError
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """What to simulate.
+
+    Attributes:
+        pileup: Number of proton-proton collisions per event (a whole number >= 1); each has its
+            own vertex drawn from the beam spot.
+        particles_per_pileup: Mean number of charged particles per collision within
+            ``|eta| < eta_max``; the count per collision is Poisson.
+        eta_max: Particles are generated uniformly in pseudorapidity ``[-eta_max, eta_max]``.
+        pt_min: Smallest transverse momentum generated [GeV].
+        pt_scale: ``p0`` of the transverse momentum spectrum [GeV] (see ``pt_power``).
+        pt_power: ``m`` of the spectrum: the fraction of particles above ``pt`` falls as
+            ``(1 + pt / p0) ** -m`` (truncated at ``pt_min``). The defaults reproduce the real
+            TrackML sample event: pT percentiles 10/50/90/99% of about 0.14/0.35/1.2/3.3 GeV.
+        kaon_fraction: Fraction of particles that are charged kaons (the rest: pions, protons).
+        proton_fraction: Fraction of particles that are (anti-)protons. The defaults follow the
+            real sample event (79% pions, 7% kaons, 14% protons).
+        beam_spot_sigma: Gaussian spread of each collision vertex in ``(x, y, z)`` [mm].
+        noise_fraction: Expected fraction of noise hits among all hits (real sample: 15%).
+        multiple_scattering: Whether each crossed layer deflects the track (Highland formula).
+        resolution_scale: Multiplies every layer's hit resolution; 0 gives perfect hits.
+        efficiency: Hit efficiency for every layer; ``None`` uses each layer's own.
+        module_size: Size ``(along r*phi, along z or r)`` [mm] of the pseudo modules that
+            number the hits (``module_id``) when the geometry has no module table
+            (:attr:`~partgnn.data.geometry.DetectorGeometry.modules`; the default TrackML
+            geometry has one: hits carry the real detector's module ids); see
+            :func:`~partgnn.data.digitisation.grid_module_ids`.
+        overlap_scale: Multiplies every layer's probability of a second hit on an overlapping
+            module (:attr:`~partgnn.data.geometry.Layer.overlap`, measured on the real sample);
+            0 turns overlapping modules off.
+    """
+
+    pileup: float = 200.0
+    particles_per_pileup: float = 50.0
+    eta_max: float = 4.0
+    pt_min: float = 0.1
+    pt_scale: float = 1.0
+    pt_power: float = 3.4
+    kaon_fraction: float = 0.07
+    proton_fraction: float = 0.14
+    beam_spot_sigma: tuple[float, float, float] = (0.015, 0.015, 55.0)
+    noise_fraction: float = 0.15
+    multiple_scattering: bool = True
+    resolution_scale: float = 1.0
+    efficiency: float | None = None
+    module_size: tuple[float, float] = (30.0, 80.0)
+    overlap_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        # Accept lists (YAML, JSON) for the tuple fields, so configs round-trip through JSON.
+        object.__setattr__(self, "beam_spot_sigma", tuple(float(s) for s in self.beam_spot_sigma))
+        object.__setattr__(self, "module_size", tuple(float(s) for s in self.module_size))
+        problems = [
+            (self.pileup < 1 or self.pileup != int(self.pileup), "pileup", "a whole number >= 1"),
+            # The upper bound keeps the per-collision particle number within its id bits.
+            (
+                not 0 < self.particles_per_pileup <= 1e6,
+                "particles_per_pileup",
+                "in (0, 1e6]",
+            ),
+            (not self.eta_max > 0, "eta_max", "> 0"),
+            (not self.pt_min > 0, "pt_min", "> 0"),
+            (not self.pt_scale > 0, "pt_scale", "> 0"),
+            (not self.pt_power > 0, "pt_power", "> 0"),
+            (not 0 <= self.kaon_fraction <= 1, "kaon_fraction", "in [0, 1]"),
+            (not 0 <= self.proton_fraction <= 1, "proton_fraction", "in [0, 1]"),
+            (
+                self.kaon_fraction + self.proton_fraction > 1,
+                "kaon_fraction + proton_fraction",
+                "<= 1",
+            ),
+            (
+                len(self.beam_spot_sigma) != 3 or min(self.beam_spot_sigma) < 0,
+                "beam_spot_sigma",
+                "three values >= 0",
+            ),
+            (not 0 <= self.noise_fraction < 1, "noise_fraction", "in [0, 1)"),
+            (not self.resolution_scale >= 0, "resolution_scale", ">= 0"),
+            (
+                self.efficiency is not None and not 0 <= self.efficiency <= 1,
+                "efficiency",
+                "None or in [0, 1]",
+            ),
+            (
+                len(self.module_size) != 2 or not min(self.module_size) > 0,
+                "module_size",
+                "two values > 0",
+            ),
+            (not 0 <= self.overlap_scale <= 10, "overlap_scale", "in [0, 10]"),
+        ]
+        for bad, name, expected in problems:
+            if bad:
+                value = getattr(self, name, None)
+                got = f" (got {value!r})" if value is not None else ""
+                raise InputError(f"simulation config: {name} must be {expected}{got}")
+
+    def to_json(self) -> str:
+        """The configuration as a JSON object (sorted keys), for provenance attributes."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)

@@ -1,0 +1,49 @@
+"""One comparison of a checkpoint's model settings with a config's, for resume, ``run.init_from``
+and inference.
+
+A checkpoint records the run config it was trained with; its ``model`` section says what the
+model computes (:class:`~partgnn.models.config.ModelConfig`, settings renamed since read under
+their new names). Some of its settings change only how that is computed
+(:data:`~partgnn.models.config.COMPUTE_ONLY_SETTINGS`): a run resumes across them and starts
+from a checkpoint saved with other values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from partgnn.errors import InputError, first_line
+from partgnn.models.config import COMPUTE_ONLY_SETTINGS, ModelConfig, renamed_settings
+
+
+def saved_model_config(checkpoint: dict[str, Any], where: str) -> ModelConfig:
+    """The model settings a checkpoint records.
+
+    Raises:
+        InputError: It records none, or settings this version does not know (one line naming
+            ``where``).
+    """
+    try:
+        settings, _ = renamed_settings(checkpoint["config"]["model"])
+        return ModelConfig(**settings)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise InputError(f"{where}: no readable model settings ({first_line(err)})") from None
+
+
+def _what_it_computes(model: ModelConfig | dict[str, Any]) -> dict[str, Any]:
+    settings = dataclasses.asdict(model) if isinstance(model, ModelConfig) else dict(model)
+    return {k: v for k, v in settings.items() if k not in COMPUTE_ONLY_SETTINGS}
+
+
+def check_same_model(saved: ModelConfig, ours: ModelConfig | dict[str, Any], where: str) -> None:
+    """Refuses a checkpoint whose model computes something else than the config's.
+
+    Raises:
+        InputError: ``<where>: the checkpoint's model settings differ: hidden 64, not 32, ...``.
+    """
+    theirs, mine = _what_it_computes(saved), _what_it_computes(ours)
+    differing = sorted(key for key in mine if mine[key] != theirs.get(key))
+    if differing:
+        pairs = ", ".join(f"{key} {theirs.get(key)!r}, not {mine[key]!r}" for key in differing)
+        raise InputError(f"{where}: the checkpoint's model settings differ: {pairs}")

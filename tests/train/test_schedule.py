@@ -1,0 +1,44 @@
+"""The learning-rate schedule is a pure function of the step."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from partgnn.train.config import OptimConfig
+from partgnn.train.schedule import learning_rate_factor, lr_scale, schedule_factor
+
+
+@pytest.mark.parametrize(("scaling", "factor"), [("none", 1.0), ("linear", 4.0), ("sqrt", 2.0)])
+def test_the_scale_follows_the_events_per_step(scaling, factor):
+    assert lr_scale(scaling, 4) == factor
+    assert lr_scale(scaling, 1) == 1.0
+
+
+def test_warm_up_is_linear_then_cosine_to_zero():
+    factors = [schedule_factor(s, warmup_steps=4, schedule="cosine", total_steps=12)
+               for s in range(12)]  # fmt: skip
+    assert factors[:4] == [0.25, 0.5, 0.75, 1.0]
+    assert factors[4] == 1.0 and factors[8] == pytest.approx(0.5)
+    assert all(a > b for a, b in itertools.pairwise(factors[4:]))
+    assert schedule_factor(12, warmup_steps=4, schedule="cosine", total_steps=12) == 0.0
+    assert schedule_factor(99, warmup_steps=4, schedule="cosine", total_steps=12) == 0.0
+
+
+def test_constant_after_warm_up_and_no_warm_up():
+    assert schedule_factor(0, warmup_steps=2, schedule="constant", total_steps=10) == 0.5
+    assert schedule_factor(7, warmup_steps=2, schedule="constant", total_steps=10) == 1.0
+    assert schedule_factor(0, warmup_steps=0, schedule="cosine", total_steps=10) == 1.0
+    half = schedule_factor(5, warmup_steps=0, schedule="cosine", total_steps=10)
+    assert half == pytest.approx(0.5 * (1 + math.cos(math.pi / 2)))
+
+
+def test_the_factor_is_the_scale_times_the_schedule_and_saves_no_state():
+    optim = OptimConfig(warmup_steps=3, lr_scaling="sqrt")
+    factor = learning_rate_factor(optim, total_steps=20, events_per_step=9)
+    for step in range(20):
+        expected = 3.0 * schedule_factor(step, warmup_steps=3, schedule="cosine", total_steps=20)
+        assert factor(step) == expected
+    assert factor(5) == factor(5)  # the same answer every time: no state
