@@ -182,8 +182,10 @@ def test_readmes_pipeline_runs_as_written_and_feeds_the_configs(tmp_path, monkey
     capsys.readouterr()
     assert main(["train", "--config", "full", "--set", "optim.max_steps=1",
                  "--set", "run.progress=false"]) == 0  # fmt: skip
-    # README's plan line, as written: from a shards config, the ranks for 40 GB.
-    assert main(["plan", "--config", "halo", "--memory-gb", "40"]) == 0
+    # README's plan line, as written (the model's size aside: its probes take 30 s at H = 64):
+    # from a shards config, the ranks for 40 GB.
+    small = ["--set", "model.hidden=8", "--set", "model.steps=1"]
+    assert main(["plan", "--config", "halo", "--memory-gb", "40", *small]) == 0
     assert "needs 1 rank(s) of 40 GB" in capsys.readouterr().out
 
 
