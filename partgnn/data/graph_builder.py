@@ -125,7 +125,7 @@ def build_event_graph(
     in either direction); the hits' distance from their production vertex orders them.
 
     With a ``module_map``, the edges are instead the hit pairs the map accepts
-    (:func:`~partgnn.data.module_map.module_map_edges`: recorded module pairs, inside their
+    (:func:`~partgnn.data.module_map_edges.module_map_edges`: recorded module pairs, inside their
     windows), each directed from the hit at the smaller radius (at equal radii, smaller |z|);
     of ``config`` only ``pt_min`` applies.
 
@@ -245,7 +245,7 @@ def module_doublets(
     event: Event, geometry: DetectorGeometry, *, pt_min: float = 0.0, triplets: bool = False
 ) -> EventDoublets:
     """An event's true doublets for fitting a module map
-    (:func:`~partgnn.data.module_map.fit_module_map`): the modules of the earlier and later
+    (:func:`~partgnn.data.module_map_fit.fit_module_map`): the modules of the earlier and later
     hit of every true consecutive pair of a particle with ``pT >= pt_min`` [GeV], ``(M,)``
     each, and the pair's window features ``(M, 4)``; with ``triplets`` also the module
     triplets and their features (:func:`~partgnn.data.module_map.event_doublets`)."""

@@ -199,7 +199,8 @@ def triplet_changes(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 def consecutive_triplets(pairs: np.ndarray) -> np.ndarray:
     """Hit triplets ``(a, b, c)`` ``(T, 3)`` made of two pairs ``(a, b)`` and ``(b, c)`` of
-    ``pairs`` ``(M, 2)`` (consecutive pairs of tracks: :func:`true_consecutive_pairs`)."""
+    ``pairs`` ``(M, 2)`` (consecutive pairs of tracks:
+    :func:`~partgnn.data.graph_builder.true_consecutive_pairs`)."""
     order, lo, n_next = continuations(pairs[:, 0], pairs[:, 1])
     which, k = expand_rows(np.arange(len(pairs)), n_next)
     following = order[lo[which] + k]
@@ -230,9 +231,9 @@ def candidate_chunks(counts: np.ndarray) -> list[np.ndarray]:
     return np.split(np.arange(len(counts)), np.unique(bounds))
 
 
-#: Per event, what :func:`fit_module_map` learns from: ``(source module (M,), target module
-#: (M,), pair features (M, 4))``, optionally followed by ``(triplet modules (T, 3), triplet
-#: features (T, 2))`` (:func:`event_doublets`).
+#: Per event, what :func:`~partgnn.data.module_map_fit.fit_module_map` learns from:
+#: ``(source module (M,), target module (M,), pair features (M, 4))``, optionally followed by
+#: ``(triplet modules (T, 3), triplet features (T, 2))`` (:func:`event_doublets`).
 EventDoublets = tuple[np.ndarray, ...]
 
 

@@ -247,7 +247,8 @@ def track_metrics(
       partition can cost, the others' (``contained_efficiency``) what it should not.
 
     Args:
-        labels: Track label of each hit, shape ``(N,)``, integer (see :func:`build_tracks`).
+        labels: Track label of each hit, shape ``(N,)``, integer (see
+            :func:`~partgnn.metrics.track_building.build_tracks`).
         particle_id: Particle of each hit, shape ``(N,)``, integer; 0 is noise.
         particle_pt: Transverse momentum of each hit's particle [GeV], shape ``(N,)``.
         hit_weight: TrackML truth weight of each hit, shape ``(N,)``.
