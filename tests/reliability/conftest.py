@@ -1,5 +1,5 @@
 """A small real pipeline for the reliability suite: events, graphs, phi shards, a checkpoint,
-scores, each made once per session by the ``partgnn`` command itself."""
+scores, each made once per session by the ``partgnn`` command's entry point."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from partgnn.cli.main import main
 from tests.distributed.launch import child_env
 from tests.train.conftest import write_config
 
@@ -57,7 +58,8 @@ def pipeline(tmp_path_factory) -> dict[str, Path]:
         ("infer", "--checkpoint", paths["checkpoint"], "--graphs", paths["graphs"], "--out",
          paths["scores"]),
     ]  # fmt: skip
+    # In this process, through the command line's entry point: the same files, without a
+    # process start (~3 s) per command.
     for step in steps:
-        done = run_partgnn(*map(str, step))
-        assert done.returncode == 0, f"{step}: {done.stderr[-2000:]}"
+        assert main([str(arg) for arg in step]) == 0, step
     return paths

@@ -272,15 +272,13 @@ def _resume_from(p: dict[str, Path], tmp: Path, state: dict) -> list:
 
 
 def _other_graphs(p: dict[str, Path], tmp: Path) -> Path:
-    done = run_partgnn("build-graphs", str(p["other_events"]), "--out", str(tmp / "g.h5"))
-    assert done.returncode == 0, done.stderr
+    assert main(["build-graphs", str(p["other_events"]), "--out", str(tmp / "g.h5")]) == 0
     return tmp / "g.h5"
 
 
 def _other_shards(p: dict[str, Path], tmp: Path) -> Path:
     graphs = _other_graphs(p, tmp)
-    done = run_partgnn("partition", str(graphs), "--parts", "2", "--out", str(tmp / "s"))
-    assert done.returncode == 0, done.stderr
+    assert main(["partition", str(graphs), "--parts", "2", "--out", str(tmp / "s")]) == 0
     return tmp / "s"
 
 

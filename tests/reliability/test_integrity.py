@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import h5py
 import numpy as np
 import pytest
 
+from partgnn.cli.main import main
 from partgnn.data.storage import EventFile, GraphFile, ScoresFile
 from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory, shard_path
@@ -223,11 +225,21 @@ CLI_CASES = {
 }  # fmt: skip
 
 
+#: The case that runs in a fresh process, as a user starts it; the others run the command's
+#: entry point in this process (the same code, without a process start each).
+FRESH_PROCESS_CASE = "checkpoint: infer"
+
+
 @pytest.mark.parametrize("case", sorted(CLI_CASES))
-def test_a_corrupted_input_is_one_line_and_exit_2(pipeline, tmp_path, case):
+def test_a_corrupted_input_is_one_line_and_exit_2(pipeline, tmp_path, case, capfd):
     make, message = CLI_CASES[case]
     args = [str(a) for a in make(pipeline, tmp_path)]
-    done = run_partgnn(*args)
+    if case == FRESH_PROCESS_CASE:
+        done = run_partgnn(*args)
+    else:
+        capfd.readouterr()
+        code = main(args)
+        done = subprocess.CompletedProcess(args, code, *capfd.readouterr())
     lines = [line for line in done.stderr.strip().splitlines() if "it/s]" not in line]
     assert done.returncode == 2, done.stderr[-3000:]
     assert len(lines) == 1, done.stderr
