@@ -113,11 +113,12 @@ def exit_status(err: BaseException) -> int:
     return EXIT_FAILURE
 
 
+#: errno values that mean the file system cannot take an output (not a bad path).
+FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
 #: errno values of an OSError that name a path the user can act on (a folder turned read-only,
 #: a full disk, a missing permission): said as ``PATH: could not be written (REASON)``.
-PATH_ERRNOS = frozenset({
-    errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM
-})  # fmt: skip
+PATH_ERRNOS = FULL_OR_READ_ONLY | {errno.EACCES, errno.EPERM}
 
 
 def is_path_error(err: BaseException) -> bool:

@@ -146,6 +146,7 @@ def run_export_acorn(args: argparse.Namespace) -> int:
 def _refuse_output_over_sources(out: Path, graphs, indices: list[int | None]) -> None:
     """Refuses an ``--out`` folder that holds the acorn files the events were imported from (the
     folder is replaced whole, and every event's file is read again from its source)."""
+    from partgnn.cli.output_guard import is_within
     from partgnn.errors import InputError
 
     folder = Path(out).resolve()
@@ -153,7 +154,7 @@ def _refuse_output_over_sources(out: Path, graphs, indices: list[int | None]) ->
         if index is None:
             continue
         source = Path(str(graphs.quality(index)["acorn_source"])).resolve()
-        if folder == source or folder in source.parents:
+        if is_within(source, folder):
             raise InputError(
                 f"{out}: the output folder holds the acorn files the graphs were imported from "
                 f"({source}), and the folder is replaced when the output is written: choose "

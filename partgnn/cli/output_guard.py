@@ -39,7 +39,7 @@ def refuse_output_over_inputs(args: argparse.Namespace) -> None:
                 f"{out}: the output is the input {name!r} ({path}); writing it would destroy "
                 "the input: choose another --out"
             )
-        if writes_folder and _is_within(path.resolve(), resolved_out):
+        if writes_folder and is_within(path.resolve(), resolved_out):
             raise InputError(
                 f"{out}: the output folder holds the input {name!r} ({path}), and the folder "
                 "is replaced when the output is written: choose another --out"
@@ -65,5 +65,6 @@ def _same_file(out: Path, path: Path) -> bool:
         return False
 
 
-def _is_within(path: Path, folder: Path) -> bool:
+def is_within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both resolved)."""
     return path == folder or folder in path.parents

@@ -13,7 +13,6 @@ while it evicts its caches, as a stream of ignored errors and sometimes a crash.
 
 from __future__ import annotations
 
-import errno
 import glob
 import os
 import shutil
@@ -23,13 +22,16 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from partgnn.errors import InputError, OutputError, first_line, raise_if_stopped
+from partgnn.errors import (
+    FULL_OR_READ_ONLY,
+    InputError,
+    OutputError,
+    first_line,
+    raise_if_stopped,
+)
 
 #: Suffix of the temporary files :func:`atomic_output` writes (``.<name>.<random>.tmp``).
 TEMPORARY_SUFFIX = ".tmp"
-
-#: errno values that mean the file system cannot take the output (not a bad path).
-FULL_OR_READ_ONLY = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
 def check_output_path(path: str | os.PathLike[str]) -> Path:

@@ -31,12 +31,12 @@ def saved_model_config(checkpoint: dict[str, Any], where: str) -> ModelConfig:
         raise InputError(f"{where}: no readable model settings ({first_line(err)})") from None
 
 
-def _what_it_computes(model: ModelConfig | dict[str, Any]) -> dict[str, Any]:
-    settings = dataclasses.asdict(model) if isinstance(model, ModelConfig) else dict(model)
+def _what_it_computes(model: ModelConfig) -> dict[str, Any]:
+    settings = dataclasses.asdict(model)
     return {k: v for k, v in settings.items() if k not in COMPUTE_ONLY_SETTINGS}
 
 
-def check_same_model(saved: ModelConfig, ours: ModelConfig | dict[str, Any], where: str) -> None:
+def check_same_model(saved: ModelConfig, ours: ModelConfig, where: str) -> None:
     """Refuses a checkpoint whose model computes something else than the config's.
 
     Raises:

@@ -25,6 +25,16 @@ def run_partgnn(*args: str, env: dict[str, str] | None = None, timeout: float = 
     )
 
 
+def run_partgnn_in_process(*args: str, capfd) -> subprocess.CompletedProcess:
+    """``partgnn *args`` through the command's entry point in this process (no process start),
+    as a finished process: its exit code and what it wrote to stdout and stderr (captured at
+    the file descriptors by pytest's ``capfd``)."""
+    capfd.readouterr()
+    code = main(list(args))
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["partgnn", *args], code, out, err)
+
+
 @pytest.fixture(scope="session")
 def pipeline(tmp_path_factory) -> dict[str, Path]:
     """events.h5, graphs.h5, shards-phi2/, run/checkpoints/last.pt, scores.h5 and more events."""

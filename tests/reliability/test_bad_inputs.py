@@ -26,7 +26,7 @@ import torch
 
 from partgnn.cli.main import main
 from partgnn.partition.shard_reader import meta_checksum
-from tests.reliability.conftest import run_partgnn
+from tests.reliability.conftest import run_partgnn, run_partgnn_in_process
 
 #: tqdm draws its bars on stderr; they are not error lines.
 _BAR = re.compile(r"\d+%\|")
@@ -316,11 +316,9 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(case: Case, pipeline, tmp_pat
     before = {p: p.exists() for p in _outputs(args)}
     if case.name in FRESH_PROCESS_CASES:
         done = run_partgnn(*args)
-        returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
     else:
-        capfd.readouterr()
-        returncode = main(args)
-        stdout, stderr = capfd.readouterr()
+        done = run_partgnn_in_process(*args, capfd=capfd)
+    returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
     lines = [line for line in stderr.strip().splitlines() if not _BAR.search(line)]
     assert returncode == case.code, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]

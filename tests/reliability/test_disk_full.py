@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from partgnn.cli.main import main
 from partgnn.data import output_files
 from partgnn.data.output_files import RESERVE_BYTES, SpaceGuard
 from partgnn.errors import OutputError
-from tests.reliability.conftest import run_partgnn
+from tests.reliability.conftest import run_partgnn, run_partgnn_in_process
 
 _BAR = re.compile(r"\d+%\|")
 
@@ -92,15 +91,6 @@ def test_the_guard_wants_room_for_the_next_event_and_one_more(tmp_path, monkeypa
         guard.check(next_bytes=2**20)
 
 
-def _in_process(argv: tuple[str, ...], capfd) -> subprocess.CompletedProcess:
-    """``partgnn argv`` through the command line's entry point in this process (no process
-    start), as a finished process: its exit code and what it wrote to stdout and stderr."""
-    capfd.readouterr()
-    code = main(list(argv))
-    out, err = capfd.readouterr()
-    return subprocess.CompletedProcess(["partgnn", *argv], code, out, err)
-
-
 def test_outputs_on_a_read_only_file_system_are_one_line(pipeline, read_only_disk, capfd):
     """train, compare and inspect --plot each name the path they could not write; exit 1 (2
     where the path is checked before any work: ``cannot write here``)."""
@@ -112,7 +102,7 @@ def test_outputs_on_a_read_only_file_system_are_one_line(pipeline, read_only_dis
                     str(read_only_disk / "partition.png")),
     }  # fmt: skip
     for name, argv in cases.items():
-        done = _in_process(argv, capfd)
+        done = run_partgnn_in_process(*argv, capfd=capfd)
         assert done.returncode in (1, 2), (name, done.stderr[-2000:])
         line = _error_line(done)
         assert line.startswith(f"partgnn: error: {read_only_disk}"), (name, line)
@@ -127,7 +117,7 @@ def test_plots_and_reports_on_a_full_disk_leave_nothing(pipeline, small_disk, ca
         (("inspect", str(pipeline["shards"]), "--plot", str(small_disk / "p.png")), "p.png"),
         (("compare", str(pipeline["run"]), "--out", str(small_disk / "report")), "report"),
     ):
-        done = _in_process(argv, capfd)
+        done = run_partgnn_in_process(*argv, capfd=capfd)
         assert done.returncode == 1, done.stderr[-2000:]
         line = _error_line(done)
         assert line.startswith(f"partgnn: error: {small_disk}"), line

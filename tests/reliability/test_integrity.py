@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
@@ -21,13 +20,12 @@ import h5py
 import numpy as np
 import pytest
 
-from partgnn.cli.main import main
 from partgnn.data.storage import EventFile, GraphFile, ScoresFile
 from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory, shard_path
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
 from partgnn.train.checkpoints import load_checkpoint, newest_intact_checkpoint
-from tests.reliability.conftest import run_partgnn
+from tests.reliability.conftest import run_partgnn, run_partgnn_in_process
 
 
 def stored_datasets(path: Path) -> list[str]:
@@ -237,9 +235,7 @@ def test_a_corrupted_input_is_one_line_and_exit_2(pipeline, tmp_path, case, capf
     if case == FRESH_PROCESS_CASE:
         done = run_partgnn(*args)
     else:
-        capfd.readouterr()
-        code = main(args)
-        done = subprocess.CompletedProcess(args, code, *capfd.readouterr())
+        done = run_partgnn_in_process(*args, capfd=capfd)
     lines = [line for line in done.stderr.strip().splitlines() if "it/s]" not in line]
     assert done.returncode == 2, done.stderr[-3000:]
     assert len(lines) == 1, done.stderr
