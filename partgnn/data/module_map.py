@@ -21,6 +21,7 @@ along it; a *candidate* is a hit pair on a recorded module pair, before the wind
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -141,6 +142,11 @@ class ModuleMap:
         total = int(self.count.sum())
         return int((self.count == 1).sum()) / total if total else 0.0
 
+    @functools.cached_property
+    def modules(self) -> np.ndarray:
+        """The modules of the map's pairs, sorted ``(M,)`` (found once per map)."""
+        return np.union1d(self.source, self.target)
+
     def unmapped_hits(self, module: np.ndarray) -> int:
         """How many hits lie on modules in none of the map's pairs (their edges cannot be
         built).
@@ -148,8 +154,7 @@ class ModuleMap:
         Args:
             module: Module of each hit ``(N,)`` (:func:`module_keys`).
         """
-        mapped = np.union1d(self.source, self.target)
-        return int((~np.isin(module, mapped)).sum())
+        return int((~np.isin(module, self.modules)).sum())
 
 
 @dataclass(frozen=True)
