@@ -133,15 +133,15 @@ def _event(
     geometry: DetectorGeometry,
     config: SimulationConfig,
     particles: dict[str, np.ndarray],
-    hits_: _HitArrays,
+    arrays: _HitArrays,
     *,
     event_id: int,
     seed: int,
 ) -> Event:
     """The event's TrackML tables (hits, truth, particles), with the truth weights and hit
     counts, normalised and validated."""
-    layer, module, particle = hits_.layer, hits_.module, hits_.particle
-    measured, true_position, momentum = hits_.measured, hits_.true_position, hits_.momentum
+    layer, module, particle = arrays.layer, arrays.module, arrays.particle
+    measured, true_position, momentum = arrays.measured, arrays.true_position, arrays.momentum
     n_particles = len(particles["q"])
     is_signal = particle >= 0
     nhits = np.bincount(particle[is_signal], minlength=n_particles)
