@@ -14,7 +14,7 @@ TRACKML_SAMPLE ?= $(wildcard ../shared/data/trackml-sample)
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	@echo "installing partgnn into $(VENV) (log: $(VENV)/install.log)"
@@ -25,12 +25,17 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(PY) -m partgnn.demo --out $(DEMO_DIR) $(if $(TRACKML_SAMPLE),--trackml-sample $(TRACKML_SAMPLE))
 
-# Both print the 25 slowest tests; `make test-fast` leaves out the tests marked slow.
+# Both print the 25 slowest tests; `make test-fast` leaves out the tests marked slow. The tests
+# run on TEST_WORKERS pytest-xdist workers (a file's tests on one worker; tests/conftest.py):
+# 2 keeps a 2-core machine busy while a test waits for its processes to start.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
+
 test: setup
-	$(PY) -m pytest --durations=25
+	$(PYTEST)
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow" --durations=25
+	$(PYTEST) -m "not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check .

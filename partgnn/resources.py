@@ -1,9 +1,10 @@
 """Files that ship inside the package: run-config templates, the detector geometry and trained
 models.
 
-The wheel carries them as package data (``partgnn/configs/``), so nothing at run time reads the
-source tree. A run config is named either by a path or by the name of a shipped template
-(``--config demo`` is ``partgnn/configs/demo.yaml``); ``partgnn configs`` lists the templates.
+The run configs live at the top of the repository (``configs/``) and the wheel carries them as
+the package ``partgnn.configs``, so an installed partgnn never reads the source tree. A run
+config is named either by a path or by the name of a shipped template (``--config demo`` is
+``configs/demo.yaml``); ``partgnn configs`` lists the templates.
 A trained model is named ``pretrained:NAME`` wherever a checkpoint is read
 (``partgnn/pretrained/NAME.pt``, with its model card ``NAME.yaml``); ``partgnn pretrained``
 lists them.
@@ -30,8 +31,12 @@ PRETRAINED_PREFIX = "pretrained:"
 
 
 def configs_dir() -> Path:
-    """The folder of the shipped run-config templates (inside the installed package)."""
-    return Path(str(resources.files("partgnn") / "configs"))
+    """The folder of the shipped run-config templates: ``partgnn/configs`` of an installed
+    wheel, else the checkout's top-level ``configs/`` (an editable install, ``PYTHONPATH``)."""
+    installed = Path(str(resources.files("partgnn") / "configs"))
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parents[1] / "configs"
 
 
 def config_names() -> list[str]:
@@ -60,7 +65,7 @@ def resolve_config(spec: str | os.PathLike[str]) -> Path:
 
 
 def detector_geometry_path() -> Path:
-    """The shipped TrackML detector geometry (``partgnn/configs/detector/trackml.yaml``)."""
+    """The shipped TrackML detector geometry (``configs/detector/trackml.yaml``)."""
     return configs_dir() / "detector" / "trackml.yaml"
 
 

@@ -40,12 +40,23 @@ def gpu_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+#: Test files whose tests the xdist workers share out one by one (the others go whole).
+SPREAD_FILES = frozenset({"test_smoke.py"})
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Tests marked ``heap_meter`` run first: glibc's ``mallinfo2``, which the heap meter calls
     after every op, walks every free chunk, and the heap of a long test session holds many
     (50 ms a call against 8 us on a fresh heap; those tests took 20-44 s late in the suite
     and 1.5-7 s alone). Tests marked ``cuda`` are skipped on machines without a CUDA GPU."""
     items.sort(key=lambda item: "heap_meter" not in item.keywords)  # stable: order kept
+    if config.pluginmanager.hasplugin("xdist"):
+        # `make test` runs on pytest-xdist workers (--dist loadgroup): a file's tests stay on
+        # one worker, so its module fixtures are made once; the tools' smoke runs, long and
+        # independent, spread over the workers.
+        for item in items:
+            if item.path.name not in SPREAD_FILES:
+                item.add_marker(pytest.mark.xdist_group(item.path.name))
     if CUDA_AVAILABLE:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

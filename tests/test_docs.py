@@ -218,3 +218,40 @@ def test_readmes_figures_are_the_benchmarks():
     for figure in figures:
         quoted = figure.replace("-edge", "").replace("x fewer", "x")
         assert quoted in benchmarks, f"README quotes {figure!r}, which BENCHMARKS.md does not hold"
+
+
+def _figures_page(monkeypatch):
+    """tools/figures_page.py as a module (it imports tools/_common.py beside it)."""
+    monkeypatch.syspath_prepend(str(REPOSITORY / "tools"))
+    import figures_page
+
+    return figures_page
+
+
+def test_the_benchmarks_page_is_the_one_its_result_files_give(monkeypatch):
+    """docs/BENCHMARKS.md is generated from docs/results/figures/: edited by hand, or a result
+    file changed without regenerating the page, and this fails."""
+    figures_page = _figures_page(monkeypatch)
+    results = figures_page.load_results()
+    assert len(results) >= 10
+    page = figures_page.render(results, figures_page.OPENING.read_text())
+    assert BENCHMARKS.read_text() == page, "run .venv/bin/python tools/figures_page.py"
+
+
+def test_every_capability_links_a_history_page_and_every_history_page_is_linked(monkeypatch):
+    figures_page = _figures_page(monkeypatch)
+    linked = {result["history"] for result in figures_page.load_results()}
+    for history in linked:
+        assert (REPOSITORY / "docs" / history).is_file(), history
+    pages = {f"history/{path.name}" for path in (REPOSITORY / "docs" / "history").glob("*.md")}
+    assert pages - linked <= {"history/gpu.md"}, pages - linked  # gpu.md: from the opening
+    assert "docs/history/gpu.md" in BENCHMARKS.read_text()
+
+
+def test_a_result_file_without_a_field_is_named_with_the_field(monkeypatch, tmp_path):
+    figures_page = _figures_page(monkeypatch)
+    (tmp_path / "x.json").write_text(
+        '{"title": "t", "order": 1, "history": "h", "rows": [{"figure": "f", "value": "v"}]}'
+    )
+    with pytest.raises(ValueError, match=r"x.json: row 0 lacks machine, date, commit, command"):
+        figures_page.load_results(tmp_path)

@@ -6,7 +6,7 @@ recipe model in ``DIR/run``). For each partition method and P it
 
 1. partitions the training and test graphs into plain sectors and into sectors extended by
    ``steps + 1`` hops (overlapping sectors: exact on owned edges without communication);
-2. trains the recipe (partgnn/configs/recipe.yaml, unchanged) on P ranks as naive sectors and as
+2. trains the recipe (configs/recipe.yaml, unchanged) on P ranks as naive sectors and as
    overlapping sectors;
 3. measures halo exchange's cost with ``--halo-steps`` steps of the same recipe on P ranks (its
    model *is* the full-graph recipe model: the exchange is exact, as tests/distributed and
@@ -45,11 +45,11 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+from _common import PREPARATION, ToolParser, partgnn
 from _paths import shipped_config
 from matplotlib.figure import Figure
 
@@ -61,7 +61,7 @@ STRATEGIES = ("naive", "overlap", "halo")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--recipe", type=Path, default=Path("bench-recipe"))
     parser.add_argument("--out", type=Path, default=Path("bench-compare"))
     parser.add_argument("--methods", nargs="+", default=["phi", "metis"])
@@ -86,6 +86,7 @@ def main() -> None:
     parser.add_argument(
         "--tables-only", action="store_true", help="print the tables of the finished cells"
     )
+    parser.tiny(methods=["phi"], parts=[2], halo_steps=2, val_events=1, sector_models="recipe")
     args = parser.parse_args()
     out, recipe = args.out, args.recipe
     out.mkdir(parents=True, exist_ok=True)
@@ -238,7 +239,7 @@ def _result(run_dir: Path, evaluation: Path, method: str, n_parts: int, strategy
 
 def _partgnn(*arguments: str) -> None:
     print("$ partgnn " + " ".join(arguments), file=sys.stderr, flush=True)
-    subprocess.run([str(BIN / "partgnn"), *arguments], check=True, stdout=subprocess.DEVNULL)
+    partgnn(*arguments, in_process=arguments[0] in PREPARATION, threads=None)
 
 
 def _launch(n_ranks: int, *arguments: str) -> None:
@@ -252,8 +253,7 @@ def _launch(n_ranks: int, *arguments: str) -> None:
         *arguments,
     ]
     print("$ " + " ".join(["torchrun", *command[1:]]), file=sys.stderr, flush=True)
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
+    partgnn(*arguments, ranks=n_ranks, threads=int(os.environ.get("OMP_NUM_THREADS", "1")))
 
 
 def _fmt(value: float | None, spec: str) -> str:

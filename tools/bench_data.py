@@ -1,13 +1,13 @@
 """Benchmark of the data stage: simulation and graph construction on pile-up-200 events.
 
-Prints markdown tables for docs/BENCHMARKS.md. Run single-threaded on purpose:
+Prints markdown tables; ``--record`` writes the figures into docs/results/figures/data.json
+(the current-figures page). Run single-threaded on purpose:
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_data.py --events 3 --pileup 200
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_data.py --events 3 --pileup 200 --record
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import torch
+from _common import ToolParser, markdown_table, record_figures
 from _paths import sample_dir
 
 from partgnn.data.geometry import default_geometry
@@ -24,10 +25,11 @@ from partgnn.data.trackml_reader import read_trackml_event
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__, figures="data")
     parser.add_argument("--events", type=int, default=3)
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.tiny(events=1, pileup=5.0)
     args = parser.parse_args()
     torch.set_num_threads(1)
     geometry = default_geometry()
@@ -46,42 +48,70 @@ def main() -> None:
         events.append(event)
     noise = [float((e.truth["particle_id"] == 0).mean()) for e in events]
     print(f"\n### simulate, pile-up {args.pileup:g} ({args.events} events)\n")
-    print("| particles | hits | noise fraction | seconds/event (median, min-max) |")
-    print("|---|---|---|---|")
+    hits = np.mean([len(e.hits) for e in events])
+    seconds = f"{statistics.median(sim_times):.2f} ({min(sim_times):.2f}-{max(sim_times):.2f})"
+    header = ("particles", "hits", "noise fraction", "seconds/event (median, min-max)")
+    particles = np.mean([len(e.particles) for e in events])
     print(
-        f"| {np.mean([len(e.particles) for e in events]):,.0f} "
-        f"| {np.mean([len(e.hits) for e in events]):,.0f} | {np.mean(noise):.3f} "
-        f"| {statistics.median(sim_times):.2f} ({min(sim_times):.2f}-{max(sim_times):.2f}) |"
+        markdown_table(
+            header, [(f"{particles:,.0f}", f"{hits:,.0f}", f"{np.mean(noise):.3f}", seconds)]
+        )
     )
-
+    sample = f"simulate, pile-up {args.pileup:g}"
+    figures = [
+        (f"{sample}: hits per event (noise fraction)", f"{hits:,.0f} ({np.mean(noise):.3f})"),
+        (f"{sample}: seconds per event, median (min-max), one thread", seconds),
+    ]
     print(f"\n### build-graphs, pile-up {args.pileup:g} simulated events\n")
-    _graph_table([("simulated", e) for e in events], geometry)
+    figures += _graph_table(f"pile-up {args.pileup:g}", events, geometry)
 
     sample_folder = sample_dir()
     if sample_folder is not None:
-        sample = sample_folder / "event000000001"
+        sample_event = read_trackml_event(sample_folder / "event000000001", geometry=geometry)
         print("\n### build-graphs, real TrackML sample event (5% of a pile-up-200 event)\n")
-        _graph_table([("trackml sample", read_trackml_event(sample, geometry=geometry))], geometry)
+        figures += _graph_table("the real TrackML sample event", [sample_event], geometry)
+    record_figures(args.record, figures)
 
 
-def _graph_table(named_events, geometry) -> None:
-    print("| events | pT cut | nodes | edges | efficiency | purity | seconds/event |")
-    print("|---|---|---|---|---|---|---|")
+def _graph_table(name: str, events, geometry) -> list[tuple[str, str]]:
+    """Builds the geometric graphs of ``events`` without and with a 1 GeV cut, prints a table.
+
+    Returns:
+        The figures: per cut, nodes, edges, construction efficiency, purity and seconds.
+    """
+    rows, figures = [], []
     for pt_min in (0.0, 1.0):
         config = GraphBuildConfig(pt_min=pt_min)
-        rows = []
-        for _, event in named_events:
+        qualities, seconds = [], []
+        for event in events:
             start = time.perf_counter()
             _, quality = build_event_graph(event, geometry, config)
-            rows.append((quality, time.perf_counter() - start))
-        q = [r[0] for r in rows]
-        seconds = [r[1] for r in rows]
-        print(
-            f"| {named_events[0][0]} x{len(rows)} | {'none' if pt_min == 0 else f'{pt_min:g} GeV'} "
-            f"| {np.mean([x.n_nodes for x in q]):,.0f} | {np.mean([x.n_edges for x in q]):,.0f} "
-            f"| {np.mean([x.efficiency for x in q]):.4f} | {np.mean([x.purity for x in q]):.4f} "
-            f"| {statistics.median(seconds):.2f} |"
+            qualities.append(quality)
+            seconds.append(time.perf_counter() - start)
+        cut = "no pT cut" if pt_min == 0 else f"pT > {pt_min:g} GeV"
+        nodes = np.mean([q.n_nodes for q in qualities])
+        edges = np.mean([q.n_edges for q in qualities])
+        efficiency = np.mean([q.efficiency for q in qualities])
+        purity = np.mean([q.purity for q in qualities])
+        rows.append(
+            (
+                f"{name} x{len(events)}",
+                cut,
+                f"{nodes:,.0f}",
+                f"{edges:,.0f}",
+                f"{efficiency:.4f}",
+                f"{purity:.4f}",
+                f"{statistics.median(seconds):.2f}",
+            )
         )
+        figures.append((
+            f"build-graphs (geometric), {name}, {cut}: nodes, edges, efficiency, purity, seconds",
+            f"{nodes:,.0f} nodes, {edges:,.0f} edges, efficiency {efficiency:.4f}, purity "
+            f"{purity:.4f}, {statistics.median(seconds):.2f} s per event",
+        ))  # fmt: skip
+    header = ("events", "pT cut", "nodes", "edges", "efficiency", "purity", "seconds/event")
+    print(markdown_table(header, rows))
+    return figures
 
 
 if __name__ == "__main__":

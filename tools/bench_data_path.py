@@ -14,27 +14,34 @@ table for docs/BENCHMARKS.md:
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import platform
-import subprocess
-import sys
 from pathlib import Path
 
+from _common import PREPARATION, ToolParser, partgnn
 from _paths import shipped_config
 
-BIN = Path(sys.executable).parent
 CONFIG = shipped_config("full")
 
 
+#: The strategies timed: full (one process), halo, naive and overlapping sectors (2 ranks).
+STRATEGIES = ("full", "halo", "naive", "overlap")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--events", type=int, default=12)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--out", type=Path, default=Path("bench-data-path"))
+    parser.add_argument("--pileup", type=float, default=200.0)
+    parser.add_argument(
+        "--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES),
+        help="the strategies to time (default: all)",
+    )  # fmt: skip
+    parser.tiny(events=3, epochs=1, hidden=8, steps=1, pileup=5.0, strategies=["overlap"])
     args = parser.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -46,7 +53,7 @@ def main() -> None:
             "--events",
             str(args.events),
             "--pileup",
-            "200",
+            f"{args.pileup:g}",
             "--seed",
             "3",
             "--out",
@@ -78,13 +85,14 @@ def main() -> None:
         "| wall / steps | data time per step [ms] |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    strategies = (
-        ("full", "full", 1, shards),
-        ("halo", "halo", 2, shards),
-        ("naive", "naive", 2, shards),
-        ("overlap", "naive", 2, overlapping),
-    )
-    for strategy, mode, ranks, strategy_shards in strategies:
+    strategies = {
+        "full": ("full", 1, shards),
+        "halo": ("halo", 2, shards),
+        "naive": ("naive", 2, shards),
+        "overlap": ("naive", 2, overlapping),
+    }
+    for strategy in args.strategies:
+        mode, ranks, strategy_shards = strategies[strategy]
         for cache_mb in (1024, 0):
             run_dir = out / "runs" / f"{strategy}-cache{cache_mb}"
             overrides = [
@@ -128,22 +136,7 @@ def main() -> None:
 
 
 def _run(ranks: int, *arguments: str) -> None:
-    if ranks == 1:
-        command = [str(BIN / "partgnn"), *arguments]
-    else:
-        command = [
-            str(BIN / "torchrun"),
-            "--standalone",
-            "--nproc-per-node",
-            str(ranks),
-            "-m",
-            "partgnn",
-            *arguments,
-        ]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    subprocess.run(
-        command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    partgnn(*arguments, ranks=ranks, in_process=ranks == 1 and arguments[0] in PREPARATION)
 
 
 if __name__ == "__main__":

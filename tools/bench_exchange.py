@@ -19,15 +19,17 @@ import time
 from pathlib import Path
 
 import torch
+from _common import ToolParser
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--parts", type=int, nargs="+", default=[2, 3, 4])
     parser.add_argument("--hidden", type=int, nargs="+", default=[16, 64, 128])
     parser.add_argument("--pt-min", type=float, default=0.0)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.tiny(parts=[2], hidden=[8], repeats=2, pt_min=1.0)
     args = parser.parse_args()
     if args.worker is not None:
         _worker(args)

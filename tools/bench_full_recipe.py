@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from _common import PREPARATION, ToolParser, partgnn
 from _paths import shipped_config
 
 from partgnn.data.h5_files import file_sha256
@@ -44,7 +45,7 @@ DATASETS = {"train": (11, 0), "val": (12, 1000), "test": (13, 2000)}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--train-events", type=int, default=40)
     parser.add_argument("--val-events", type=int, default=2, help="the trainer's, in the file")
     parser.add_argument("--cut-events", type=int, default=3, help="validation events for the cut")
@@ -60,6 +61,20 @@ def main() -> None:
         "--map", type=Path, default=None,
         help="build the graphs with this module map (build-graphs --method module-map)",
     )  # fmt: skip
+    parser.tiny(
+        train_events=2,
+        val_events=1,
+        cut_events=1,
+        test_events=1,
+        pileup=3.0,
+        overrides=[
+            "optim.epochs=1",
+            "optim.max_steps=2",
+            "model.fused=false",
+            "run.bf16=false",
+            "data.cache_mb=64",
+        ],
+    )
     args = parser.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -207,7 +222,7 @@ def _evaluate(out: Path, name: str, result: str, *options: str, scores: Path | N
 
 def _partgnn(*arguments: str) -> None:
     print("$ partgnn " + " ".join(arguments), file=sys.stderr, flush=True)
-    subprocess.run([str(BIN / "partgnn"), *arguments], check=True, stdout=subprocess.DEVNULL)
+    partgnn(*arguments, in_process=arguments[0] in PREPARATION, threads=None)
 
 
 def _print_tables(out: Path, run_dir: Path) -> None:

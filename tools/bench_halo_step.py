@@ -28,12 +28,13 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
+from _common import ToolParser
 
 PHASES = ("forward", "backward", "exchange", "all_reduce", "optimizer")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ToolParser(__doc__.split("\n\n")[0])
     parser.add_argument("--parts", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--pileup", type=float, default=40.0)
     parser.add_argument("--pt-min", type=float, default=0.0)
@@ -43,6 +44,7 @@ def main() -> None:
     parser.add_argument("--fused", choices=["off", "on", "both"], default="on")
     parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.tiny(parts=[1, 2], pileup=3.0, repeats=1, precisions=["float32"], fused="off")
     args = parser.parse_args()
     if args.worker is not None:
         _worker(args)

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import yaml
+from _common import ToolParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.distributed.two_hosts
 
@@ -38,7 +39,7 @@ from tests.distributed.two_hosts import two_hosts, unavailable_reason
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--parts", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--links", nargs="+", default=["none", "10gbit", "1gbit"])
     parser.add_argument("--overlap", nargs="+", default=["on", "off"])
@@ -48,6 +49,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="message-passing steps")
     parser.add_argument("--train-steps", type=int, default=5, help="optimizer steps per run")
     parser.add_argument("--checkpointing", choices=["on", "off"], default="off")
+    parser.tiny(
+        parts=[2], links=["none"], overlap=["on"], pileup=3.0, hidden=8, steps=1, train_steps=2
+    )
     args = parser.parse_args()
     # A killed benchmark still removes its namespaces (the context manager's finally).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -125,7 +129,7 @@ def _run(
                 "model": {
                     "hidden": args.hidden,
                     "steps": args.steps,
-                    "checkpoint": args.checkpointing == "on",
+                    "recompute": args.checkpointing == "on",
                 },
                 "optim": {"epochs": args.train_steps, "warmup_steps": 1},
                 "run": {

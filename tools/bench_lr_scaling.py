@@ -19,11 +19,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import ToolParser
 from _group_runs import mean_sd, train_halo, write_varied_events
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--events", type=int, default=34, help="events (2 of them validation)")
     parser.add_argument("--pileup-min", type=int, default=140)
     parser.add_argument("--pileup-max", type=int, default=200)
@@ -39,6 +40,16 @@ def main() -> None:
         "--train-seeds", type=int, nargs="+", default=None,
         help="training seeds (initialisation, event order); default: --seed",
     )  # fmt: skip
+    parser.tiny(
+        events=4,
+        pileup_min=3,
+        pileup_max=6,
+        groups=[2],
+        scalings=["linear"],
+        epochs=1,
+        hidden=8,
+        steps=1,
+    )
     args = parser.parse_args()
 
     runs = [(1, "none")] if 1 in args.groups else []

@@ -14,11 +14,11 @@ windows). Prints markdown rows for docs/BENCHMARKS.md::
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 import numpy as np
+from _common import ToolParser
 
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import build_event_graph, module_doublets
@@ -28,7 +28,7 @@ from partgnn.data.storage import EventFile
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ToolParser(__doc__.split("\n\n")[0])
     parser.add_argument("events", type=Path, help="held-out events file")
     parser.add_argument("maps", nargs="*", metavar="NAME=MAP", help="module maps to compare")
     parser.add_argument("--pt-min", type=float, default=1.0, help="target particles' pT above")

@@ -1,19 +1,20 @@
 """Benchmark of the partitioners on pile-up-200 event graphs: speed and partition quality.
 
-Prints markdown tables for docs/BENCHMARKS.md. Single-threaded on purpose:
+Prints markdown tables; ``--record`` writes the METIS and phi rows at P = 2 and 8 into
+docs/results/figures/partitioning.json (the current-figures page). Single-threaded on purpose:
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_partition.py --events 2
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_partition.py --events 2 --record
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
 
 import numpy as np
 import torch
+from _common import ToolParser, record_figures
 
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
@@ -25,11 +26,12 @@ from partgnn.partition.statistics import partition_statistics, summarize
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__, figures="partitioning")
     parser.add_argument("--events", type=int, default=2)
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--hidden", type=int, default=64)
+    parser.tiny(events=1, pileup=5.0)
     args = parser.parse_args()
     torch.set_num_threads(1)
     geometry = default_geometry()
@@ -38,6 +40,7 @@ def main() -> None:
         for i in range(args.events)
     ]
     print(f"machine: {os.cpu_count()} cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
+    figures = []
     for pt_min in (0.0, 1.0):
         graphs = [
             build_event_graph(e, geometry, GraphBuildConfig(pt_min=pt_min))[0] for e in events
@@ -56,10 +59,22 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for method in ("metis", "metis-degree", "phi", "phieta"):
             for n_parts in (2, 4, 8):
-                _row(graphs, method, n_parts, args.hidden)
+                summary = _row(graphs, method, n_parts, args.hidden)
+                if method in ("metis", "phi") and n_parts in (2, 8):
+                    figures.append((
+                        f"{method}, P = {n_parts}, pile-up {args.pileup:g}, {cut} "
+                        f"({edges:,.0f} edges): seconds, edge cut, work imbalance, halo/owned",
+                        summary,
+                    ))  # fmt: skip
+    record_figures(args.record, figures)
 
 
-def _row(graphs, method: str, n_parts: int, hidden: int) -> None:
+def _row(graphs, method: str, n_parts: int, hidden: int) -> str:
+    """Partitions ``graphs`` into ``n_parts`` by ``method``, prints a table row.
+
+    Returns:
+        The figures in words: partition seconds, edge cut, work imbalance, halo/owned.
+    """
     partition_seconds, plan_seconds, stats = [], [], []
     for graph in graphs:
         start = time.perf_counter()
@@ -84,6 +99,10 @@ def _row(graphs, method: str, n_parts: int, hidden: int) -> None:
         f"| {s['neighbours_max']:.0f} "
         f"| {s['bytes_per_exchange_total'] / 1e6:.3f} |",
         flush=True,
+    )
+    return (
+        f"{statistics.median(partition_seconds):.3f} s, edge cut {s['edge_cut_fraction']:.4f}, "
+        f"work imbalance {s['work_imbalance']:.3f}, halo/owned {s['halo_ratio_mean']:.4f}"
     )
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import ToolParser
 
 PEER_DIR = Path(__file__).resolve().parents[2] / "shared" / "peer"
 #: Edge features of partgnn's model (the peer's edge encoder reads node latents instead).
@@ -43,7 +44,7 @@ EDGE_FEATURES = 4
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--acorn-src", type=Path, default=Path("/tmp/acorn-src"))
     parser.add_argument("--peer-dir", type=Path, default=PEER_DIR)
     parser.add_argument("--nodes", type=int, default=10_000)
@@ -63,6 +64,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--fused", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--bf16", action="store_true", help=argparse.SUPPRESS)
+    parser.tiny(nodes=1000, edges=5000, hidden=8, iters=2, steps=1, rounds=1, threads=1)
     args = parser.parse_args()
     if args.worker:
         torch.set_num_threads(args.threads)
@@ -201,6 +203,7 @@ def _load_graph(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, t
 
 
 def _partgnn_model(args: argparse.Namespace, node_features: int) -> torch.nn.Module:
+    from partgnn.models.compute_policy import ComputePolicy
     from partgnn.models.interaction_network import InteractionNetwork
 
     torch.manual_seed(0)
@@ -214,8 +217,7 @@ def _partgnn_model(args: argparse.Namespace, node_features: int) -> torch.nn.Mod
         aggregation="sum",
         shared_weights=True,
         layer_norm=True,
-        checkpoint=args.checkpoint == "on",
-        fused=args.fused,
+        compute=ComputePolicy(recompute=args.checkpoint == "on", fused=args.fused),
     )
 
 

@@ -14,13 +14,13 @@ without the failure agreement (median of --repeats)::
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
+from _common import ToolParser
 from torch import nn
 from torch_geometric import nn as gnn
 from torch_geometric.utils import degree
@@ -72,8 +72,9 @@ CASES: dict[str, Callable[[], nn.Module]] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--repeats", type=int, default=50)
+    parser.tiny(repeats=2)
     args = parser.parse_args()
     torch.set_num_threads(1)
     context = partgnn.init_distributed(device="cpu")

@@ -15,27 +15,25 @@ the geometric builder.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from _common import PREPARATION, ToolParser, partgnn
 from _paths import sample_dir, shipped_config
 
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.storage import GraphFile, write_scores
 
-BIN = Path(sys.executable).parent
 CONFIG = shipped_config("recipe")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--train-events", type=int, default=100)
     parser.add_argument("--val-events", type=int, default=5)
     parser.add_argument("--test-events", type=int, default=5)
@@ -48,6 +46,13 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--tables-only", action="store_true", help="re-print the tables of a finished run in --out"
+    )
+    parser.tiny(
+        train_events=2,
+        val_events=1,
+        test_events=1,
+        pileup=3.0,
+        overrides=["optim.epochs=1", "optim.max_steps=2", "model.fused=false", "run.bf16=false"],
     )
     args = parser.parse_args()
     out = args.out
@@ -128,7 +133,7 @@ def main() -> None:
 
 def _partgnn(*arguments: str) -> None:
     print("$ partgnn " + " ".join(arguments), file=sys.stderr, flush=True)
-    subprocess.run([str(BIN / "partgnn"), *arguments], check=True, stdout=subprocess.DEVNULL)
+    partgnn(*arguments, in_process=arguments[0] in PREPARATION, threads=None)
 
 
 def _evaluate(

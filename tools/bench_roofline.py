@@ -18,13 +18,13 @@ own precision (square matrices).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import time
 from contextlib import nullcontext
 
 import torch
+from _common import ToolParser
 from torch.utils.flop_counter import FlopCounterMode
 
 HIDDEN = 64
@@ -32,7 +32,7 @@ STEPS = 8
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ToolParser(__doc__.split("\n\n")[0])
     parser.add_argument("--edges", type=int, nargs="+", default=[200_000, 1_000_000])
     parser.add_argument("--edges-per-node", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="also print where one step's time goes, by op"
     )
+    parser.tiny(edges=[4000], repeats=1, precisions=["float32"], threads=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{os.cpu_count()} cores, {args.threads} threads, torch {torch.__version__}\n")

@@ -9,10 +9,9 @@ simulated event (pile-up 50, so that it holds several hundred pT > 1 GeV particl
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pandas as pd
+from _common import ToolParser
 from _paths import sample_dir
 
 from partgnn.data.geometry import default_geometry
@@ -21,9 +20,10 @@ from partgnn.data.trackml_reader import read_trackml_events
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--pileup", type=float, default=50.0)
     parser.add_argument("--overlap-scale", type=float, nargs="+", default=[0.0, 1.0])
+    parser.tiny(pileup=3.0, overlap_scale=[1.0])
     args = parser.parse_args()
     print(
         "| events | pT cut | particles | hits per particle: mean | median | 10/25/75/90 % "

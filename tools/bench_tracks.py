@@ -2,27 +2,27 @@
 
 Random edges and scores (seed 3), 1e4 particles: the time of ``build_tracks`` plus
 ``track_metrics`` for each track-building method, and of ``track_metrics`` alone on labels
-that are 90 % right. Best of ``--repeats``; one thread. Prints markdown rows for
-docs/BENCHMARKS.md (the target, from issue 8: under 1 s each)::
+that are 90 % right. Best of ``--repeats``; one thread. Prints markdown rows; ``--record``
+writes them into docs/results/figures/tracks.json (the target, from issue 8: under 1 s each)::
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_tracks.py --repeats 5
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_tracks.py --repeats 5 --record
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import time
 
 import numpy as np
 import torch
+from _common import ToolParser, best_of, markdown_table, record_figures
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__, figures="tracks")
     parser.add_argument("--hits", type=int, default=100_000)
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.tiny(hits=10_000, edges=100_000, repeats=1)
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -36,29 +36,25 @@ def main() -> None:
     edge_index = rng.integers(0, args.hits, (2, args.edges))
     scores = rng.random(args.edges)
 
-    def best_of(run) -> float:
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
-        return min(times)
-
     print(f"{args.hits:,} hits, {args.edges:,} edges; {os.cpu_count()} cores, one thread\n")
-    print(f"| what | seconds (best of {args.repeats}) |")
-    print("|---|---|")
+    size = f"{args.hits:,} hits, {args.edges:,} random edges"
+    rows = []
     for method in ("components", "walk"):
 
         def build_and_score(method=method) -> None:
             labels = build_tracks(edge_index, scores, args.hits, cut=0.999, method=method)
             track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight)
 
-        print(f"| build_tracks ({method}) + track_metrics | {best_of(build_and_score):.3f} |")
+        seconds = best_of(build_and_score, args.repeats)
+        rows.append((f"build_tracks ({method}) + track_metrics, {size}", f"{seconds:.3f} s"))
     labels = np.where(rng.random(args.hits) < 0.9, particle_id, -1)
     seconds = best_of(
-        lambda: track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight)
+        lambda: track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight),
+        args.repeats,
     )
-    print(f"| track_metrics (90 % right labels) | {seconds:.3f} |")
+    rows.append((f"track_metrics (90 % right labels), {size}", f"{seconds:.3f} s"))
+    print(markdown_table(("what", f"seconds (best of {args.repeats})"), rows))
+    record_figures(args.record, rows)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ docs/BENCHMARKS.md:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -25,10 +24,11 @@ import time
 from pathlib import Path
 
 import yaml
+from _common import ToolParser
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--parts", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--pt-min", type=float, default=0.0)
@@ -40,6 +40,7 @@ def main() -> None:
         "--model-of", default=None, metavar="CONFIG",
         help="take model, loss and precision from this run config (name or path)",
     )  # fmt: skip
+    parser.tiny(parts=[1], pileup=3.0, hidden=8, steps=1, train_steps=1, checkpointing=["on"])
     args = parser.parse_args()
     if args.model_of:
         base = _model_of(args.model_of)

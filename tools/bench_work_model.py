@@ -18,13 +18,13 @@ model's costs (:data:`~partgnn.partition.work.OWNED_NODE_COST`, ``HALO_NODE_COST
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from _common import ToolParser
 
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
@@ -41,7 +41,7 @@ WEIGHTINGS = ("degree", "work")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__)
     parser.add_argument("--events", type=int, default=2)
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--pt-min", type=float, nargs="+", default=[1.0, 0.0])
@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--steps", type=int, default=4, help="message-passing steps")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per rank (least)")
+    parser.tiny(events=1, pileup=5.0, pt_min=[1.0], parts=[2], hidden=8, steps=1, repeats=1)
     args = parser.parse_args()
     torch.set_num_threads(1)
     geometry = default_geometry()

@@ -20,7 +20,6 @@ Checkpoints are zip files whose records carry CRC-32s: see tests/reliability/tes
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _common import ToolParser
 
 from partgnn.data.storage import open_store
 from partgnn.errors import InputError
@@ -133,11 +133,12 @@ def _read_in_child(path: Path, reference: object, timeout: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ToolParser(__doc__.split("\n\n")[0])
     parser.add_argument("file", type=Path)
     parser.add_argument("--stride", type=int, default=7, help="flip every N-th byte")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds per read")
     parser.add_argument("--json", type=Path, help="write the result here too")
+    parser.tiny(stride=997)
     args = parser.parse_args()
     torch.set_num_threads(1)
     result = sweep(args.file, args.stride, args.timeout)

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from _common import ToolParser
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 FAULTS = ("kill", "term", "disk", "corrupt")
@@ -279,7 +280,7 @@ def _inject(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ToolParser(__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--faults", type=int, default=12)
@@ -289,6 +290,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=29650)
     parser.add_argument("--shards", type=Path, help="2-rank shards to train on (default: made)")
     parser.add_argument("--json", type=Path)
+    parser.tiny(steps=30, faults=1)
     args = parser.parse_args()
     result = soak(args)
     text = json.dumps(result, indent=1)

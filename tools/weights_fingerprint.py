@@ -16,7 +16,6 @@ With ``--expect`` it exits 1 and names every run whose weights differ.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -26,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from _common import ToolParser, record_figures
 
 #: Mode, the shards it reads (``None``: the graphs file), and its processes.
 RUNS: dict[str, tuple[str, str | None, int]] = {
@@ -38,9 +38,10 @@ RUNS: dict[str, tuple[str, str | None, int]] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = ToolParser(__doc__, figures="exactness")
     parser.add_argument("--expect", type=Path, help="a previous run's JSON to compare with")
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
+    parser.tiny(runs=["halo"])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         fingerprints = fingerprint_runs(Path(folder), args.runs)
@@ -52,6 +53,13 @@ def main() -> None:
             print(f"weights differ from {args.expect}: {', '.join(differ)}", file=sys.stderr)
             sys.exit(1)
         print(f"weights bitwise equal to {args.expect}: {', '.join(fingerprints)}")
+        record_figures(args.record, [(
+            "weights fingerprint: final weights of float64 runs "
+            f"({', '.join(fingerprints)}) against the reference hashes",
+            f"bitwise equal to {args.expect}",
+        )])  # fmt: skip
+    elif args.record is not None:
+        sys.exit("--record needs --expect: the figure is the comparison with a reference")
 
 
 def fingerprint_runs(folder: Path, runs: list[str]) -> dict[str, str]:
@@ -101,7 +109,7 @@ def _train(
             {
                 "mode": mode,
                 "data": data,
-                "model": {"hidden": 16, "steps": 3, "checkpoint": True},
+                "model": {"hidden": 16, "steps": 3, "recompute": True},
                 "optim": {"epochs": 2, "lr": 0.003, "warmup_steps": 1},
                 "run": {
                     "dir": str(run_dir),

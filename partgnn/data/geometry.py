@@ -279,7 +279,7 @@ def default_geometry_path() -> Path:
 
 
 def default_geometry() -> DetectorGeometry:
-    """The TrackML geometry shipped with the package (``partgnn/configs/detector/trackml.yaml``)."""
+    """The TrackML geometry shipped with the package (``configs/detector/trackml.yaml``)."""
     return DetectorGeometry.from_yaml(default_geometry_path())
 
 

@@ -8,7 +8,7 @@ chunks stay resident: at 1e6 edges the peak RSS was 1.3x the bytes in use.
 :func:`release_free_heap` (``malloc_trim``) drops the free pages wherever they are; called after
 each chunked edge MLP of an event-sized graph, forward and backward, it cut the peak RSS at 1e6
 edges from 3.7-4.6 GB (run to run) to 3.03-3.08 GB for ~2 % more step time
-(docs/BENCHMARKS.md, "Lean memory (issue 12)").
+(docs/history/training.md, "Lean memory").
 
 Which computations release is a :class:`HeapReleasePolicy` passed to them (the model holds one):
 by default only those whose temporaries weigh :data:`RELEASE_MIN_BYTES` or more.

@@ -11,7 +11,7 @@ halo exchange to get current latents of its halo nodes. Edges that cross the cut
 both ranks and computed on both from identical inputs. With a whole graph the exchange is the
 identity, so one class serves single-process and partitioned runs.
 
-Memory (docs/BENCHMARKS.md, "Lean memory (issue 12)"): first layers on ``[a, b, c]`` are
+Memory (docs/history/training.md, "Lean memory"): first layers on ``[a, b, c]`` are
 split by block, so node latents are projected once per node and gathered per edge instead of
 concatenated ``E x 3H``; what is kept for the backward pass is chosen in
 :mod:`partgnn.models.lean_mlp`, :mod:`partgnn.models.chunked_edge_mlp` (which also overlaps

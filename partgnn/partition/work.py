@@ -14,9 +14,10 @@ pile-up-200 events, METIS P = 2-8, H = 32 and 64, CPU, one thread) and fitting
 ``seconds = a * edges + b * owned + c * halo + d`` gave an owned node 0.58-0.82 edges; with the
 counted cost of 3, partitions balanced by work left ranks idle longer than ones balanced by
 edges at H = 32 (3.1-5.3 % of a step against 0.5-2.8 %), with 1 less long at P = 4 and 8
-(docs/BENCHMARKS.md, "Does a rank's step time follow the work model?"). A halo node's cost came
-out between -3.4 and 4.5 edges (halo nodes are few, so it is poorly determined); it is kept at
-1 (its two projections and its row of the exchange). GPUs were not measured.
+(docs/history/partitioning.md, "Does a rank's step time follow the work model?"). A halo
+node's cost came out between -3.4 and 4.5 edges (halo nodes are few, so it is poorly
+determined); it is kept at 1 (its two projections and its row of the exchange). GPUs were not
+measured.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ depends on whether the chunked edge MLPs give their freed heap back (they do on 
 size, :class:`~partgnn.memory.heap_release.HeapReleasePolicy`), so with checkpointing that probe
 runs both ways: :attr:`Footprint.resident_factor` and :attr:`Footprint.released_factor`. On
 the pile-up-200 event with checkpointing the live bytes alone were 17-24 % below the ranks'
-peak RSS (docs/BENCHMARKS.md, "Memory planner").
+peak RSS (docs/history/training.md, "Memory planner").
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ of tests/distributed/pyg_allow_list_worker.py (every class of
 by the wrapper) gives owned-node outputs (assembled by global node id), a loss and parameter
 gradients (summed over the ranks) equal to the bare layer on the whole graph in one process:
 relative error <= 1e-10. One launch per P. Set PARTGNN_PYG_EXACTNESS_REPORT=FILE to append the
-worst error per layer as markdown rows (the table of docs/BENCHMARKS.md).
+worst error per layer as markdown rows (the table of docs/history/distributed.md).
 """
 
 from __future__ import annotations

@@ -1,0 +1,260 @@
+"""What the benchmark scripts share: their common options, markdown tables, timing, the cached
+simulated datasets, and the result files the current-figures page is generated from.
+
+Every tool builds its parser with :class:`ToolParser`, which adds
+
+* ``--tiny``: the smallest run that still goes through every code path of the tool (seconds;
+  the suite runs each tool so, ``tests/tools/test_smoke.py``); options given explicitly win;
+* ``--record [FILE]``: the figures the tool measured are written into a result file (by default
+  the tool's own ``docs/results/figures/<name>.json``), with the machine, date, commit and
+  command filled in; ``tools/figures_page.py`` then regenerates ``docs/BENCHMARKS.md`` from
+  those files. A tiny run refuses to record (its figures are not the capability's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import redirect_stderr, redirect_stdout
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+#: Where the result files of the current-figures page live.
+FIGURES_DIR = REPOSITORY / "docs" / "results" / "figures"
+
+
+#: partgnn commands that prepare data or score it: a tool measures neither, so they run in the
+#: tool's own process (:func:`partgnn`, ``in_process``).
+PREPARATION = frozenset({"simulate", "import-trackml", "build-graphs", "fit-module-map",
+                         "partition", "evaluate"})  # fmt: skip
+
+
+class ToolParser(argparse.ArgumentParser):
+    """An argument parser with the options every tool has (``--tiny``, ``--record``).
+
+    Args:
+        description: The tool's docstring.
+        figures: The tool's result file under ``docs/results/figures/`` (without ``.json``),
+            or ``None`` for a tool that records no figures.
+    """
+
+    def __init__(self, description: str | None, *, figures: str | None = None) -> None:
+        super().__init__(
+            description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        self._tiny_defaults: dict[str, Any] = {}
+        self.add_argument(
+            "--tiny",
+            action="store_true",
+            help="the smallest run through every code path (seconds); for smoke tests",
+        )
+        if figures is not None:
+            self.add_argument(
+                "--record",
+                nargs="?",
+                type=Path,
+                const=FIGURES_DIR / f"{figures}.json",
+                default=None,
+                metavar="FILE",
+                help=f"write the measured figures into FILE (default docs/results/figures/"
+                f"{figures}.json), then run tools/figures_page.py",
+            )
+
+    def tiny(self, **defaults: Any) -> None:
+        """Sets the values ``--tiny`` gives the options not given on the command line."""
+        self._tiny_defaults.update(defaults)
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace=None):  # type: ignore[override]
+        parsed = super().parse_args(args, namespace)
+        if parsed.tiny and self._tiny_defaults:
+            self.set_defaults(**self._tiny_defaults)
+            parsed = super().parse_args(args, namespace)
+        if parsed.tiny and getattr(parsed, "record", None) is not None:
+            self.error("--tiny runs are smoke tests: their figures are not recorded")
+        return parsed
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A markdown table: ``header`` and one line per row (cells formatted with ``str``)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def best_of(run: Callable[[], object], repeats: int) -> float:
+    """The least wall time of ``repeats`` calls of ``run``, in seconds."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def simulated_events(
+    folder: Path, *, events: int, pileup: float, seed: int, first_event_id: int = 0
+) -> Path:
+    """An events file of simulated events, made once and kept in ``folder``.
+
+    The file's name holds every setting, so a later run with the same settings (of this tool
+    or another) reads it instead of simulating again.
+
+    Returns:
+        The events file's path.
+    """
+    path = folder / f"events-n{events}-pu{pileup:g}-s{seed}-id{first_event_id}.h5"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        partgnn(
+            "simulate", "--events", str(events), "--pileup", f"{pileup:g}", "--seed", str(seed),
+            "--first-event-id", str(first_event_id), "--out", str(path), in_process=True,
+        )  # fmt: skip
+    return path
+
+
+def partgnn(
+    *arguments: str | os.PathLike[str],
+    ranks: int = 1,
+    in_process: bool = False,
+    threads: int | None = 1,
+    quiet: bool = True,
+) -> None:
+    """Runs one ``partgnn`` command; a failure stops the tool with the command's output.
+
+    Args:
+        arguments: The command and its arguments (``"simulate", "--events", "3", ...``).
+        ranks: Processes: 1 runs ``partgnn`` itself, more run it under
+            ``torchrun --standalone --nproc-per-node RANKS``.
+        in_process: Run it in this process, through partgnn's entry point (no process start:
+            seconds saved per command). For data preparation, whose time and memory the tool
+            does not measure; a command the tool measures runs in a process of its own.
+        threads: ``OMP_NUM_THREADS`` of the command's processes (``None``: this process's).
+        quiet: Keep the command's output unless it fails.
+    """
+    arguments = tuple(str(argument) for argument in arguments)
+    shown = ("torchrun ... " if ranks > 1 else "") + "partgnn " + " ".join(arguments)
+    if in_process:
+        assert ranks == 1, "a command of several ranks runs under torchrun"
+        from partgnn.cli.main import main as partgnn_main
+
+        output = io.StringIO()
+        with redirect_stdout(output), redirect_stderr(output):
+            code = partgnn_main(list(arguments))
+        if code:
+            sys.exit(f"{shown} failed (exit {code}):\n{output.getvalue()}")
+        if not quiet:
+            print(output.getvalue(), end="")
+        return
+    bin_dir = Path(sys.executable).parent
+    launcher = (
+        [str(bin_dir / "partgnn")]
+        if ranks == 1
+        else [str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node", str(ranks),
+              "-m", "partgnn"]
+    )  # fmt: skip
+    env = dict(os.environ)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    done = subprocess.run(
+        [*launcher, *arguments], env=env, check=False, text=True,
+        capture_output=quiet,
+    )  # fmt: skip
+    if done.returncode:
+        output = f"{done.stdout}{done.stderr}" if quiet else ""
+        sys.exit(f"{shown} failed (exit {done.returncode}):\n{output}")
+
+
+def machine() -> str:
+    """This machine in words: cores, architecture, memory and GPU."""
+    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    try:
+        import torch
+
+        gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    except ImportError:  # pragma: no cover - torch is a dependency
+        gpu = "no GPU"
+    return f"{os.cpu_count()} cores {platform.machine()}, {memory_gb:.0f} GB, {gpu}"
+
+
+def commit() -> str:
+    """The checkout's commit (short), with ``+changes`` when the work tree differs from it."""
+
+    def git(*arguments: str) -> str:
+        return subprocess.run(
+            ["git", *arguments], cwd=REPOSITORY, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def record_figures(path: Path | None, figures: Sequence[tuple[str, str]]) -> None:
+    """Writes measured figures into a result file of the current-figures page.
+
+    Each figure replaces the row of the same name (other rows stay), stamped with this
+    machine, today's date, the commit and the command line that ran.
+
+    Args:
+        path: The result file (``None``: nothing is recorded).
+        figures: ``(figure, value)`` pairs, e.g. ``("simulate, pile-up 200: seconds per
+            event", "0.20")``.
+    """
+    if path is None:
+        return
+    if not path.exists():
+        sys.exit(
+            f"{path}: no such result file: make it with a title, order and history page "
+            "(tools/figures_page.py says what a result file holds)"
+        )
+    result = json.loads(path.read_text())
+    env = " ".join(
+        f"{name}={os.environ[name]}" for name in ("OMP_NUM_THREADS",) if name in os.environ
+    )
+    command = " ".join(
+        part for part in (env, ".venv/bin/python", _tool_path(), shlex.join(_arguments())) if part
+    )
+    stamp = {"machine": machine(), "date": date.today().isoformat(), "commit": commit()}
+    rows = {row["figure"]: row for row in result["rows"]}
+    for figure, value in figures:
+        rows[figure] = {"figure": figure, "value": value, **stamp, "command": command}
+    result["rows"] = list(rows.values())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(path.name + ".tmp")
+    staging.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    staging.replace(path)
+    print(f"recorded {len(figures)} figures in {path}; now run tools/figures_page.py")
+
+
+def _tool_path() -> str:
+    script = Path(sys.argv[0]).resolve()
+    try:
+        return str(script.relative_to(REPOSITORY))
+    except ValueError:
+        return str(script)
+
+
+def _arguments() -> list[str]:
+    """The command's arguments without ``--record`` and its value."""
+    arguments, skip = [], False
+    for argument in sys.argv[1:]:
+        if skip:
+            skip = False
+            if not argument.startswith("-"):
+                continue
+        if argument == "--record":
+            skip = True
+            continue
+        if argument.startswith("--record="):
+            continue
+        arguments.append(argument)
+    return arguments
