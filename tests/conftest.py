@@ -29,6 +29,10 @@ def pytest_configure(config) -> None:
     tests compare them with do, also on a machine with GPUs: they see no GPU. Tests marked
     ``cuda`` give theirs :func:`gpu_env`."""
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Two workers share the cores with the processes their tests start: one thread each,
+        # or their OpenMP threads wait for cores (and spin) instead of computing.
+        torch.set_num_threads(1)
 
 
 def gpu_env(env: dict[str, str]) -> dict[str, str]:

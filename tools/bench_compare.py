@@ -86,7 +86,14 @@ def main() -> None:
     parser.add_argument(
         "--tables-only", action="store_true", help="print the tables of the finished cells"
     )
-    parser.tiny(methods=["phi"], parts=[2], halo_steps=2, val_events=1, sector_models="recipe")
+    parser.add_argument(
+        "--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES),
+        help="the strategies to train and score (default: all)",
+    )  # fmt: skip
+    parser.tiny(
+        methods=["phi"], parts=[2], halo_steps=2, val_events=1, sector_models="recipe",
+        strategies=["overlap", "halo"],
+    )  # fmt: skip
     args = parser.parse_args()
     out, recipe = args.out, args.recipe
     out.mkdir(parents=True, exist_ok=True)
@@ -148,7 +155,7 @@ def _run_cell(
                     str(shards),
                 )
     sectors_test = _shards(out, method, n_parts, "test", 0)
-    for strategy in STRATEGIES:
+    for strategy in args.strategies:
         run_dir = _run_dir(out, method, n_parts, strategy)
         k = margin if strategy == "overlap" else 0
         overrides = [
