@@ -176,7 +176,7 @@ def partgnn(
 
 def machine() -> str:
     """This machine in words: cores, architecture, memory and GPU."""
-    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30  # as sold
     try:
         import torch
 
@@ -187,7 +187,8 @@ def machine() -> str:
 
 
 def commit() -> str:
-    """The checkout's commit (short), with ``+changes`` when the work tree differs from it."""
+    """The checkout's commit (short), with ``+changes`` when the code in the work tree differs
+    from it (changes under ``docs/`` do not count)."""
 
     def git(*arguments: str) -> str:
         return subprocess.run(
@@ -195,7 +196,9 @@ def commit() -> str:
         ).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    # The result files and the page are what a recording run changes: not the code measured.
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs")
+    return head + ("+changes" if changed else "")
 
 
 def record_figures(path: Path | None, figures: Sequence[tuple[str, str]]) -> None:

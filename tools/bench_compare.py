@@ -92,7 +92,7 @@ def main() -> None:
     )  # fmt: skip
     parser.tiny(
         methods=["phi"], parts=[2], halo_steps=2, val_events=1, sector_models="recipe",
-        strategies=["overlap", "halo"],
+        strategies=["halo"],
     )  # fmt: skip
     args = parser.parse_args()
     out, recipe = args.out, args.recipe

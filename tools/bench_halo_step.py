@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--fused", choices=["off", "on", "both"], default="on")
     parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
-    parser.tiny(parts=[1, 2], pileup=3.0, repeats=1, precisions=["float32"], fused="off")
+    parser.tiny(parts=[2], pileup=3.0, repeats=1, precisions=["float32"], fused="off")
     args = parser.parse_args()
     if args.worker is not None:
         _worker(args)
