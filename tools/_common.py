@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: their common options, markdown tables, timing, the cached
-simulated datasets, and the result files the current-figures page is generated from.
+"""What the benchmark scripts share: their common options, markdown tables, timing, running
+``partgnn`` commands, and the result files the current-figures page is generated from.
 
 Every tool builds its parser with :class:`ToolParser`, which adds
 
@@ -101,33 +101,13 @@ def best_of(run: Callable[[], object], repeats: int) -> float:
     return min(times)
 
 
-def simulated_events(
-    folder: Path, *, events: int, pileup: float, seed: int, first_event_id: int = 0
-) -> Path:
-    """An events file of simulated events, made once and kept in ``folder``.
-
-    The file's name holds every setting, so a later run with the same settings (of this tool
-    or another) reads it instead of simulating again.
-
-    Returns:
-        The events file's path.
-    """
-    path = folder / f"events-n{events}-pu{pileup:g}-s{seed}-id{first_event_id}.h5"
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        partgnn(
-            "simulate", "--events", str(events), "--pileup", f"{pileup:g}", "--seed", str(seed),
-            "--first-event-id", str(first_event_id), "--out", str(path), in_process=True,
-        )  # fmt: skip
-    return path
-
-
 def partgnn(
     *arguments: str | os.PathLike[str],
     ranks: int = 1,
-    in_process: bool = False,
+    in_process: bool | None = None,
     threads: int | None = 1,
     quiet: bool = True,
+    echo: bool = False,
 ) -> None:
     """Runs one ``partgnn`` command; a failure stops the tool with the command's output.
 
@@ -138,11 +118,17 @@ def partgnn(
         in_process: Run it in this process, through partgnn's entry point (no process start:
             seconds saved per command). For data preparation, whose time and memory the tool
             does not measure; a command the tool measures runs in a process of its own.
+            ``None``: in this process when it is one rank's :data:`PREPARATION` command.
         threads: ``OMP_NUM_THREADS`` of the command's processes (``None``: this process's).
         quiet: Keep the command's output unless it fails.
+        echo: Print the command (``$ partgnn ...``) to stderr before it runs.
     """
     arguments = tuple(str(argument) for argument in arguments)
     shown = ("torchrun ... " if ranks > 1 else "") + "partgnn " + " ".join(arguments)
+    if echo:
+        print(f"$ {shown}", file=sys.stderr, flush=True)
+    if in_process is None:
+        in_process = ranks == 1 and arguments[0] in PREPARATION
     if in_process:
         assert ranks == 1, "a command of several ranks runs under torchrun"
         from partgnn.cli.main import main as partgnn_main

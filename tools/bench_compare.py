@@ -46,17 +46,19 @@ import math
 import os
 import platform
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-from _common import PREPARATION, ToolParser, partgnn
+from _common import ToolParser, partgnn
 from _paths import shipped_config
 from matplotlib.figure import Figure
 
 from partgnn.metrics.report import load_run
 from partgnn.train.config import load_config
 
-BIN = Path(sys.executable).parent
+#: One partgnn command, echoed to stderr; data preparation runs in this process.
+_partgnn = partial(partgnn, echo=True, threads=None)
 STRATEGIES = ("naive", "overlap", "halo")
 
 
@@ -244,23 +246,9 @@ def _result(run_dir: Path, evaluation: Path, method: str, n_parts: int, strategy
     }
 
 
-def _partgnn(*arguments: str) -> None:
-    print("$ partgnn " + " ".join(arguments), file=sys.stderr, flush=True)
-    partgnn(*arguments, in_process=arguments[0] in PREPARATION, threads=None)
-
-
 def _launch(n_ranks: int, *arguments: str) -> None:
-    command = [
-        str(BIN / "torchrun"),
-        "--standalone",
-        "--nproc-per-node",
-        str(n_ranks),
-        "-m",
-        "partgnn",
-        *arguments,
-    ]
-    print("$ " + " ".join(["torchrun", *command[1:]]), file=sys.stderr, flush=True)
-    partgnn(*arguments, ranks=n_ranks, threads=int(os.environ.get("OMP_NUM_THREADS", "1")))
+    threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    partgnn(*arguments, ranks=n_ranks, threads=threads, echo=True)
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -19,7 +19,7 @@ import os
 import platform
 from pathlib import Path
 
-from _common import PREPARATION, ToolParser, partgnn
+from _common import ToolParser, partgnn
 from _paths import shipped_config
 
 CONFIG = shipped_config("full")
@@ -136,7 +136,7 @@ def main() -> None:
 
 
 def _run(ranks: int, *arguments: str) -> None:
-    partgnn(*arguments, ranks=ranks, in_process=ranks == 1 and arguments[0] in PREPARATION)
+    partgnn(*arguments, ranks=ranks)
 
 
 if __name__ == "__main__":

@@ -30,14 +30,17 @@ import platform
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
-from _common import PREPARATION, ToolParser, partgnn
+from _common import ToolParser, partgnn
 from _paths import shipped_config
 
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.storage import GraphFile, write_scores
 
+#: One partgnn command, echoed to stderr; data preparation runs in this process.
+_partgnn = partial(partgnn, echo=True, threads=None)
 BIN = Path(sys.executable).parent
 CONFIG = shipped_config("full-recipe")
 #: name -> (seed, first event id) of the simulated datasets; the event counts are arguments.
@@ -218,11 +221,6 @@ def _evaluate(out: Path, name: str, result: str, *options: str, scores: Path | N
         *options,
     )
     return json.loads((out / result).read_text())
-
-
-def _partgnn(*arguments: str) -> None:
-    print("$ partgnn " + " ".join(arguments), file=sys.stderr, flush=True)
-    partgnn(*arguments, in_process=arguments[0] in PREPARATION, threads=None)
 
 
 def _print_tables(out: Path, run_dir: Path) -> None:

@@ -19,16 +19,18 @@ import csv
 import json
 import os
 import platform
-import sys
 import time
+from functools import partial
 from pathlib import Path
 
-from _common import PREPARATION, ToolParser, partgnn
+from _common import ToolParser, partgnn
 from _paths import sample_dir, shipped_config
 
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.storage import GraphFile, write_scores
 
+#: One partgnn command, echoed to stderr; data preparation runs in this process.
+_partgnn = partial(partgnn, echo=True, threads=None)
 CONFIG = shipped_config("recipe")
 
 
@@ -129,11 +131,6 @@ def main() -> None:
                 perfect, graphs, events, out / "evaluation-perfect.json", cut=0.5
             )
     _print_tables(run_dir, results, train_seconds)
-
-
-def _partgnn(*arguments: str) -> None:
-    print("$ partgnn " + " ".join(arguments), file=sys.stderr, flush=True)
-    partgnn(*arguments, in_process=arguments[0] in PREPARATION, threads=None)
 
 
 def _evaluate(
