@@ -52,8 +52,9 @@ def edge_metrics(
 
     Returns:
         ``efficiency``, ``purity``, ``auc``, ``boundary_*`` / ``interior_*`` efficiency and
-        purity (NaN without ``boundary``), ``target_efficiency`` (NaN without ``target``), and
-        the edge counts.
+        purity (NaN without ``boundary``), ``target_efficiency`` and ``masked_purity`` (acorn's:
+        selected target edges over selected target plus selected false edges, true edges of
+        other particles left out; NaN without ``target``), and the edge counts.
     """
     scores_t = torch.as_tensor(np.asarray(scores, dtype=np.float32))
     y_t = torch.as_tensor(np.asarray(y, dtype=np.float32))
@@ -67,11 +68,71 @@ def edge_metrics(
             if key.startswith(("boundary", "interior")):
                 metrics[key] = float("nan")
     metrics["auc"] = roc_auc(scores, y)
-    metrics["target_efficiency"] = float("nan")
+    metrics["target_efficiency"] = metrics["masked_purity"] = float("nan")
     if target is not None:
-        selected = np.asarray(target, dtype=bool)
-        metrics["target_efficiency"] = ratio(
-            int((np.asarray(scores)[selected] > cut).sum()), int(selected.sum())
-        )
+        target = np.asarray(target, dtype=bool)
+        selected = np.asarray(scores) > cut
+        n_target_selected = int((selected & target).sum())
+        n_false_selected = int((selected & ~(np.asarray(y) > 0.5)).sum())
+        metrics["target_efficiency"] = ratio(n_target_selected, int(target.sum()))
+        metrics["masked_purity"] = ratio(n_target_selected, n_target_selected + n_false_selected)
     metrics.update({"n_edges": float(len(y_t)), "n_true_edges": float((y_t > 0.5).sum())})
     return metrics
+
+
+def target_operating_points(
+    scores: np.ndarray,
+    y: np.ndarray,
+    target: np.ndarray,
+    *,
+    efficiency: float = 0.99,
+    purity: float = 0.90,
+) -> dict[str, float]:
+    """Where a classifier stands on acorn's two axes, over every score cut at once.
+
+    Target edge efficiency (selected target edges over the target edges the graphs hold) and
+    masked purity (selected target edges over selected target plus selected false edges; true
+    edges of non-target particles are left out), pooled over the edges given (several events
+    concatenated).
+
+    Args:
+        scores: Edge scores ``(E,)``.
+        y: Edge truth ``(E,)``.
+        target: True edges of target particles ``(E,)`` bool.
+        efficiency: The target efficiency at which the masked purity is read.
+        purity: The masked purity at which the target efficiency is read.
+
+    Returns:
+        ``masked_purity_at_efficiency`` (at the highest cut keeping ``efficiency`` of the
+        target edges), ``cut_at_efficiency``, ``efficiency_at_purity`` (the highest target
+        efficiency of a cut with masked purity >= ``purity``; 0 when none reaches it) and
+        ``cut_at_purity`` (NaN then); NaN throughout without target edges.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    target = np.asarray(target, dtype=bool)
+    false = ~(np.asarray(y) > 0.5)
+    n_target = int(target.sum())
+    nan = float("nan")
+    if n_target == 0:
+        return dict.fromkeys(
+            ("masked_purity_at_efficiency", "cut_at_efficiency", "efficiency_at_purity",
+             "cut_at_purity"), nan,
+        )  # fmt: skip
+    order = np.argsort(-scores, kind="stable")
+    ordered = scores[order]
+    # Cut just below each distinct score: everything scored at or above it is selected.
+    last_of_value = np.r_[ordered[1:] != ordered[:-1], True]
+    selected_target = np.cumsum(target[order])[last_of_value]
+    selected_false = np.cumsum(false[order])[last_of_value]
+    cuts = ordered[last_of_value]
+    efficiencies = selected_target / n_target
+    purities = selected_target / np.maximum(selected_target + selected_false, 1)
+    at = int(np.argmax(efficiencies >= efficiency))
+    reaching = np.flatnonzero(purities >= purity)
+    best = reaching[np.argmax(efficiencies[reaching])] if reaching.size else None
+    return {
+        "masked_purity_at_efficiency": float(purities[at]),
+        "cut_at_efficiency": float(cuts[at]),
+        "efficiency_at_purity": 0.0 if best is None else float(efficiencies[best]),
+        "cut_at_purity": nan if best is None else float(cuts[best]),
+    }

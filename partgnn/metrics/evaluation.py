@@ -110,7 +110,7 @@ def evaluate_scores(
                 if event_id not in event_index:
                     raise InputError(f"{events_path}: no event {event_id}")
                 hit_weight, n_hits = _truth_of(events[event_index[event_id]], graph)
-            target = _target_edges(
+            target = target_edges(
                 graph.edge_index.numpy(), y, particle_id, particle_pt, pt_min, pt_max
             )
             edge_rows.append(edge_metrics(scores, y, boundary=boundary, target=target, cut=cut))
@@ -166,7 +166,7 @@ def cut_for_target_efficiency(
     with ScoresFile(scores_path) as scores_file, GraphFile(graphs_path) as graphs:
         target_scores = [
             scores[
-                _target_edges(
+                target_edges(
                     graph.edge_index.numpy(),
                     graph.y.numpy(),
                     graph.particle_id.numpy(),
@@ -215,7 +215,7 @@ def _scored_events(
         yield event_id, graph, scores
 
 
-def _target_edges(
+def target_edges(
     edge_index: np.ndarray,
     y: np.ndarray,
     particle_id: np.ndarray,

@@ -39,6 +39,12 @@ class Architecture:
         shared_weights: One edge MLP and one node MLP for all steps (else one per step).
         residual: Add each update to the previous latent.
         layer_norm: LayerNorm in every MLP layer.
+        batch_norm: BatchNorm after every hidden MLP layer instead, with the statistics of the
+            whole event graph's edges or nodes also when ranks hold parts of it (the reference
+            pipeline's norm; :class:`~partgnn.models.graph_batch_norm.GraphBatchNorm`); needs
+            ``layer_norm: false``.
+        concat_initial: Every step's edge and node MLPs also see the initial encodings of the
+            edges and nodes (the reference pipeline's ``concat``).
     """
 
     hidden: int = 64
@@ -49,6 +55,8 @@ class Architecture:
     shared_weights: bool = False
     residual: bool = True
     layer_norm: bool = True
+    batch_norm: bool = False
+    concat_initial: bool = False
 
 
 @dataclass

@@ -25,18 +25,23 @@ Glossary: ``h`` node latents (owned rows), ``h_local`` owned + halo rows, ``e`` 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from functools import partial
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
+from partgnn.distributed.context import DistContext
 from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.models.chunked_edge_mlp import EdgeNodes, edge_mlp
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.config import Architecture
 from partgnn.models.edge_aggregation import AGGREGATIONS, aggregate_both_ways
+from partgnn.models.graph_batch_norm import GroupStatistics
+from partgnn.models.graph_batch_norm import statistics as graph_statistics
 from partgnn.models.input_scaler import InputScaler
 from partgnn.models.lean_mlp import block_mlp
 from partgnn.models.mlp import make_mlp
@@ -101,18 +106,27 @@ class InteractionNetwork(nn.Module):
             "activation": architecture.activation,
             "layer_norm": architecture.layer_norm,
         }
+        if architecture.batch_norm and architecture.layer_norm:
+            raise ValueError("batch_norm needs layer_norm: false (one norm per MLP layer)")
+        # BatchNorm needs every edge's row before any is normalised, and the initial encodings
+        # whole: such models compute their edges unchunked (regions of steps still recomputed).
+        self.chunkable = not (architecture.batch_norm or architecture.concat_initial)
+        edges, nodes = mlp, dict(mlp)
+        if architecture.batch_norm:
+            edges, nodes = {**mlp, "batch_norm": "edges"}, {**mlp, "batch_norm": "nodes"}
+        width = 2 * hidden if architecture.concat_initial else hidden
         self.input_scaler = InputScaler(node_features, edge_features)
-        self.node_encoder = make_mlp(node_features, hidden, hidden, **mlp)
-        self.edge_encoder = make_mlp(edge_features, hidden, hidden, **mlp)
+        self.node_encoder = make_mlp(node_features, hidden, hidden, **nodes)
+        self.edge_encoder = make_mlp(edge_features, hidden, hidden, **edges)
         n_reduced = 2 if aggregation == "sum_max" else 1
         n_mlps = 1 if architecture.shared_weights else steps
         self.edge_mlps = nn.ModuleList(
-            make_mlp(3 * hidden, hidden, hidden, **mlp) for _ in range(n_mlps)
+            make_mlp(3 * width, hidden, hidden, **edges) for _ in range(n_mlps)
         )
         self.node_mlps = nn.ModuleList(
-            make_mlp((1 + 2 * n_reduced) * hidden, hidden, hidden, **mlp) for _ in range(n_mlps)
+            make_mlp(width + 2 * n_reduced * hidden, hidden, hidden, **nodes) for _ in range(n_mlps)
         )
-        self.edge_head = make_mlp(3 * hidden, hidden, 1, **mlp, output_activation=False)
+        self.edge_head = make_mlp(3 * hidden, hidden, 1, **edges, output_activation=False)
 
     def forward(
         self,
@@ -137,14 +151,27 @@ class InteractionNetwork(nn.Module):
         """
         if n_owned is None:
             n_owned = getattr(exchange, "n_owned", x.shape[0])
-        overlap = getattr(exchange, "can_overlap", False)
+        statistics = self._statistics(exchange, edge_index, n_owned)
+        with graph_statistics(statistics):
+            return self._forward(x, edge_index, edge_attr, exchange, n_owned, statistics)
+
+    def _forward(
+        self,
+        x: torch.Tensor,
+        edge_index: torch.Tensor,
+        edge_attr: torch.Tensor,
+        exchange: Exchange | None,
+        n_owned: int,
+        statistics: GroupStatistics | None,
+    ) -> torch.Tensor:
+        overlap = self.chunkable and getattr(exchange, "can_overlap", False)
         exchange = exchange or _identity
         # With checkpointing the edge MLPs run in chunks of edges whether or not gradients are
         # recorded (no event-sized temporaries when scoring either); regions of steps are
         # recomputed only when they are.
         fused = self.compute.fused
-        chunked = self.compute.recompute
-        lean = chunked and torch.is_grad_enabled()
+        chunked = self.compute.recompute and self.chunkable
+        lean = self.compute.recompute and torch.is_grad_enabled()
         x, edge_attr = self.input_scaler(x[:n_owned], edge_attr)
         if overlap:
             # Interior edges (both endpoints owned) first: they are computed while the halo
@@ -156,38 +183,62 @@ class InteractionNetwork(nn.Module):
             n_interior = edge_order.n_interior
             edge_index = edge_index.index_select(1, edge_order.order)
             edge_attr = edge_attr.index_select(0, edge_order.order)
-        if lean:
+        if lean and self.chunkable:
             h = activation_checkpoint(self.node_encoder, x, use_reentrant=False)
         else:
             h = self._node_mlp(self.node_encoder, [x])
         # Chunked, the edge encoder runs inside the first edge update (its output is never
         # whole); else it runs on its own.
-        e = edge_attr if chunked else edge_mlp(self.edge_encoder, edge_attr, compute=self.compute)
+        e = edge_attr if chunked else edge_mlp(self.edge_encoder, edge_attr, compute=self._edges)
         src, dst = edge_index
+        graph = _Graph(
+            src, dst, n_owned, exchange, overlap, n_interior if overlap else None,
+            listed_by_node=fused and src.device.type == "cpu", chunked=chunked,
+        )  # fmt: skip
+        if self.architecture.concat_initial:
+            # The initial encodings, with their halo rows (exchanged once).
+            graph.initial = (exchange(h), e)
         if lean:
             # Regions of STEPS_PER_REGION steps are recomputed in the backward pass from their
             # first step's latents: the edge latents of the other steps are not kept. The
-            # recomputation gets the halo rows the forward pass received (no exchange again).
-            exchange = replay = ReplayedExchange(exchange, n_owned)
-        graph = _Graph(
-            src, dst, n_owned, exchange, overlap, n_interior if overlap else None,
-            listed_by_node=fused and src.device.type == "cpu",
-        )  # fmt: skip
-        if lean:
+            # recomputation gets the halo rows (and the BatchNorm statistics) the forward pass
+            # received (no communication again).
+            graph.exchange = replay = ReplayedExchange(exchange, n_owned)
+            regions = [replay] if statistics is None else [replay, statistics]
             for first in range(0, self.steps, STEPS_PER_REGION):
                 last = min(first + STEPS_PER_REGION, self.steps)
                 h, e = activation_checkpoint(
                     self._steps, first, last, h, e, graph, use_reentrant=False,
-                    context_fn=replay.region,
+                    context_fn=partial(_joined_regions, regions),
                 )  # fmt: skip
         else:
             h, e = self._steps(0, self.steps, h, e, graph)
         # The head sees the final node latents of both endpoints: one more exchange.
-        logits = edge_mlp(self.edge_head, e, graph.nodes(h), compute=self.compute)
+        logits = edge_mlp(self.edge_head, e, graph.nodes(h), compute=self._edges_of(graph))
         logits = logits.squeeze(-1)
         if overlap:
             logits = logits.index_select(0, edge_order.inverse)
         return logits
+
+    @property
+    def _edges(self) -> ComputePolicy:
+        """How an unchunked edge MLP computes (the policy without recomputation)."""
+        return dataclasses.replace(self.compute, recompute=False)
+
+    def _edges_of(self, graph: _Graph) -> ComputePolicy:
+        return self.compute if graph.chunked else self._edges
+
+    def _statistics(
+        self, exchange: Exchange | None, edge_index: torch.Tensor, n_owned: int
+    ) -> GroupStatistics | None:
+        """What the BatchNorms of this forward pass reduce over (``None`` without them): the
+        group of the exchange's ranks, each edge counted on the rank owning its target node."""
+        if not self.architecture.batch_norm:
+            return None
+        context = getattr(exchange, "context", None)
+        if not isinstance(context, DistContext) or context.world_size == 1:
+            return GroupStatistics()
+        return GroupStatistics(edge_index[1] < n_owned, context.group, distributed=True)
 
     def _steps(
         self, first: int, last: int, h: torch.Tensor, e: torch.Tensor, graph: _Graph
@@ -198,15 +249,28 @@ class InteractionNetwork(nn.Module):
         for step in range(first, last):
             index = 0 if len(self.edge_mlps) == 1 else step
             nodes = graph.nodes(h)
-            recompute = self.compute.recompute
-            e = edge_mlp(
-                self.edge_mlps[index], e, nodes, residual=self.residual, compute=self.compute,
-                row_encoder=self.edge_encoder if recompute and step == 0 else None,
-            )  # fmt: skip
+            if graph.initial is None:
+                e = edge_mlp(
+                    self.edge_mlps[index], e, nodes, residual=self.residual,
+                    compute=self._edges_of(graph),
+                    row_encoder=self.edge_encoder if graph.chunked and step == 0 else None,
+                )  # fmt: skip
+            else:
+                h_initial, e_initial = graph.initial
+                nodes = EdgeNodes(
+                    torch.cat([nodes.h, h_initial], dim=-1), nodes.src, nodes.dst,
+                    incidence=nodes.incidence,
+                )  # fmt: skip
+                update = edge_mlp(
+                    self.edge_mlps[index], torch.cat([e, e_initial], dim=-1), nodes,
+                    compute=self._edges,
+                )  # fmt: skip
+                e = e + update if self.residual else update
             n_local = graph.n_owned + graph.exchange.n_halo if graph.overlap else nodes.h.shape[0]
             h = self._node_update(
-                index, h, e, graph.src, graph.dst, n_local, graph.incidence(n_local)
-            )
+                index, h, e, graph.src, graph.dst, n_local, graph.incidence(n_local),
+                initial=None if graph.initial is None else graph.initial[0][: graph.n_owned],
+            )  # fmt: skip
         return h, e
 
     def _node_update(
@@ -218,15 +282,17 @@ class InteractionNetwork(nn.Module):
         dst: torch.Tensor,
         n_local: int,
         incidence: Incidence | None,
+        initial: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """New owned-node latents from ``h`` and the sums (or other reductions) of ``e``."""
+        """New owned-node latents from ``h`` (and the ``initial`` encodings) and the sums (or
+        other reductions) of ``e``."""
         n_owned = h.shape[0]
         # Every edge into or out of an owned node is local, so owned rows are complete.
         incoming, outgoing = aggregate_both_ways(e, src, dst, n_local, self.aggregation, incidence)
-        return self._node_mlp(
-            self.node_mlps[index], [h, incoming[:n_owned], outgoing[:n_owned]],
-            residual=h if self.residual else None,
-        )  # fmt: skip
+        blocks = [h, incoming[:n_owned], outgoing[:n_owned]]
+        if initial is not None:
+            blocks.append(initial)
+        return self._node_mlp(self.node_mlps[index], blocks, residual=h if self.residual else None)
 
     def _node_mlp(
         self, mlp: nn.Sequential, blocks: list[torch.Tensor], residual: torch.Tensor | None = None
@@ -242,11 +308,27 @@ def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def _joined_regions(sources: list) -> tuple[AbstractContextManager, AbstractContextManager]:
+    """One checkpointed region's contexts from several sources' ``region()``: each replays
+    what its forward pass recorded."""
+    pairs = [source.region() for source in sources]
+    return _all_of([p[0] for p in pairs]), _all_of([p[1] for p in pairs])
+
+
+@contextmanager
+def _all_of(contexts: list[AbstractContextManager]) -> Iterator[None]:
+    with ExitStack() as stack:
+        for context in contexts:
+            stack.enter_context(context)
+        yield
+
+
 class _Graph:
     """The local edges of one forward pass and how a step gets the halo rows.
 
     ``listed_by_node``: the edges' :class:`~partgnn.models.node_sums.Incidence` (made once, on
-    first use) serves the sums into nodes (``model.fused`` on CPUs).
+    first use) serves the sums into nodes (``model.fused`` on CPUs). ``chunked``: the edge MLPs
+    run in chunks of edges, recomputed in the backward pass (the first encodes the edges).
     """
 
     def __init__(
@@ -259,10 +341,15 @@ class _Graph:
         n_interior: int | None,
         *,
         listed_by_node: bool = False,
+        chunked: bool = False,
     ) -> None:
         self.src, self.dst, self.n_owned = src, dst, n_owned
         self.exchange, self.overlap, self.n_interior = exchange, overlap, n_interior
         self.listed_by_node = listed_by_node
+        self.chunked = chunked
+        #: The initial encodings ``(h0_local (N_local, H), e0 (E_local, H))`` the steps also see
+        #: (``model.concat_initial``), else ``None``.
+        self.initial: tuple[torch.Tensor, torch.Tensor] | None = None
         self._incidence: Incidence | None = None
 
     def incidence(self, n_local: int) -> Incidence | None:

@@ -28,6 +28,7 @@ from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
 from partgnn.models.fused_norm_activation import fusable, kernel_applies, norm_activation
+from partgnn.models.graph_batch_norm import GraphBatchNorm
 from partgnn.models.node_sums import Incidence, sums_by_node
 
 
@@ -115,7 +116,12 @@ def mlp_tail(
         else:
             if shift is not None:
                 z = z + shift
-            if recompute_elementwise and torch.is_grad_enabled() and z.requires_grad:
+            if (
+                recompute_elementwise and torch.is_grad_enabled() and z.requires_grad
+                # A recomputed BatchNorm would normalise again, outside its forward pass's
+                # statistics: a run with one keeps its tensors.
+                and not any(isinstance(module, GraphBatchNorm) for module in run)
+            ):  # fmt: skip
                 z = checkpoint(partial(_apply_in_turn, run), z, use_reentrant=False)
             else:
                 z = _apply_in_turn(run, z)

@@ -1,4 +1,5 @@
-"""Multi-layer perceptrons with LayerNorm, the building block of the Interaction Network."""
+"""Multi-layer perceptrons with LayerNorm or BatchNorm, the building block of the Interaction
+Network."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import itertools
 from typing import Literal, get_args
 
 from torch import nn
+
+from partgnn.models.graph_batch_norm import GraphBatchNorm, Rows
 
 #: Activation names accepted by :func:`make_mlp` (and by a run config's ``model.activation``).
 Activation = Literal["relu", "silu", "gelu", "tanh", "leaky_relu"]
@@ -24,12 +27,17 @@ def make_mlp(
     layers: int = 2,
     activation: str = "relu",
     layer_norm: bool = True,
+    batch_norm: Rows | None = None,
     output_activation: bool = True,
 ) -> nn.Sequential:
-    """Builds ``layers`` linear layers, each followed by LayerNorm and the activation.
+    """Builds ``layers`` linear layers, each followed by a norm and the activation.
 
-    LayerNorm normalises each row on its own, so it is exact on a partition (unlike
-    BatchNorm, whose statistics would have to be reduced across ranks).
+    LayerNorm normalises each row on its own, so it is exact on a partition as it is. BatchNorm
+    (the reference pipeline's choice) normalises with the statistics of all the graph's edge or
+    node rows, reduced over the ranks that hold them
+    (:class:`~partgnn.models.graph_batch_norm.GraphBatchNorm`); as in the reference, it follows
+    the hidden layers only (which then have no bias: its shift replaces it) and the last layer is
+    followed by the activation alone.
 
     Args:
         in_features: Input width.
@@ -38,6 +46,8 @@ def make_mlp(
         layers: Number of linear layers, >= 1.
         activation: A key of :data:`ACTIVATIONS`.
         layer_norm: Put LayerNorm after every linear layer (but a plain output layer).
+        batch_norm: Put a :class:`GraphBatchNorm` of these rows (``"edges"`` or ``"nodes"``)
+            after every hidden linear layer instead (``layer_norm`` must be ``False``).
         output_activation: Whether the last linear layer is followed by norm and activation;
             ``False`` for an output head producing logits.
 
@@ -48,13 +58,19 @@ def make_mlp(
         raise ValueError(f"an MLP needs at least one layer (got {layers})")
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown activation {activation!r} (choose {', '.join(ACTIVATIONS)})")
+    if layer_norm and batch_norm is not None:
+        raise ValueError("an MLP normalises with LayerNorm or BatchNorm, not both")
     widths = [in_features] + [hidden] * (layers - 1) + [out_features]
     modules: list[nn.Module] = []
     for index, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
-        modules.append(nn.Linear(width_in, width_out))
         last = index == layers - 1
+        normalised_by_batch = batch_norm is not None and not last
+        # A bias before BatchNorm is removed by it (and its gradient is 0): none.
+        modules.append(nn.Linear(width_in, width_out, bias=not normalised_by_batch))
         if not last or output_activation:
             if layer_norm:
                 modules.append(nn.LayerNorm(width_out))
+            elif normalised_by_batch:
+                modules.append(GraphBatchNorm(width_out, batch_norm))
             modules.append(ACTIVATIONS[activation]())
     return nn.Sequential(*modules)

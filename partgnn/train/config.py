@@ -261,6 +261,11 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
     )
     for name in ("model.hidden", "model.steps", "model.mlp_layers", "optim.epochs"):
         require(_lookup(config, name) >= 1, name, "must be >= 1")
+    require(
+        not (config.model.batch_norm and config.model.layer_norm),
+        "model.batch_norm",
+        "needs model.layer_norm: false (one norm per MLP layer)",
+    )
     require(config.optim.lr > 0, "optim.lr", "must be > 0")
     require(config.optim.weight_decay >= 0, "optim.weight_decay", "must be >= 0")
     require(config.optim.warmup_steps >= 0, "optim.warmup_steps", "must be >= 0")

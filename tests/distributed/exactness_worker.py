@@ -2,7 +2,8 @@
 
 For every partition method, dtype, checkpointing setting, transport and overlap setting (exchange
 in the background while the interior edges are computed, or blocking), with ``--fused`` models
-whose LayerNorms and activations are fused, it runs a forward and
+whose LayerNorms and activations are fused, with ``--reference-style`` models with BatchNorm
+over the whole graph and the initial encodings concatenated, it runs a forward and
 backward pass on event 0 of ``ROOT/<method>`` (shards for this world size), all-reduces the
 parameter gradients and the loss over the ranks, and saves what the test compares against a
 single-process full-graph run: owned-edge logits with their global edge ids, the summed
@@ -33,6 +34,10 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", required=True)
     parser.add_argument("--transports", nargs="+", default=["all_to_all", "p2p"])
     parser.add_argument("--fused", action="store_true", help="models with model.fused")
+    parser.add_argument(
+        "--reference-style", action="store_true",
+        help="models with the reference pipeline's BatchNorm and concatenation",
+    )  # fmt: skip
     args = parser.parse_args()
     context = init_distributed(device="cpu", timeout_s=60)
     results = {}
@@ -47,7 +52,10 @@ def main() -> None:
         for dtype_name, dtype in DTYPES.items():
             for checkpoint in (False, True):
                 for transport, overlap in itertools.product(args.transports, (False, True)):
-                    model = build_model(graph, dtype, checkpoint=checkpoint, fused=args.fused)
+                    model = build_model(
+                        graph, dtype, checkpoint=checkpoint, fused=args.fused,
+                        reference_style=args.reference_style,
+                    )  # fmt: skip
                     counter = CommunicationCounter()
                     exchange = HaloExchanger(
                         plan, context, transport=transport, counter=counter, overlap=overlap

@@ -25,18 +25,37 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32}
 TOLERANCE = {"float64": 1e-10, "float32": 1e-5}
 
 
+#: The reference pipeline's architecture (acorn's InteractionGNN2): BatchNorm over the whole
+#: graph, the initial encodings concatenated at every step, 3-layer MLPs, no residual.
+REFERENCE_STYLE = {
+    "batch_norm": True,
+    "layer_norm": False,
+    "concat_initial": True,
+    "residual": False,
+    "mlp_layers": 3,
+    "aggregation": "sum",
+}
+
+
 def build_model(
-    graph: Data, dtype: torch.dtype, *, checkpoint: bool, fused: bool = False
+    graph: Data,
+    dtype: torch.dtype,
+    *,
+    checkpoint: bool,
+    fused: bool = False,
+    reference_style: bool = False,
 ) -> InteractionNetwork:
-    """A 4-step Interaction Network with the same initial weights in every process."""
+    """A 4-step Interaction Network with the same initial weights in every process
+    (``reference_style``: with :data:`REFERENCE_STYLE`)."""
     torch.manual_seed(1234)
+    settings = REFERENCE_STYLE if reference_style else {"aggregation": "sum_max"}
     model = InteractionNetwork(
         node_features=graph.x.shape[1],
         edge_features=graph.edge_attr.shape[1],
         hidden=16,
         steps=4,
-        aggregation="sum_max",
         compute=ComputePolicy(recompute=checkpoint, fused=fused),
+        **settings,
     )
     return model.to(dtype)
 

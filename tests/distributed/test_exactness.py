@@ -38,7 +38,7 @@ def reference(graphs_file: Path) -> dict:
     return _full_graph_reference(graphs_file, fused=False)
 
 
-def _full_graph_reference(graphs_file: Path, *, fused: bool) -> dict:
+def _full_graph_reference(graphs_file: Path, *, fused: bool, reference_style: bool = False) -> dict:
     """Logits, loss and gradients of the single-process full-graph run, per (dtype,
     checkpointing)."""
     with GraphFile(graphs_file) as graphs:
@@ -46,7 +46,9 @@ def _full_graph_reference(graphs_file: Path, *, fused: bool) -> dict:
     results = {}
     for dtype_name, dtype in DTYPES.items():
         for checkpoint in (False, True):
-            model = build_model(graph, dtype, checkpoint=checkpoint, fused=fused)
+            model = build_model(
+                graph, dtype, checkpoint=checkpoint, fused=fused, reference_style=reference_style
+            )
             logits = model(graph.x.to(dtype), graph.edge_index, graph.edge_attr.to(dtype))
             loss = edge_loss(logits, graph.y.to(dtype), graph.edge_index.shape[1])
             loss.backward()
@@ -86,8 +88,57 @@ def test_fused_partitioned_run_equals_fused_full_graph(graphs_file, tmp_path):
     _compare(ranks, reference, 2)
 
 
-def _compare(ranks: list[dict], reference: dict, world_size: int) -> list[tuple]:
-    """Asserts every rank's results equal the full-graph ``reference``; the report's rows."""
+@pytest.mark.slow
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_reference_style_partitioned_run_equals_full_graph(graphs_file, tmp_path, world_size):
+    """The reference pipeline's architecture (BatchNorm with the whole graph's statistics,
+    reduced over the group; the initial encodings exchanged once and concatenated at every
+    step) on 2 and 3 ranks (METIS and phi sectors; checkpointing on and off; overlap asked for,
+    which such a model computes without) equals the single-process full-graph run within the
+    same bounds in float64. In float32 the single-process run itself is only within ~1e-3 of
+    float64 (BatchNorm's backward subtracts means of the gradients): the bound there is three
+    times that run's own error (against float64) instead of 1e-5."""
+    reference = _full_graph_reference(graphs_file, fused=False, reference_style=True)
+    float32_error = max(
+        _errors(reference[("float32", checkpoint)], reference[("float64", checkpoint)])
+        for checkpoint in (False, True)
+    )
+    assert float32_error < 1e-2, f"float32 is {float32_error:.2g} from float64: no bound"
+    cases = set(
+        itertools.product(("metis", "phi"), DTYPES, (False, True), ("all_to_all",), (False, True))
+    )
+    ranks = run_on_shards(
+        graphs_file, tmp_path, world_size, "tests.distributed.exactness_worker", ("metis", "phi"),
+        cases, worker_args=("--reference-style", "--transports", "all_to_all"),
+    )  # fmt: skip
+    tolerance = {**TOLERANCE, "float32": 3 * float32_error}
+    _compare(ranks, reference, world_size, initial_exchanges=1, tolerance=tolerance)
+
+
+def _errors(result: tuple, reference: tuple) -> float:
+    """The largest relative error of a full-graph result's logits, loss and gradients."""
+    (logits, loss, grads), (ref_logits, ref_loss, ref_grads) = result, reference
+    return max(
+        relative_error(logits.double(), ref_logits),
+        relative_error(loss.double(), ref_loss),
+        *(relative_error(grads[name].double(), ref) for name, ref in ref_grads.items()),
+    )
+
+
+def _compare(
+    ranks: list[dict],
+    reference: dict,
+    world_size: int,
+    *,
+    initial_exchanges: int = 0,
+    tolerance: dict[str, float] = TOLERANCE,
+) -> list[tuple]:
+    """Asserts every rank's results equal the full-graph ``reference`` within ``tolerance``
+    (per dtype); the report's rows.
+
+    ``initial_exchanges``: exchanges of the initial encodings besides one per step and one
+    before the head.
+    """
     n_edges = next(iter(reference.values()))[0].shape[0]
     rows = []
     for key in ranks[0]:
@@ -100,27 +151,28 @@ def _compare(ranks: list[dict], reference: dict, world_size: int) -> list[tuple]
             logits[result["edge_ids"]] = result["logits"]
             counted[result["edge_ids"]] += 1
         assert bool((counted == 1).all()), f"{key}: an edge is not counted exactly once"
-        tolerance = TOLERANCE[dtype_name]
+        bound = tolerance[dtype_name]
         errors = {"logits": relative_error(logits, ref_logits)}
         errors["loss"] = relative_error(ranks[0][key]["loss"], ref_loss)
         errors["grads"] = max(
             relative_error(ranks[0][key]["grads"][name], ref) for name, ref in ref_grads.items()
         )
         for name, error in errors.items():
-            assert error <= tolerance, f"{key}: {name} relative error {error:.3g} > {tolerance}"
+            assert error <= bound, f"{key}: {name} relative error {error:.3g} > {bound:.3g}"
         for rank in ranks[1:]:
             for name, grad in rank[key]["grads"].items():
                 assert torch.equal(grad, ranks[0][key]["grads"][name]), "ranks disagree"
         itemsize = torch.finfo(DTYPES[dtype_name]).bits // 8
         # One exchange per step and one before the head. Checkpointing recomputes the MLPs in
         # the backward pass, never the exchanges.
-        forward_exchanges = (STEPS + 1) if world_size > 1 else 0
+        exchanges = STEPS + 1 + initial_exchanges
+        forward_exchanges = exchanges if world_size > 1 else 0
         for rank in ranks:
             result = rank[key]
             counter = result["counter"]
             row_bytes = HIDDEN * itemsize
             assert counter["forward_exchanges"] == forward_exchanges
-            assert counter["backward_exchanges"] == (STEPS + 1 if world_size > 1 else 0)
+            assert counter["backward_exchanges"] == forward_exchanges
             assert (
                 counter["forward_bytes_sent"] == forward_exchanges * result["rows_sent"] * row_bytes
             )

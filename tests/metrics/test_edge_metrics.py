@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from partgnn.metrics.edge_counts import EdgeCounts, best_score_cut, count_edges, score_histograms
-from partgnn.metrics.edge_metrics import edge_metrics, roc_auc
+from partgnn.metrics.edge_metrics import edge_metrics, roc_auc, target_operating_points
 
 
 def test_counts_on_a_hand_made_set_of_edges():
@@ -62,6 +62,35 @@ def test_edge_metrics_with_target_and_boundary():
     assert metrics["auc"] == pytest.approx(2 / 3)  # 0.2 < 0.4: one of three pairs misordered
     plain = edge_metrics(scores, y)
     assert math.isnan(plain["boundary_efficiency"]) and math.isnan(plain["target_efficiency"])
+
+
+def test_masked_purity_leaves_out_true_edges_of_other_particles():
+    """acorn's masked purity: selected target edges / (selected target + selected false)."""
+    scores = np.array([0.9, 0.8, 0.7, 0.6, 0.1])
+    y = np.array([1, 1, 0, 1, 0])
+    target = np.array([1, 0, 0, 1, 0], dtype=bool)  # edge 1: true, of a non-target particle
+    metrics = edge_metrics(scores, y, target=target, cut=0.5)
+    assert metrics["target_efficiency"] == 1.0
+    assert metrics["masked_purity"] == pytest.approx(2 / 3)  # edge 2 is false, edge 1 left out
+    assert metrics["purity"] == pytest.approx(3 / 4)
+
+
+def test_target_operating_points_on_a_hand_made_ranking():
+    # Ranked: T F T N F T (T target, F false, N true of a non-target particle).
+    scores = np.array([0.95, 0.9, 0.8, 0.7, 0.6, 0.5])
+    y = np.array([1, 0, 1, 1, 0, 1])
+    target = np.array([1, 0, 1, 0, 0, 1], dtype=bool)
+    points = target_operating_points(scores, y, target, efficiency=0.6, purity=0.6)
+    # 2 of 3 targets (>= 0.6) first at the cut 0.8: 2 targets, 1 false selected.
+    assert points["masked_purity_at_efficiency"] == pytest.approx(2 / 3)
+    assert points["cut_at_efficiency"] == 0.8
+    # Purity >= 0.6 at cuts 0.95 (1/1), 0.8 (2/3), 0.7 (2/3), 0.5 (3/5): the best efficiency is
+    # all three targets at 0.5.
+    assert points["efficiency_at_purity"] == 1.0 and points["cut_at_purity"] == 0.5
+    unreachable = target_operating_points(scores, y, target, purity=1.01)
+    assert unreachable["efficiency_at_purity"] == 0.0 and math.isnan(unreachable["cut_at_purity"])
+    none = target_operating_points(scores, y, np.zeros(6, dtype=bool))
+    assert all(math.isnan(value) for value in none.values())
 
 
 def test_best_score_cut_maximises_f1_on_a_known_case():

@@ -27,10 +27,11 @@ def _graph(n_nodes: int, n_edges: int, dtype=torch.float64, seed: int = 0):
 
 def _reference_forward(model: InteractionNetwork, x, edge_index, edge_attr) -> torch.Tensor:
     x, edge_attr = model.input_scaler(x, edge_attr)
-    h = model.node_encoder(x)
-    e = model.edge_encoder(edge_attr)
+    h = h0 = model.node_encoder(x)
+    e = e0 = model.edge_encoder(edge_attr)
     src, dst = edge_index
     n = x.shape[0]
+    concat = model.architecture.concat_initial
 
     def reduce(index):
         if model.aggregation == "sum_max":
@@ -40,9 +41,15 @@ def _reference_forward(model: InteractionNetwork, x, edge_index, edge_attr) -> t
 
     for step in range(model.steps):
         index = 0 if len(model.edge_mlps) == 1 else step
-        update = model.edge_mlps[index](torch.cat([h[src], h[dst], e], dim=-1))
+        if concat:
+            nodes = torch.cat([h, h0], dim=-1)
+            edge_inputs = [nodes[src], nodes[dst], e, e0]
+        else:
+            edge_inputs = [h[src], h[dst], e]
+        update = model.edge_mlps[index](torch.cat(edge_inputs, dim=-1))
         e = e + update if model.residual else update
-        update = model.node_mlps[index](torch.cat([h, reduce(dst), reduce(src)], dim=-1))
+        node_inputs = [h, reduce(dst), reduce(src)] + ([h0] if concat else [])
+        update = model.node_mlps[index](torch.cat(node_inputs, dim=-1))
         h = h + update if model.residual else update
     return model.edge_head(torch.cat([h[src], h[dst], e], dim=-1)).squeeze(-1)
 
@@ -52,6 +59,25 @@ def _logits_and_grads(model, forward, graph):
     logits = forward(*graph)
     (logits.sin() * 3).sum().backward()
     return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def _assert_equals_the_plain_model(
+    model: InteractionNetwork, graph, *, grad_rtol: float = 1e-10, grad_atol: float = 1e-11
+) -> None:
+    """The model's logits (recording gradients and not) and gradients equal the textbook
+    forward's (float64)."""
+    expected, expected_grads = _logits_and_grads(
+        model, lambda *g: _reference_forward(model, *g), graph
+    )
+    logits, grads = _logits_and_grads(model, model, graph)
+    torch.testing.assert_close(logits, expected, rtol=1e-12, atol=1e-12)
+    assert grads.keys() == expected_grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(
+            grad, expected_grads[name], rtol=grad_rtol, atol=grad_atol, msg=name
+        )
+    with torch.no_grad():
+        torch.testing.assert_close(model(*graph), expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
@@ -73,16 +99,30 @@ def test_lean_model_equals_the_plain_model(monkeypatch, aggregation, checkpoint,
         residual=variant == "default",
         compute=ComputePolicy(recompute=checkpoint),
     ).double()
-    expected, expected_grads = _logits_and_grads(
-        model, lambda *g: _reference_forward(model, *g), graph
-    )
-    logits, grads = _logits_and_grads(model, model, graph)
-    torch.testing.assert_close(logits, expected, rtol=1e-12, atol=1e-12)
-    assert grads.keys() == expected_grads.keys()
-    for name, grad in grads.items():
-        torch.testing.assert_close(grad, expected_grads[name], rtol=1e-10, atol=1e-11, msg=name)
-    with torch.no_grad():
-        torch.testing.assert_close(model(*graph), expected, rtol=1e-12, atol=1e-12)
+    _assert_equals_the_plain_model(model, graph)
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("residual", [False, True])
+def test_reference_style_model_equals_the_plain_model(checkpoint, fused, residual):
+    """The reference pipeline's architecture (BatchNorm of the whole graph's rows, initial
+    encodings concatenated, 3-layer MLPs, ReLU): the model's unchunked computation, with its
+    regions of steps recomputed or not, equals the textbook forward with torch's own BatchNorm
+    statistics."""
+    graph = _graph(60, 900)
+    torch.manual_seed(7)
+    model = InteractionNetwork(
+        node_features=3, edge_features=4, hidden=8, steps=3, mlp_layers=3, layer_norm=False,
+        batch_norm=True, concat_initial=True, residual=residual,
+        compute=ComputePolicy(recompute=checkpoint, fused=fused),
+    ).double()  # fmt: skip
+    _assert_equals_the_plain_model(model, graph, grad_rtol=1e-9, grad_atol=1e-10)
+
+
+def test_batch_norm_and_layer_norm_are_refused_together():
+    with pytest.raises(ValueError, match="batch_norm needs layer_norm: false"):
+        InteractionNetwork(node_features=3, edge_features=4, batch_norm=True)
 
 
 def _heap(checkpoint: bool, graph, steps: int, hidden: int) -> tuple[float, float]:

@@ -183,8 +183,13 @@ BAD_FIELDS = [
     ),
     (
         GRAPHS + "model: {hiden: 32}\n",
-        "unknown field model.hiden (known: activation, aggregation, fused, hidden, kwargs, "
-        "layer_norm, mlp_layers, recompute, residual, shared_weights, steps, target)",
+        "unknown field model.hiden (known: activation, aggregation, batch_norm, concat_initial, "
+        "fused, hidden, kwargs, layer_norm, mlp_layers, recompute, residual, shared_weights, "
+        "steps, target)",
+    ),
+    (
+        GRAPHS + "model: {batch_norm: true}\n",
+        "model.batch_norm needs model.layer_norm: false (one norm per MLP layer) (got True)",
     ),
     (
         GRAPHS + "model: {kwargs: [1, 2]}\n",
