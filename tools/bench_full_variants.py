@@ -2,16 +2,17 @@
 held-out events along the way (issue 41, deliverable 1).
 
 A variant is the shipped ``full-recipe`` config with ``--set`` overrides, trained from scratch
-in halo mode on ``--ranks`` ranks for at most ``--minutes`` of wall time (``timeout`` sends
-SIGTERM at the limit; the trainer saves a checkpoint and stops; run again, the variant continues
-with ``--resume auto`` for another ``--minutes``), with a constant learning rate after warm-up
-and a checkpoint every ``--every`` steps. Then every checkpoint scores the held-out graphs in one
-process and the variant's learning curve is written (``OUT/NAME/curve.json``): per checkpoint
-the step, the CPU hours to it (ranks x the wall time of the sittings up to the checkpoint's
-writing) and acorn's two figures on pT > 1 GeV targets (>= 3 hits): masked purity at 99 %
-target edge efficiency, target edge efficiency at 90 % masked purity
-(:func:`partgnn.metrics.edge_metrics.target_operating_points`). ``--report`` prints the table
-of every variant under ``OUT`` and plots their curves (``OUT/learning_curves.png``)::
+in halo mode on ``--ranks`` ranks for at most ``--minutes`` of wall time (then the ranks get
+the trainer's stop signal, SIGUSR1: they finish the step, save a checkpoint and stop; run again,
+the variant continues with ``--resume auto`` for another ``--minutes``), with a constant
+learning rate after warm-up and a checkpoint every ``--every`` steps. Then every checkpoint
+scores the held-out graphs in one process and the variant's learning curve is written
+(``OUT/NAME/curve.json``): per checkpoint the step, the CPU hours to it (ranks x the wall time
+of the sittings up to the checkpoint's writing) and acorn's two figures on pT > 1 GeV targets
+(>= 3 hits): masked purity at 99 % target edge efficiency, target edge efficiency at 90 %
+masked purity (:func:`partgnn.metrics.edge_metrics.target_operating_points`). ``--report``
+prints the table of every variant under ``OUT`` and plots their curves
+(``OUT/learning_curves.png``)::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_full_variants.py --out runs/variants \\
         --shards data/full41/metis2-train-a --test-graphs data/full41/graphs-test.h5 \\
@@ -109,18 +110,39 @@ def _train(folder: Path, args) -> None:
     sittings_path = folder / "sittings.json"
     sittings = json.loads(sittings_path.read_text()) if sittings_path.exists() else []
     start = time.time()
+    stopped = None
     with open(folder / "train.log", "a") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             code = process.wait(timeout=args.minutes * 60)
         except subprocess.TimeoutExpired:
-            # The trainer's stop signal: it checkpoints and exits.
-            process.send_signal(signal.SIGTERM)
+            # The trainer's stop signal, to the ranks themselves: each finishes its step, they
+            # checkpoint and exit. (torchrun, sent SIGTERM, kills its ranks after 30 s, which a
+            # step of a large model outlasts.)
+            stopped = time.time()
+            for child in _children(process.pid):
+                os.kill(child, signal.SIGUSR1)
             code = process.wait()
     sittings.append({"start": start, "stop": time.time(), "overrides": args.overrides})
     sittings_path.write_text(json.dumps(sittings, indent=1) + "\n")
-    if code not in (0, -signal.SIGTERM, 128 + signal.SIGTERM):
+    last = folder / "run" / "checkpoints" / "last.pt"
+    if stopped is not None and not (last.exists() and last.stat().st_mtime >= stopped):
+        sys.exit(f"the ranks wrote no checkpoint when stopped: see {folder / 'train.log'}")
+    if stopped is None and code != 0:
         sys.exit(f"training stopped with exit {code}: see {folder / 'train.log'}")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux ``/proc``)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
 
 
 def _write_curve(folder: Path, test_graphs: Path, ranks: int) -> None:

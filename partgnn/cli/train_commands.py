@@ -71,6 +71,10 @@ def run_train(args: argparse.Namespace) -> int:
     overrides = [*args.set, *([f"run.device={args.device}"] if args.device else [])]
     config = load_config(args.config, overrides)
     graph_parallel_size = check_world_size(config)
+    if config.run.keep_freed_heap:
+        from partgnn.memory.heap_retention import keep_freed_heap
+
+        keep_freed_heap()
     # Held until this returns: a SIGTERM during setup stops the run after its first step, and
     # one sent to a rank that is already failing (torchrun's to the survivors of a lost rank)
     # waits for its error report instead of ending it unsaid.

@@ -5,6 +5,10 @@ identity until the trainer fits it). Node and edge encoders lift the input featu
 ``hidden``; each of ``steps`` message-passing steps updates every edge from
 ``[h_src, h_dst, e]`` and every node from ``[h, sum of incoming e, sum of outgoing e]``, with
 residual connections and LayerNorm; a head maps the final ``[h_src, h_dst, e]`` to edge logits.
+The reference pipeline's variant (acorn's InteractionGNN2) is a matter of options: BatchNorm over
+the whole graph's rows instead of LayerNorm (``batch_norm``; statistics summed over the ranks of
+the group, :mod:`partgnn.models.graph_batch_norm`), the initial encodings beside the latents at
+every step (``concat_initial``), 3-layer MLPs, ReLU, no residual.
 
 On a partition the model keeps latents for its owned nodes only and, before each step, calls the
 halo exchange to get current latents of its halo nodes. Edges that cross the cut are held by

@@ -144,6 +144,10 @@ class RunConfig:
             on GPUs e.g. ``index_add_`` without atomics, and cuBLAS with a fixed workspace):
             two runs give the same bits, at some cost in speed on GPUs. On CPUs the kernels
             partgnn uses are deterministic already.
+        keep_freed_heap: The ``partgnn train`` process keeps freed CPU memory for reuse instead
+            of returning it to the system (glibc; :mod:`partgnn.memory.heap_retention`): steps
+            whose event-sized temporaries would be faulted in afresh each time run faster, and
+            the resident memory stays at the step's peak between steps.
     """
 
     dir: str = "runs/run"
@@ -164,6 +168,7 @@ class RunConfig:
     tensorboard: bool = True
     init_from: str | None = None
     deterministic: bool = False
+    keep_freed_heap: bool = False
 
 
 @dataclass

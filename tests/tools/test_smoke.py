@@ -40,20 +40,22 @@ ARGUMENTS = {
     "flip_sweep": ["{data}/graphs.h5"],
     "bench_data_path": ["--out", "out"],
     "bench_full_recipe": ["--out", "out"],
+    "bench_full_variants": ["--out", "out"],
 }
 #: Tools that run in one process: run through ``runpy`` in the test's process (no process
 #: start), with ``sys.argv`` and the working folder as a user's run has them.
 IN_PROCESS = {
     "bench_data", "bench_partition", "bench_tracks", "bench_simulation_realism",
     "bench_module_map", "bench_roofline", "bench_work_model", "flip_sweep", "figures_page",
+    "bench_freed_heap",
 }  # fmt: skip
 #: Tools run by a test of their own below.
 OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts"}
 #: Tools that start several ranks (slow tier).
 DISTRIBUTED = {
     "bench_balance", "bench_lr_scaling", "bench_data_path", "bench_exchange",
-    "bench_full_recipe", "bench_halo_step", "bench_pyg_refusals", "bench_train",
-    "weights_fingerprint", "bench_work_model",
+    "bench_full_recipe", "bench_full_variants", "bench_halo_step", "bench_pyg_refusals",
+    "bench_train", "weights_fingerprint", "bench_work_model",
 }  # fmt: skip
 
 
