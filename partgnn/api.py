@@ -174,6 +174,7 @@ def fit(
         return Trainer(config, context).fit(resume=resume, replace=replace)
     with distributed_session(
         device=config.run.device,
+        backend=config.run.backend,
         default_timeout_s=config.run.timeout_s,
         graph_parallel_size=check_world_size(config),
     ) as context:

@@ -1,16 +1,17 @@
 """Validates a GPU machine for partgnn in one command, and writes the figures for BENCHMARKS.
 
-On a machine with N >= 1 CUDA GPUs, with P = 1 .. min(N, --max-ranks):
+On a machine with N >= 1 CUDA GPUs, with P = 1 .. --max-ranks (ranks beyond the GPUs share
+them: backend gloo, halo rows staged through host memory, as ``run.backend: auto`` chooses):
 
-- ``selfcheck``: ``partgnn selfcheck`` on NCCL at every P, with both transports;
+- ``selfcheck``: ``partgnn selfcheck`` at every P, with both transports (NCCL while P <= N);
 - ``exact``: three optimizer steps in float64 on a small simulated dataset: mode full on the
   GPU and halo mode at every P >= 2 (overlap on and off, checkpointing on) against mode full on
   the CPU (weights' relative difference <= 1e-9);
 - ``resume``: a run interrupted after its step-2 checkpoint and continued with ``--resume``
   ends with the uninterrupted run's weights (relative difference <= 1e-9; bitwise or not, said);
 - ``bench``: float32 and bf16 steps on one pile-up event graph (default 200, no pT cut) at
-  every P: step time, peak memory per rank (reserved, allocated, and the GPU's used memory with
-  the CUDA context and NCCL), beside ``partgnn plan``'s prediction.
+  every P <= N: step time, peak memory per rank (reserved, allocated, and the GPU's used memory
+  with the CUDA context and NCCL), beside ``partgnn plan``'s prediction.
 
 Writes ``OUT/validation.json`` and ``OUT/validation.md`` (a table for docs/BENCHMARKS.md) and
 each command's log under ``OUT/logs``; prints one line per check; exits 1 if any check failed.
@@ -57,17 +58,19 @@ def main() -> int:
         print("validate_gpu: no CUDA GPU on this machine (torch.cuda.is_available() is False)")
         return 0
     n_devices = torch.cuda.device_count() if args.device == "cuda" else args.max_ranks
-    validation = Validation(args, max_ranks=max(1, min(n_devices, args.max_ranks)))
+    max_ranks = max(1, args.max_ranks)
+    validation = Validation(args, max_ranks=max_ranks, bench_ranks=min(n_devices, max_ranks))
     return validation.run()
 
 
 class Validation:
     """The checks of one invocation, their records and their logs."""
 
-    def __init__(self, args: argparse.Namespace, max_ranks: int) -> None:
+    def __init__(self, args: argparse.Namespace, max_ranks: int, bench_ranks: int) -> None:
         self.args = args
         self.device = args.device
         self.max_ranks = max_ranks
+        self.bench_ranks = bench_ranks
         self.out = args.out
         self.logs = self.out / "logs"
         self.work = self.out / "work"
@@ -109,7 +112,9 @@ class Validation:
                     name,
                 )
                 match = re.search(r"logits ([\d.e+-]+), gradients ([\d.e+-]+) -> OK", done.stdout)
-                row = {"P": n_ranks, "transport": transport, "ok": bool(match and not done.rc)}
+                backend = re.search(r"\(\w+, (\w+), ", done.stdout)
+                row = {"P": n_ranks, "transport": transport, "ok": bool(match and not done.rc),
+                       "backend": backend.group(1) if backend else None}  # fmt: skip
                 if match:
                     row.update(logits=float(match.group(1)), gradients=float(match.group(2)))
                 self._record(rows, row, name, done)
@@ -127,7 +132,8 @@ class Validation:
         for mode, n_ranks, run in runs:
             name = f"exact-{mode}-P{n_ranks}-overlap{int(run['overlap'])}"
             done = self._train(n_ranks, data, name, mode=mode, device=self.device, run=run)
-            row = {"mode": mode, "P": n_ranks, "overlap": run["overlap"], "ok": False}
+            row = {"mode": mode, "P": n_ranks, "overlap": run["overlap"], "ok": False,
+                   "backend": _backend(done, self.device)}  # fmt: skip
             if not done.rc and not reference.rc:
                 difference, _ = _compare_weights(self.work / name, self.work / "cpu-full")
                 row.update(relative_difference=difference, ok=difference <= TOLERANCE)
@@ -171,7 +177,7 @@ class Validation:
             nodes, edges = write_event_graph(graphs, pileup=self.args.pileup, pt_min=0.0)
             self.records["bench_graph"] = [{"pileup": self.args.pileup, "nodes": nodes,
                                             "edges": edges}]  # fmt: skip
-        for n_ranks in range(1, self.max_ranks + 1):
+        for n_ranks in range(1, self.bench_ranks + 1):
             shards = self.work / f"bench-metis{n_ranks}"
             if not shards.exists():
                 write_shards(graphs, shards, PartitionOptions(n_parts=n_ranks), progress=False)
@@ -308,6 +314,13 @@ def _text(value: bytes | str | None) -> str:
     return value or ""
 
 
+def _backend(done: Done, device: str) -> str:
+    """The backend a run used, as its output tells (ranks sharing a GPU say so)."""
+    if "staged through host memory" in done.stderr:
+        return "gloo, staged"
+    return "nccl" if device == "cuda" else "gloo"
+
+
 def _partgnn(n_ranks: int) -> list[str]:
     """The command that starts partgnn on ``n_ranks`` processes of this machine."""
     if n_ranks == 1:
@@ -351,14 +364,18 @@ def markdown(result: dict) -> str:
     ]
     if result.get("selfcheck"):
         lines += _table(
-            ["selfcheck P", "transport", "logits rel. error", "gradients rel. error", "ok"],
-            [[r["P"], r["transport"], r.get("logits", "-"), r.get("gradients", "-"), _ok(r)]
+            ["selfcheck P", "transport", "backend", "logits rel. error", "gradients rel. error",
+             "ok"],
+            [[r["P"], r["transport"], r.get("backend") or "-", r.get("logits", "-"),
+              r.get("gradients", "-"), _ok(r)]
              for r in result["selfcheck"]],
         )  # fmt: skip
     if result.get("exact"):
         lines += _table(
-            ["float64, 3 steps: mode", "P", "overlap", "weights vs CPU full (rel.)", "ok"],
-            [[r["mode"], r["P"], r["overlap"], _fmt(r.get("relative_difference"), ".1e"), _ok(r)]
+            ["float64, 3 steps: mode", "P", "backend", "overlap", "weights vs CPU full (rel.)",
+             "ok"],
+            [[r["mode"], r["P"], r.get("backend", "-"), r["overlap"],
+              _fmt(r.get("relative_difference"), ".1e"), _ok(r)]
              for r in result["exact"]],
         )  # fmt: skip
     for r in result.get("resume", []):

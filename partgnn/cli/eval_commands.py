@@ -13,6 +13,8 @@ from partgnn.cli.arg_types import non_negative_float, positive_float, score
 #: (:data:`partgnn.distributed.halo_exchange.TRANSPORTS`; tests/cli checks they agree). The
 #: pipeline is imported when a command runs, so that ``--help`` does not wait for torch.
 TRANSPORTS: tuple[str, ...] = ("auto", "all_to_all", "p2p")
+#: ``torch.distributed`` backends (:data:`partgnn.distributed.device.BACKENDS`; likewise).
+BACKENDS: tuple[str, ...] = ("auto", "nccl", "gloo")
 #: How tracks are built from the edges above the cut
 #: (:data:`partgnn.metrics.track_building.TRACK_BUILDING_METHODS`; tests/cli checks they agree).
 TRACK_BUILDING: tuple[str, ...] = ("components", "walk", "junction")
@@ -37,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--naive", action="store_true", help="score each sector alone (boundary edges get 0)"
     )
     infer.add_argument("--device", default="auto")
+    infer.add_argument(
+        "--backend", choices=BACKENDS, default="auto",
+        help="torch.distributed backend (auto: NCCL with a GPU per rank, else gloo)",
+    )  # fmt: skip
     infer.add_argument("--transport", default="auto", choices=TRANSPORTS)
     infer.add_argument(
         "--timeout",
@@ -97,7 +103,8 @@ def run_infer(args: argparse.Namespace) -> int:
     from partgnn.train.inference import run_inference
 
     with distributed_session(
-        device=args.device, timeout_s=args.timeout, default_timeout_s=INFER_TIMEOUT_S,
+        device=args.device, backend=args.backend, timeout_s=args.timeout,
+        default_timeout_s=INFER_TIMEOUT_S,
         default_timeout_source="the default",
     ) as context:  # fmt: skip
         n_events = run_inference(

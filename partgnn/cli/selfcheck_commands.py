@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from partgnn.cli.arg_types import positive_float
-from partgnn.cli.eval_commands import TRANSPORTS
+from partgnn.cli.eval_commands import BACKENDS, TRANSPORTS
 from partgnn.partition.assign import METHODS
 
 #: selfcheck's collective timeout [s] when neither --timeout nor PARTGNN_DIST_TIMEOUT sets one.
@@ -18,6 +18,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "selfcheck", help="check that halo exchange is exact on the launched processes"
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default="auto",
+        help="torch.distributed backend (auto: NCCL with a GPU per rank, else gloo)",
+    )  # fmt: skip
     parser.add_argument("--transport", choices=TRANSPORTS, default="auto")
     parser.add_argument("--method", choices=METHODS, default="metis", help="partition method")
     parser.add_argument(
@@ -35,8 +39,8 @@ def run_selfcheck(args: argparse.Namespace) -> int:
     from partgnn.distributed.session import distributed_session
 
     with distributed_session(
-        device=args.device, timeout_s=args.timeout, default_timeout_s=SELFCHECK_TIMEOUT_S,
-        default_timeout_source="the default",
+        device=args.device, backend=args.backend, timeout_s=args.timeout,
+        default_timeout_s=SELFCHECK_TIMEOUT_S, default_timeout_source="the default",
     ) as context:  # fmt: skip
         errors = selfcheck(context, transport=args.transport, method=args.method)
     ok = max(errors.values()) <= TOLERANCE

@@ -82,6 +82,7 @@ def run_train(args: argparse.Namespace) -> int:
         StopSignals() as stop,
         distributed_session(
             device=config.run.device,
+            backend=config.run.backend,
             timeout_s=args.timeout,
             default_timeout_s=config.run.timeout_s,
             graph_parallel_size=graph_parallel_size,

@@ -37,6 +37,9 @@ class DistContext:
             makes (whether any rank failed) without a GPU synchronisation (``None``: use
             ``group`` on the context's device, as on gloo runs).
         timeout_s: The rendezvous and collective timeout [s] the groups were made with.
+        host_staging: The rank computes on a GPU but its backend (gloo) moves host memory:
+            halo rows are copied to the host, exchanged there and copied back (ranks sharing
+            a GPU; gloo's collectives stage CUDA tensors themselves).
     """
 
     rank: int
@@ -52,6 +55,7 @@ class DistContext:
     gradient_group: dist.ProcessGroup | None = None
     control_group: dist.ProcessGroup | None = None
     timeout_s: float = 300.0
+    host_staging: bool = False
 
     @property
     def is_main(self) -> bool:

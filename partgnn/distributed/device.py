@@ -40,29 +40,54 @@ def resolve_device(device: str | torch.device, local_rank: int) -> torch.device:
     return torch.device("cuda", index)
 
 
-def check_ranks_per_gpu(
+#: The backends a rank may be asked for (``auto``: NCCL on a GPU of its own, else gloo).
+BACKENDS = ("auto", "nccl", "gloo")
+
+
+def ranks_sharing_a_gpu(
     device: str | torch.device, launcher: str, environ: Mapping[str, str], device_count: int
-) -> None:
-    """Refuses a torchrun launch with more processes per node than visible GPUs.
+) -> int | None:
+    """How many processes of this node share its GPUs under torchrun, when there are more of
+    them than visible GPUs (``None``: as many or fewer, another launcher, or no GPU asked for).
 
     torchrun's processes all see the same GPUs, so with ``device`` ``auto`` or ``cuda`` the
-    ``local_rank % device_count`` choice would put two ranks on one GPU, which NCCL refuses
-    ("Duplicate GPU detected") only inside the rendezvous. Other launchers may show each task its
-    own GPU (Slurm's ``--gpus-per-task``), so only NCCL can tell there
-    (:func:`duplicate_gpu_message`).
-
-    Raises:
-        InputError: ``LOCAL_WORLD_SIZE`` exceeds ``device_count`` under torchrun.
+    ``local_rank % device_count`` choice puts two ranks on one GPU, which NCCL refuses. Other
+    launchers may show each task its own GPU (Slurm's ``--gpus-per-task``), so only NCCL can
+    tell there (:func:`duplicate_gpu_message`).
     """
     spec = str(device).strip().lower()
     if launcher != "torchrun" or spec not in ("auto", "cuda") or device_count < 1:
-        return
+        return None
     local = environ.get("LOCAL_WORLD_SIZE", "")
     if local.isdigit() and int(local) > device_count:
+        return int(local)
+    return None
+
+
+def check_ranks_per_gpu(
+    device: str | torch.device,
+    launcher: str,
+    environ: Mapping[str, str],
+    device_count: int,
+    backend: str | None = "nccl",
+) -> None:
+    """Refuses NCCL for a torchrun launch with more processes per node than visible GPUs.
+
+    Gloo (``backend`` ``auto`` or ``gloo``) lets ranks share a GPU: each computes on it and
+    exchanges through host memory (:func:`resolve_backend`).
+
+    Raises:
+        InputError: ``backend`` is ``nccl`` and ``LOCAL_WORLD_SIZE`` exceeds ``device_count``.
+    """
+    if backend != "nccl":
+        return
+    sharing = ranks_sharing_a_gpu(device, launcher, environ, device_count)
+    if sharing is not None:
         raise InputError(
-            f"{local} processes per node but {device_count} visible GPU(s): two ranks would "
-            f"share a GPU, which NCCL refuses; launch --nproc-per-node {device_count} (or "
-            f"--device cpu)"
+            f"{sharing} processes per node but {device_count} visible GPU(s): two ranks would "
+            f"share a GPU, which NCCL refuses; launch --nproc-per-node {device_count}, or use "
+            f"backend gloo (run.backend: gloo; ranks then share the GPU and exchange through "
+            f"host memory), or --device cpu"
         )
 
 
@@ -72,15 +97,34 @@ def duplicate_gpu_message(error: BaseException, device: torch.device) -> str | N
         return None
     return (
         f"two ranks of one node use the same GPU ({device}): NCCL needs one GPU per rank; "
-        f"launch at most as many processes per node as it has GPUs, or give each task its own "
-        f"GPU (e.g. srun --gpus-per-task=1)"
+        f"launch at most as many processes per node as it has GPUs, give each task its own "
+        f"GPU (e.g. srun --gpus-per-task=1), or use backend gloo (run.backend: gloo)"
     )
 
 
-def resolve_backend(backend: str | None, device: torch.device) -> str:
-    if backend is None:
-        return "nccl" if device.type == "cuda" else "gloo"
-    backend = backend.strip().lower()
+def resolve_backend(
+    backend: str | None, device: torch.device, *, ranks_share_gpu: bool = False
+) -> str:
+    """The backend of a rank computing on ``device``.
+
+    Args:
+        backend: ``auto`` (or ``None``), ``nccl`` or ``gloo``.
+        device: The rank's device.
+        ranks_share_gpu: Several ranks of the node compute on one GPU (then ``auto`` is gloo:
+            NCCL needs a GPU per rank).
+
+    Returns:
+        ``nccl`` or ``gloo``. Gloo on a CUDA device exchanges halo rows through host memory
+        (:attr:`~partgnn.distributed.context.DistContext.host_staging`).
+
+    Raises:
+        InputError: An unknown backend, or NCCL without CUDA.
+    """
+    backend = "auto" if backend is None else str(backend).strip().lower()
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
+    if backend == "auto":
+        return "nccl" if device.type == "cuda" and not ranks_share_gpu else "gloo"
     if backend == "nccl":
         if device.type != "cuda":
             raise InputError(f"backend 'nccl' needs a CUDA device (device is {device})")

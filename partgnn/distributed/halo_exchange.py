@@ -405,9 +405,53 @@ def _exchange(
 ) -> list:
     """Sends ``send`` split by ``send_counts`` and fills ``receive`` split by ``recv_counts``.
 
+    On a context with ``host_staging`` (ranks computing on a GPU over gloo, whose
+    point-to-point calls take host memory only) the rows go through host copies: ``send`` is
+    copied to the host, the exchange fills a host buffer, and waiting copies it into
+    ``receive``.
+
     Returns:
         With ``async_op``, the requests to wait for (else none: the exchange is done).
     """
+    if context.host_staging:
+        host_receive = torch.empty(receive.shape, dtype=receive.dtype, device="cpu")
+        requests = _exchange_rows(send.cpu(), host_receive, send_counts, recv_counts, context,
+                                  transport, async_op=True)  # fmt: skip
+        staged = StagedReceive(requests, host_receive, receive)
+        if async_op:
+            return [staged]
+        staged.wait()
+        return []
+    return _exchange_rows(send, receive, send_counts, recv_counts, context, transport,
+                          async_op=async_op)  # fmt: skip
+
+
+class StagedReceive:
+    """An exchange through host memory in flight: waiting for it copies the received host
+    rows into the device tensor they belong to."""
+
+    def __init__(self, requests: list, host_receive: torch.Tensor, receive: torch.Tensor) -> None:
+        self._requests = requests
+        self._host_receive = host_receive
+        self._receive = receive
+
+    def wait(self) -> None:
+        for request in self._requests:
+            request.wait()
+        self._receive.copy_(self._host_receive)
+
+
+def _exchange_rows(
+    send: torch.Tensor,
+    receive: torch.Tensor,
+    send_counts: Sequence[int],
+    recv_counts: Sequence[int],
+    context: DistContext,
+    transport: str,
+    *,
+    async_op: bool,
+) -> list:
+    """:func:`_exchange` on tensors the backend can move."""
     if transport == "all_to_all":
         request = dist.all_to_all_single(
             receive,

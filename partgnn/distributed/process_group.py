@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import sys
 from collections.abc import Mapping
 
 import torch
@@ -26,6 +27,7 @@ from partgnn.distributed.context import DistContext
 from partgnn.distributed.device import (
     check_ranks_per_gpu,
     duplicate_gpu_message,
+    ranks_sharing_a_gpu,
     resolve_backend,
     resolve_device,
 )
@@ -101,7 +103,10 @@ def init_distributed(
     Args:
         device: ``"auto"`` (``cuda:<local_rank % device_count>`` when CUDA is available, else
             ``cpu``), ``"cpu"``, ``"cuda"`` (local rank modulo the visible GPUs) or ``"cuda:N"``.
-        backend: Default ``"nccl"`` on CUDA, ``"gloo"`` on CPU.
+        backend: ``"auto"`` (or ``None``): ``"nccl"`` on CUDA, ``"gloo"`` on CPUs and where
+            torchrun starts more ranks per node than it has GPUs (they then share the GPUs,
+            compute on them and exchange halo rows through host memory); or ``"nccl"``,
+            ``"gloo"``.
         timeout_s: Limit in seconds for the rendezvous and for every later collective of these
             groups, so a dead or missing peer makes the others fail instead of hanging (a rank
             that cannot reach rank 0's store gives up after about twice this, as torch retries
@@ -165,10 +170,19 @@ def init_distributed(
     world_size, global_rank, local_rank = info.world_size, info.rank, info.local_rank
 
     group_size = check_graph_parallel_size(graph_parallel_size, world_size, info.launcher)
+    sharing = None
     if torch.cuda.is_available():
-        check_ranks_per_gpu(device, info.launcher, env, torch.cuda.device_count())
+        count = torch.cuda.device_count()
+        check_ranks_per_gpu(device, info.launcher, env, count, backend)
+        sharing = ranks_sharing_a_gpu(device, info.launcher, env, count)
     torch_device = resolve_device(device, local_rank)
-    backend = resolve_backend(backend, torch_device)
+    backend = resolve_backend(backend, torch_device, ranks_share_gpu=sharing is not None)
+    if sharing is not None and torch_device.type == "cuda" and global_rank == 0:
+        print(
+            f"partgnn: {sharing} ranks per node share {torch.cuda.device_count()} GPU(s): "
+            f"backend gloo, halo rows staged through host memory (NCCL needs a GPU per rank)",
+            file=sys.stderr,
+        )
     if torch_device.type == "cuda":
         # Before the rendezvous: NCCL binds its communicator to the current device.
         torch.cuda.set_device(torch_device)
@@ -220,6 +234,7 @@ def init_distributed(
         gradient_group=gradient_group,
         control_group=control,
         timeout_s=timeout_seconds,
+        host_staging=torch_device.type == "cuda" and backend == "gloo",
     )
 
 

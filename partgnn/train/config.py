@@ -113,6 +113,9 @@ class RunConfig:
         dir: Run directory (config snapshot, metrics.csv, TensorBoard logs, checkpoints).
         seed: Seed of weights and event order.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        backend: ``torch.distributed`` backend: ``auto`` (NCCL on GPUs, one per rank; gloo on
+            CPUs, and where torchrun starts more ranks per node than it has GPUs), ``nccl`` or
+            ``gloo`` (on GPUs: ranks may share one, and halo rows go through host memory).
         dtype: Parameter and activation dtype.
         bf16: bf16 autocast for the forward pass where the device supports it.
         transport: Halo-exchange transport (``auto``, ``all_to_all``, ``p2p``).
@@ -153,6 +156,7 @@ class RunConfig:
     dir: str = "runs/run"
     seed: int = 0
     device: str = "auto"
+    backend: Literal["auto", "nccl", "gloo"] = "auto"
     dtype: Literal["float32", "float64"] = "float32"
     bf16: bool = False
     transport: Transport = "auto"

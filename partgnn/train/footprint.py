@@ -216,42 +216,13 @@ def _step_peak(
     graph of ``nodes`` nodes and ``edges`` edges; the edge MLPs release heap as ``heap_release``
     says."""
     settings = StepSettings.of(config)
-    dtype = settings.dtype
-    x = torch.randn(nodes, node_features, generator=generator).to(device, dtype)
-    edge_attr = torch.randn(edges, edge_features, generator=generator).to(device, dtype)
-    edge_index = torch.randint(0, nodes, (2, edges), generator=generator).to(device)
-    y = (torch.rand(edges, generator=generator) < 0.1).to(device, dtype)
-    exchange = None
-    if config.mode in ("halo", "naive"):
-        n_halo = int(nodes * PROBE_HALO_FRACTION)
-        send_index = torch.randperm(nodes - n_halo, generator=generator)[:n_halo].to(device)
-        exchange = LoopbackExchange(send_index, nodes - n_halo, overlap=config.run.overlap)
-    weights = settings.weights
-    normaliser = weighted_count(edges, int(y.sum()), weights.pos_weight)
-    weight = None
-    if weights.by_pt:  # the per-edge weights training holds (particle pT up to 2 GeV)
-        edge_pt = 2.0 * torch.rand(edges, generator=generator)
-        weight = weights.per_edge(y, edge_pt.to(device))
-    item = TrainItem(
-        event_id=0,
-        x=x,
-        edge_index=edge_index,
-        edge_attr=edge_attr,
-        y=y,
-        counted=torch.ones(edges, dtype=torch.bool, device=device),
-        boundary=torch.zeros(edges, dtype=torch.bool, device=device),
-        normaliser=normaliser,
-        event_normaliser=normaliser,
-        exchange=exchange,
-        n_owned=nodes - exchange.n_halo if exchange is not None else nodes,
-        weight=weight,
-    )
+    item = random_train_item(config, node_features, edge_features, device, nodes, edges, generator)
 
     def step() -> None:
         # Built inside the measurement: parameters, gradients and AdamW's state are counted.
         model = build_model(
             config.model, node_features, edge_features, heap_release=heap_release
-        ).to(device, dtype)
+        ).to(device, settings.dtype)
         optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.lr)
         forward_backward(model, item, settings)  # what every training step runs
         optimizer.step()
@@ -279,6 +250,55 @@ def _step_peak(
     with ResidentMeter() as resident, HeapMeter() as heap:
         step()
     return StepPeak(live=int(heap.peak), resident=int(resident.peak))
+
+
+def random_train_item(
+    config: TrainConfig,
+    node_features: int,
+    edge_features: int,
+    device: torch.device,
+    nodes: int,
+    edges: int,
+    generator: torch.Generator,
+) -> TrainItem:
+    """A training item of a random graph of ``nodes`` nodes and ``edges`` edges (10 % true), as
+    a rank of ``config.mode`` holds one (halo modes: a loop-back exchange of
+    :data:`PROBE_HALO_FRACTION` of the nodes), drawn on ``generator``'s device and moved to
+    ``device``."""
+    settings = StepSettings.of(config)
+    dtype = settings.dtype
+    where = generator.device
+    x = torch.randn(nodes, node_features, generator=generator, device=where).to(device, dtype)
+    edge_attr = torch.randn(edges, edge_features, generator=generator, device=where)
+    edge_attr = edge_attr.to(device, dtype)
+    edge_index = torch.randint(0, nodes, (2, edges), generator=generator, device=where).to(device)
+    y = (torch.rand(edges, generator=generator, device=where) < 0.1).to(device, dtype)
+    exchange = None
+    if config.mode in ("halo", "naive"):
+        n_halo = int(nodes * PROBE_HALO_FRACTION)
+        send_index = torch.randperm(nodes - n_halo, generator=generator, device=where)[:n_halo]
+        send_index = send_index.to(device)
+        exchange = LoopbackExchange(send_index, nodes - n_halo, overlap=config.run.overlap)
+    weights = settings.weights
+    normaliser = weighted_count(edges, int(y.sum()), weights.pos_weight)
+    weight = None
+    if weights.by_pt:  # the per-edge weights training holds (particle pT up to 2 GeV)
+        edge_pt = 2.0 * torch.rand(edges, generator=generator, device=where)
+        weight = weights.per_edge(y, edge_pt.to(device))
+    return TrainItem(
+        event_id=0,
+        x=x,
+        edge_index=edge_index,
+        edge_attr=edge_attr,
+        y=y,
+        counted=torch.ones(edges, dtype=torch.bool, device=device),
+        boundary=torch.zeros(edges, dtype=torch.bool, device=device),
+        normaliser=normaliser,
+        event_normaliser=normaliser,
+        exchange=exchange,
+        n_owned=nodes - exchange.n_halo if exchange is not None else nodes,
+        weight=weight,
+    )
 
 
 class LoopbackExchange:

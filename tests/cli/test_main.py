@@ -44,11 +44,13 @@ def test_help_answers_without_importing_torch(command):
 
 
 def test_the_choices_offered_are_the_pipelines():
+    from partgnn.distributed.device import BACKENDS
     from partgnn.distributed.halo_exchange import TRANSPORTS
     from partgnn.metrics.edge_counts import SCORE_CUT
     from partgnn.metrics.track_building import TRACK_BUILDING_METHODS
 
     assert eval_commands.TRANSPORTS == TRANSPORTS
+    assert eval_commands.BACKENDS == BACKENDS
     assert eval_commands.SCORE_CUT == SCORE_CUT
     assert eval_commands.TRACK_BUILDING == TRACK_BUILDING_METHODS
 

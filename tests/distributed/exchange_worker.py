@@ -1,16 +1,19 @@
 """One rank of the halo-exchange checks on hand-made plans (empty parts, zero-size sends).
 
-For each scenario (a global graph and an assignment to this world size) and each transport, the
-forward must give exactly the global rows of the rank's local nodes, and the backward of
-``sum(out * w[local_nodes])`` must give each owned node ``w[v]`` times the number of ranks that
-hold ``v`` (as owner or halo). Exits non-zero with a message on the first mismatch; prints
-``checked: <scenario>, <transport>`` for every case it checked. Last, the time a rank is blocked
-in exchanges (``CommunicationCounter.blocked_seconds``) while the last rank is late by
-:data:`LATE_S`: blocking and started exchanges, ``checked: blocked time``.
+For each scenario (a global graph and an assignment to this world size) and each transport,
+directly and staged through host copies (as ranks on a GPU over gloo exchange), the forward
+(blocking and started) must give exactly the global rows of the rank's local nodes, and the
+backward of ``sum(out * w[local_nodes])`` must give each owned node ``w[v]`` times the number
+of ranks that hold ``v`` (as owner or halo). Exits non-zero with a message on the first
+mismatch; prints ``checked: <scenario>, <transport>[, staged]`` for every case it checked.
+Last, the time a rank is blocked in exchanges (``CommunicationCounter.blocked_seconds``) while
+the last rank is late by :data:`LATE_S`: blocking and started exchanges,
+``checked: blocked time``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -27,6 +30,8 @@ from partgnn.partition.halo_plan import build_halo_plans
 
 PATH = np.array([[0, 1, 2, 3, 1], [1, 2, 3, 0, 3]])
 TRANSPORTS = ("all_to_all", "p2p")
+#: (transport, staged through host memory) pairs checked on every scenario.
+CASES = [(transport, staged) for transport in TRANSPORTS for staged in (False, True)]
 #: The last rank starts its exchanges this late in the blocked-time check.
 LATE_S = 0.3
 
@@ -39,6 +44,11 @@ def scenarios(world_size: int) -> dict[str, np.ndarray]:
         "all on the last rank": np.full(4, last),
         "first and last only": np.array([0, 0, last, last]),
     }
+
+
+def case_name(scenario: str, transport: str, staged: bool) -> str:
+    """The name a case is printed under."""
+    return f"{scenario}, {transport}{', staged' if staged else ''}"
 
 
 def main() -> None:
@@ -54,13 +64,19 @@ def main() -> None:
             holders[other.local_nodes] += 1
         local = torch.from_numpy(plan.local_nodes)
         owned = torch.from_numpy(plan.owned_nodes)
-        for transport in TRANSPORTS:
+        for transport, staged in CASES:
+            # Staged: through host copies, as ranks computing on a GPU over gloo exchange.
+            case_context = dataclasses.replace(context, host_staging=staged)
             counter = CommunicationCounter()
             x = features[owned].clone().requires_grad_(True)
             out = halo_exchange(
-                x, ExchangePlan.from_halo_plan(plan), context, transport=transport, counter=counter
+                x,
+                ExchangePlan.from_halo_plan(plan),
+                case_context,
+                transport=transport,
+                counter=counter,
             )
-            where = f"{name}, {transport}, rank {context.rank}"
+            where = f"{name}, {transport}{', staged' if staged else ''}, rank {context.rank}"
             if not torch.equal(out.detach(), features[local]):
                 raise SystemExit(f"{where}: forward rows differ from the global rows")
             (out * weights[local]).sum().backward()
@@ -73,7 +89,13 @@ def main() -> None:
                 or counter.backward_bytes_sent != plan.n_halo * row_bytes
             ):
                 raise SystemExit(f"{where}: byte count {counter.as_dict()}")
-            print(f"checked: {name}, {transport}", flush=True)
+            exchanger = HaloExchanger(
+                ExchangePlan.from_halo_plan(plan), case_context, transport=transport, overlap=True
+            )
+            halo = local[plan.n_owned :]
+            if not torch.equal(exchanger.start(features[owned]).wait(), features[halo]):
+                raise SystemExit(f"{where}: started exchange's rows differ from the global rows")
+            print(f"checked: {case_name(name, transport, staged)}", flush=True)
     if context.world_size > 1:
         round_robin = build_halo_plans(PATH, np.arange(4) % context.world_size, context.world_size)
         _check_blocked_time(context, ExchangePlan.from_halo_plan(round_robin[context.rank]))

@@ -8,6 +8,7 @@ import torch
 from partgnn.distributed.device import (
     check_ranks_per_gpu,
     duplicate_gpu_message,
+    ranks_sharing_a_gpu,
     resolve_backend,
     resolve_device,
 )
@@ -15,10 +16,28 @@ from partgnn.errors import InputError
 from tests.conftest import CUDA_AVAILABLE
 
 
-def test_torchrun_with_more_processes_than_gpus_is_refused_in_one_line():
+def test_nccl_for_more_torchrun_processes_than_gpus_is_refused_in_one_line():
     with pytest.raises(InputError, match=r"^4 processes per node but 2 visible GPU\(s\).*"
-                       r"--nproc-per-node 2"):  # fmt: skip
-        check_ranks_per_gpu("auto", "torchrun", {"LOCAL_WORLD_SIZE": "4"}, device_count=2)
+                       r"--nproc-per-node 2.*run.backend: gloo"):  # fmt: skip
+        check_ranks_per_gpu(
+            "auto", "torchrun", {"LOCAL_WORLD_SIZE": "4"}, device_count=2, backend="nccl"
+        )
+
+
+def test_ranks_sharing_a_gpu_get_gloo_unless_nccl_is_asked_for():
+    environ = {"LOCAL_WORLD_SIZE": "3"}
+    assert ranks_sharing_a_gpu("auto", "torchrun", environ, device_count=1) == 3
+    assert ranks_sharing_a_gpu("cuda", "torchrun", environ, device_count=4) is None
+    assert ranks_sharing_a_gpu("cuda:0", "torchrun", environ, device_count=1) is None
+    assert ranks_sharing_a_gpu("auto", "slurm", environ, device_count=1) is None
+    for backend in ("auto", "gloo", None):
+        check_ranks_per_gpu("auto", "torchrun", environ, device_count=1, backend=backend)
+    cuda = torch.device("cuda", 0)
+    assert resolve_backend("auto", cuda, ranks_share_gpu=True) == "gloo"
+    assert resolve_backend(None, cuda, ranks_share_gpu=True) == "gloo"
+    assert resolve_backend("gloo", cuda) == "gloo"
+    with pytest.raises(InputError, match=r"^backend must be one of auto, nccl, gloo \(got 'mpi'\)"):
+        resolve_backend("mpi", cuda)
 
 
 @pytest.mark.parametrize(
@@ -32,7 +51,9 @@ def test_torchrun_with_more_processes_than_gpus_is_refused_in_one_line():
     ],
 )
 def test_launches_that_may_be_right_are_left_to_nccl(device, launcher, local_world_size):
-    check_ranks_per_gpu(device, launcher, {"LOCAL_WORLD_SIZE": local_world_size}, device_count=2)
+    check_ranks_per_gpu(
+        device, launcher, {"LOCAL_WORLD_SIZE": local_world_size}, device_count=2, backend="nccl"
+    )
 
 
 def test_nccls_duplicate_gpu_error_is_explained():

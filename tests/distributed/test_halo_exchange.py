@@ -15,7 +15,7 @@ from partgnn.distributed.halo_exchange import (
     resolve_transport,
 )
 from partgnn.partition.halo_plan import build_halo_plans
-from tests.distributed.exchange_worker import TRANSPORTS, scenarios
+from tests.distributed.exchange_worker import CASES, case_name, scenarios
 from tests.distributed.launch import assert_all_succeeded, launch
 
 
@@ -23,7 +23,11 @@ from tests.distributed.launch import assert_all_succeeded, launch
 def test_exchange_forward_and_backward_with_empty_parts(tmp_path, world_size):
     results = launch(world_size, "tests.distributed.exchange_worker", [], workdir=tmp_path)
     assert_all_succeeded(results)
-    cases = {f"checked: {name}, {t}" for name in scenarios(world_size) for t in TRANSPORTS}
+    cases = {
+        f"checked: {case_name(name, transport, staged)}"
+        for name in scenarios(world_size)
+        for transport, staged in CASES
+    }
     cases.add("checked: blocked time")
     for result in results:
         assert set(result.stdout.splitlines()) == cases, f"rank {result.rank}: {result.stdout}"

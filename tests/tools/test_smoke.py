@@ -50,7 +50,7 @@ IN_PROCESS = {
     "bench_freed_heap",
 }  # fmt: skip
 #: Tools run by a test of their own below.
-OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts"}
+OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts", "bench_gpu"}
 #: Tools that start several ranks (slow tier).
 DISTRIBUTED = {
     "bench_balance", "bench_lr_scaling", "bench_data_path", "bench_exchange",
@@ -144,6 +144,20 @@ def test_bench_peer_runs_its_partgnn_worker_and_names_a_missing_peer_source(tmp_
         [sys.executable, str(TOOLS / "bench_peer.py"), "--tiny", "--acorn-src", str(tmp_path)],
         env=child_env(),
     )
+    assert done.returncode == 1 and done.stderr.strip().endswith("README.md)"), done.stderr
+
+
+def test_bench_gpu_scores_on_the_cpu_and_names_a_missing_peer_source(tmp_path):
+    """Its dry run here (``--device cpu``): the scoring part writes its table; the peer part
+    without the peer's source says so in one line."""
+    out = tmp_path / "b"
+    _run_tool("bench_gpu", ["--out", str(out), "--device", "cpu", "--parts", "score"], tmp_path)
+    assert "| 1 | " in (out / "gpu_bench.md").read_text()
+    done = run_command(
+        [sys.executable, str(TOOLS / "bench_gpu.py"), "--tiny", "--out", str(out), "--device",
+         "cpu", "--parts", "peer", "--acorn-src", str(tmp_path)],
+        env=child_env(),
+    )  # fmt: skip
     assert done.returncode == 1 and done.stderr.strip().endswith("README.md)"), done.stderr
 
 
