@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -158,6 +159,64 @@ def partgnn(
     if done.returncode:
         output = f"{done.stdout}{done.stderr}" if quiet else ""
         sys.exit(f"{shown} failed (exit {done.returncode}):\n{output}")
+
+
+def train_sitting(
+    config: Path, overrides: Sequence[str], ranks: int, *, log: Path | None = None,
+    minutes: float | None = None,
+) -> tuple[int, float | None]:  # fmt: skip
+    """One sitting of ``torchrun ... partgnn train --config CONFIG --resume auto --set ...`` on
+    ``ranks`` ranks of this machine (output to ``log``, else inherited).
+
+    With ``minutes``, the ranks get the trainer's stop signal (SIGUSR1) at that wall time: each
+    finishes its step, they checkpoint and exit (torchrun, sent SIGTERM, kills its ranks after
+    30 s, which a long step outlasts).
+
+    Returns:
+        The exit status, and the time (``time.time()``) the ranks were signalled (``None``: they
+        ended by themselves).
+    """
+    command = [
+        str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node",
+        str(ranks), "-m", "partgnn", "train", "--config", str(config), "--resume", "auto",
+        *(a for o in overrides for a in ("--set", o)),
+    ]  # fmt: skip
+    print("$ " + " ".join(["torchrun", *command[1:]]), file=sys.stderr, flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    stopped = None
+    output = open(log, "a") if log is not None else None  # noqa: SIM115 (closed below)
+    try:
+        process = subprocess.Popen(
+            command, env=env, stdout=output, stderr=subprocess.STDOUT if output else None
+        )
+        try:
+            code = process.wait(timeout=None if minutes is None else minutes * 60)
+        except subprocess.TimeoutExpired:
+            stopped = time.time()
+            for child in _children(process.pid):
+                os.kill(child, signal.SIGUSR1)
+            code = process.wait()
+        except BaseException:
+            process.terminate()
+            process.wait()
+            raise
+    finally:
+        if output is not None:
+            output.close()
+    return code, stopped
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux ``/proc``)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
 
 
 def machine() -> str:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ToolParser, markdown_table, record_figures
+from _common import ToolParser, markdown_table, partgnn, record_figures
 
 #: The models measured: name -> InteractionNetwork settings.
 MODELS = {
@@ -115,8 +115,6 @@ def _step(graphs: Path, settings: dict, mode: str) -> dict:
 
 
 def _tiny_graphs(out: Path) -> Path:
-    from _common import partgnn
-
     graphs = out / "graphs.h5"
     if not graphs.exists():
         partgnn("simulate", "--events", 1, "--pileup", 2, "--out", out / "events.h5")

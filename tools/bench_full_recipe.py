@@ -27,13 +27,12 @@ import csv
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from functools import partial
 from pathlib import Path
 
-from _common import ToolParser, partgnn
+from _common import ToolParser, partgnn, train_sitting
 from _paths import shipped_config
 
 from partgnn.data.h5_files import file_sha256
@@ -41,7 +40,6 @@ from partgnn.data.storage import GraphFile, write_scores
 
 #: One partgnn command, echoed to stderr; data preparation runs in this process.
 _partgnn = partial(partgnn, echo=True, threads=None)
-BIN = Path(sys.executable).parent
 CONFIG = shipped_config("full-recipe")
 #: name -> (seed, first event id) of the simulated datasets; the event counts are arguments.
 DATASETS = {"train": (11, 0), "val": (12, 1000), "test": (13, 2000)}
@@ -145,27 +143,13 @@ def _train(out: Path, run_dir: Path, shards: Path, args: argparse.Namespace) -> 
     wall_path = out / "train_wall.json"
     walls = json.loads(wall_path.read_text()) if wall_path.exists() else []
     start = time.perf_counter()
-    command = [
-        str(BIN / "torchrun"),
-        "--standalone",
-        "--nproc-per-node",
-        str(args.ranks),
-        "-m",
-        "partgnn",
-        "train",
-        "--config",
-        str(CONFIG),
-        "--resume",
-        "auto",
-        *(a for o in overrides for a in ("--set", o)),
-    ]
-    print("$ " + " ".join(["torchrun", *command[1:]]), file=sys.stderr, flush=True)
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     try:
-        subprocess.run(command, check=True, env=env)
+        code, _ = train_sitting(CONFIG, overrides, args.ranks)
     finally:
         walls.append(round(time.perf_counter() - start, 1))
         wall_path.write_text(json.dumps(walls) + "\n")
+    if code != 0:
+        sys.exit(f"training stopped with exit {code}")
 
 
 def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float) -> None:

@@ -23,16 +23,13 @@ prints the table of every variant under ``OUT`` and plots their curves
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from _common import ToolParser, markdown_table, partgnn
+from _common import ToolParser, markdown_table, partgnn, train_sitting
 from _paths import shipped_config
 
 from partgnn.data.storage import GraphFile
@@ -41,7 +38,6 @@ from partgnn.metrics.evaluation import target_edges
 from partgnn.train.checkpoints import step_of
 from partgnn.train.inference import score_graphs
 
-BIN = Path(sys.executable).parent
 CONFIG = shipped_config("full-recipe")
 #: The held-out figures: masked purity read at this target efficiency, and the reverse.
 EFFICIENCY, PURITY = 0.99, 0.90
@@ -100,29 +96,12 @@ def _train(folder: Path, args) -> None:
         "optim.schedule=constant", "optim.epochs=1000", f"run.checkpoint_every={args.every}",
         "run.keep_checkpoints=100000", *args.overrides,
     ]  # fmt: skip
-    command = [
-        str(BIN / "torchrun"), "--standalone", "--nproc-per-node", str(args.ranks), "-m",
-        "partgnn", "train", "--config", str(CONFIG), "--resume", "auto",
-        *(a for o in overrides for a in ("--set", o)),
-    ]  # fmt: skip
-    print("$ " + " ".join(["torchrun", *command[1:]]), file=sys.stderr, flush=True)
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     sittings_path = folder / "sittings.json"
     sittings = json.loads(sittings_path.read_text()) if sittings_path.exists() else []
     start = time.time()
-    stopped = None
-    with open(folder / "train.log", "a") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            code = process.wait(timeout=args.minutes * 60)
-        except subprocess.TimeoutExpired:
-            # The trainer's stop signal, to the ranks themselves: each finishes its step, they
-            # checkpoint and exit. (torchrun, sent SIGTERM, kills its ranks after 30 s, which a
-            # step of a large model outlasts.)
-            stopped = time.time()
-            for child in _children(process.pid):
-                os.kill(child, signal.SIGUSR1)
-            code = process.wait()
+    code, stopped = train_sitting(
+        CONFIG, overrides, args.ranks, log=folder / "train.log", minutes=args.minutes
+    )
     sittings.append({"start": start, "stop": time.time(), "overrides": args.overrides})
     sittings_path.write_text(json.dumps(sittings, indent=1) + "\n")
     last = folder / "run" / "checkpoints" / "last.pt"
@@ -130,19 +109,6 @@ def _train(folder: Path, args) -> None:
         sys.exit(f"the ranks wrote no checkpoint when stopped: see {folder / 'train.log'}")
     if stopped is None and code != 0:
         sys.exit(f"training stopped with exit {code}: see {folder / 'train.log'}")
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (Linux ``/proc``)."""
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            children.append(int(stat.parent.name))
-    return children
 
 
 def _write_curve(folder: Path, test_graphs: Path, ranks: int) -> None:

@@ -5,15 +5,16 @@ layer of its MLPs with BatchNorm over *the graph's* rows (all edges, or all node
 running statistics: a graph is normalised with its own statistics in training and scoring
 alike. On a partitioned graph a rank holds only some rows, so :class:`GraphBatchNorm` takes the
 mean and variance over the rows of every rank of the graph-parallel group (two all-reduces of
-``H + 1`` numbers per normalisation, differentiable): halo training stays the full-graph
-computation. An edge that crosses the cut is held by two ranks; it is counted on the rank that
-owns its target node, so every edge of the event counts once.
+``H + 1`` and ``H`` numbers per normalisation forward, one of ``2 H`` backward): halo training
+stays the full-graph computation. The backward pass keeps only the normalised rows and
+``1 / sigma`` (:class:`_GraphBatchNorm`). An edge that crosses the cut is held by two ranks;
+it is counted on the rank that owns its target node, so every edge of the event counts once.
 
 Which rows count and over which group is the :class:`GroupStatistics` of the forward pass
 (:func:`statistics` installs it); without one (a module used on its own) the statistics are the
 rows'. Recomputed (activation checkpointing), a region gets the statistics its forward pass
 computed again without communicating (:meth:`GroupStatistics.region`), as the halo rows are
-replayed (:mod:`partgnn.models.replayed_exchange`); the gradients still cross the group.
+replayed (:mod:`partgnn.models.replayed_exchange`); the gradients' sums still cross the group.
 
 Glossary: ``z`` rows ``(M, H)`` (one per edge or per owned node); ``count`` which of them count
 ``(M,)`` (``None``: all).
@@ -76,18 +77,28 @@ class GroupStatistics:
             )
         return self.edge_count
 
-    def summed(self, local: torch.Tensor) -> torch.Tensor:
-        """``local`` summed over the group (differentiable; replayed in a recomputation)."""
+    def reduced(self, local: torch.Tensor) -> torch.Tensor:
+        """``local`` summed over the group (in a recomputation: the sum the forward pass
+        took, without communicating). Not differentiable: :class:`_GraphBatchNorm`'s backward
+        reduces the gradients' sums itself."""
         if not self.distributed:
             return local
         if self._replaying is not None:
             if not self._replaying:
                 raise RuntimeError("GraphBatchNorm: the recomputation normalises more than it did")
-            return _ReplayedSum.apply(local, self._replaying.popleft(), self)
-        total = _GroupSum.apply(local, self)
+            return self._replaying.popleft()
+        total = local.clone()
+        dist.all_reduce(total, group=self.group)
         if self._recording is not None:
-            self._recording.append(total.detach())
+            self._recording.append(total)
         return total
+
+    def reduce_gradients(self, local: torch.Tensor) -> torch.Tensor:
+        """The gradients' sums ``local`` summed over the group (in place; the backward pass
+        communicates also when its forward pass was replayed)."""
+        if self.distributed:
+            dist.all_reduce(local, group=self.group)
+        return local
 
     def region(self) -> tuple[AbstractContextManager, AbstractContextManager]:
         """A checkpointed region's contexts (``torch.utils.checkpoint``'s ``context_fn``): its
@@ -150,55 +161,57 @@ class GraphBatchNorm(nn.Module):
     def _normalised(self, z: torch.Tensor) -> torch.Tensor:
         current = _CURRENT.get() or GroupStatistics()
         count = current.count(self.rows, z)
-        counted = z if count is None else z * count.unsqueeze(-1).to(z.dtype)
-        if count is None:
-            n = z.new_full((1,), float(z.shape[0]))
-        else:
-            n = count.sum().to(z.dtype).reshape(1)
-        first = current.summed(torch.cat([counted.sum(0), n]))
-        # No rows anywhere: nothing to normalise (the sums are 0).
-        n_total = first[-1].detach().clamp(min=1)
-        mean = first[:-1] / n_total
-        centred = z - mean
-        squares = centred.square()
-        if count is not None:
-            squares = squares * count.unsqueeze(-1).to(z.dtype)
-        variance = current.summed(squares.sum(0)) / n_total
-        scale = torch.rsqrt(variance + self.eps) * self.weight.to(z.dtype)
-        return centred * scale + self.bias.to(z.dtype)
+        weight, bias = self.weight.to(z.dtype), self.bias.to(z.dtype)
+        return _GraphBatchNorm.apply(z, weight, bias, count, current, self.eps)
 
 
-class _GroupSum(torch.autograd.Function):
-    """``sum over the group's ranks of local``; the gradient of every rank's share is the sum
-    of the ranks' output gradients."""
+class _GraphBatchNorm(torch.autograd.Function):
+    """``(z - mean) / sqrt(variance + eps) * weight + bias`` with the mean and variance of the
+    counted rows of the whole group, keeping only the normalised rows ``x`` and ``1 / sigma``
+    for the backward pass.
 
-    @staticmethod
-    def forward(ctx, local: torch.Tensor, current: GroupStatistics) -> torch.Tensor:
-        ctx.group = current.group
-        total = local.detach().clone()
-        dist.all_reduce(total, group=current.group)
-        return total
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        grad = grad.contiguous().clone()
-        dist.all_reduce(grad, group=ctx.group)
-        return grad, None
-
-
-class _ReplayedSum(torch.autograd.Function):
-    """The group's sum recorded by the forward pass, returned in a recomputation without
-    communicating; the backward pass is :class:`_GroupSum`'s."""
+    With ``g`` the output's gradient, ``c_j`` whether row ``j`` counts and ``N`` the rows
+    counted over the group, the input's gradient is
+    ``dz_j = (g_j * w - c_j / N * (A + x_j * B)) / sigma`` where ``A = sum_k g_k * w`` and
+    ``B = sum_k g_k * w * x_k`` run over every row of every rank (each row's output depends on
+    the statistics): one all-reduce of ``2 H`` numbers per normalisation in the backward pass.
+    """
 
     @staticmethod
     def forward(
-        ctx, local: torch.Tensor, recorded: torch.Tensor, current: GroupStatistics
-    ) -> torch.Tensor:
-        ctx.group = current.group
-        return recorded.clone()
+        ctx, z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+        count: torch.Tensor | None, current: GroupStatistics, eps: float,
+    ) -> torch.Tensor:  # fmt: skip
+        if count is None:
+            counted, n = z, z.new_full((1,), float(z.shape[0]))
+        else:
+            mask = count.unsqueeze(-1).to(z.dtype)
+            counted, n = z * mask, count.sum().to(z.dtype).reshape(1)
+        first = current.reduced(torch.cat([counted.sum(0), n]))
+        del counted
+        # No rows anywhere: nothing to normalise (the sums are 0).
+        n_total = first[-1].clamp(min=1)
+        normalised = z - first[:-1] / n_total
+        squares = normalised.square()
+        if count is not None:
+            squares.mul_(mask)
+        variance = current.reduced(squares.sum(0)) / n_total
+        del squares
+        inverse_sigma = torch.rsqrt(variance + eps)
+        normalised.mul_(inverse_sigma)
+        ctx.save_for_backward(normalised, inverse_sigma, weight, count)
+        ctx.n_total, ctx.current = n_total, current
+        return torch.addcmul(bias, normalised, weight)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        grad = grad.contiguous().clone()
-        dist.all_reduce(grad, group=ctx.group)
-        return grad, None, None
+        normalised, inverse_sigma, weight, count = ctx.saved_tensors
+        grad_bias = grad.sum(0)
+        grad_weight = (grad * normalised).sum(0)
+        sums = ctx.current.reduce_gradients(torch.cat([grad_bias * weight, grad_weight * weight]))
+        a, b = sums.chunk(2)
+        shift = torch.addcmul(a, normalised, b)  # A + x_j * B
+        if count is not None:
+            shift.mul_(count.unsqueeze(-1).to(shift.dtype))
+        grad_z = (grad * weight).sub_(shift.div_(ctx.n_total)).mul_(inverse_sigma)
+        return grad_z, grad_weight, grad_bias, None, None, None
