@@ -5,7 +5,7 @@ set -euo pipefail
 cd /work/main/data/full41
 P=/work/main/.venv/bin/partgnn
 export OMP_NUM_THREADS=2
-E=eval-sparse-t025
+E=${E:-eval-sparse-t025}
 mkdir -p $E
 [ -f graphs-t025-val.h5 ] || $P build-graphs events-val.h5 --method module-map --map map4000-t025.npz --out graphs-t025-val.h5 > log-t025-val.txt 2>&1
 C=d1/sparse-t025/run/checkpoints/last.pt
