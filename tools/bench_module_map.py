@@ -33,6 +33,11 @@ def main() -> None:
     parser.add_argument("maps", nargs="*", metavar="NAME=MAP", help="module maps to compare")
     parser.add_argument("--pt-min", type=float, default=1.0, help="target particles' pT above")
     parser.add_argument("--coverage", action="store_true", help="also pair coverage and windows")
+    parser.add_argument(
+        "--maps-only",
+        action="store_true",
+        help="leave the geometric builder out (slow: ~1.8M edges)",
+    )
     args = parser.parse_args()
     geometry = default_geometry()
     maps = {name: ModuleMap.load(path) for name, path in (m.split("=", 1) for m in args.maps)}
@@ -42,7 +47,8 @@ def main() -> None:
         for event in events:
             targets = module_doublets(event, geometry, pt_min=args.pt_min)
             target_pairs = _target_pairs(event, geometry, args.pt_min)
-            for name, module_map in [("geometric", None), *maps.items()]:
+            builders = [*([] if args.maps_only else [("geometric", None)]), *maps.items()]
+            for name, module_map in builders:
                 start = time.perf_counter()
                 graph, quality = build_event_graph(event, geometry, GraphBuildConfig(), module_map)
                 seconds = time.perf_counter() - start

@@ -16,19 +16,22 @@ import argparse
 import datetime
 import json
 import math
+import shlex
 import subprocess
 from pathlib import Path
 
 import torch
 import yaml
 
+from partgnn.data.graph_construction import graph_construction
+from partgnn.data.storage import GraphFile
 from partgnn.resources import pretrained_dir
 from partgnn.train.checkpoints import load_checkpoint
 
 #: The figures a card quotes from an evaluation JSON, by section.
 FIGURES = {
-    "edge": ("efficiency", "target_efficiency", "purity", "auc"),
-    "track": ("efficiency", "fake_rate", "impure_rate", "duplicate_rate"),
+    "edge": ("efficiency", "target_efficiency", "purity", "masked_purity", "auc"),
+    "track": ("efficiency", "efficiency_atlas", "fake_rate", "impure_rate", "duplicate_rate"),
 }
 
 
@@ -49,12 +52,43 @@ def main() -> None:
         help="the cut to ship (default: the one training chose on its validation events), e.g. "
         "one chosen by evaluate --cut-at-efficiency on separate validation events",
     )  # fmt: skip
+    parser.add_argument(
+        "--construction-from", type=Path, default=None, metavar="GRAPHS",
+        help="a graphs file built the way the model expects (its training graphs' way): the "
+        "construction is recorded, and scoring graphs built another way warns",
+    )  # fmt: skip
+    parser.add_argument(
+        "--construction-how", default="", help="the commands that build such graphs (card)"
+    )
+    parser.add_argument(
+        "--fit-module-map", default=None, metavar="ARGUMENTS",
+        help="the fit-module-map arguments that made the map (without --out and --workers), "
+        "for partgnn pretrained pretrained:NAME --make-map; the map they make must be the one "
+        "--construction-from's graphs were built with",
+    )  # fmt: skip
+    parser.add_argument(
+        "--checkpoint", type=Path, default=None,
+        help="the run's checkpoint to ship (default: RUN/checkpoints/last.pt)",
+    )  # fmt: skip
     args = parser.parse_args()
-    state = load_checkpoint(args.run / "checkpoints" / "last.pt")
+    state = load_checkpoint(args.checkpoint or args.run / "checkpoints" / "last.pt")
     config = state["config"]
     config["model"]["fused"] = False
     score_cut = state.get("score_cut") if args.score_cut is None else args.score_cut
     kept = {"model": state["model"], "config": config, "score_cut": score_cut}
+    construction = None
+    if args.construction_from is not None:
+        with GraphFile(args.construction_from) as graphs:
+            construction = graph_construction(graphs.attrs)
+        if construction["method"] == "geometric":
+            construction.pop("module_map_sha256")
+        elif construction["module_map_sha256"] is None:
+            parser.error(f"{args.construction_from} records no module map checksum: rebuild it")
+        elif args.fit_module_map is None:
+            parser.error("a module-map construction needs --fit-module-map (how to make the map)")
+        else:
+            construction["fit_module_map"] = shlex.split(args.fit_module_map)
+        kept["construction"] = construction
     target = pretrained_dir() / f"{args.name}.pt"
     target.parent.mkdir(parents=True, exist_ok=True)
     torch.save(kept, target)
@@ -76,6 +110,9 @@ def main() -> None:
             "date": datetime.date.today().isoformat(),
         },
         "data": args.data,
+        **(
+            {"construction": {**construction, "how": args.construction_how}} if construction else {}
+        ),
         "score_cut": kept["score_cut"],
         "held_out": {},
     }

@@ -53,7 +53,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="learn a module map (module pairs tracks cross, with windows) from training events",
     )
     fit.add_argument(
-        "events", type=Path, nargs="+", help="training events files (their truth is read)"
+        "events", type=Path, nargs="*", help="training events files (their truth is read)"
+    )
+    fit.add_argument(
+        "--simulate", action="append", default=[], metavar="SEED:FIRST:EVENTS",
+        help="also fit to events simulated on the fly, as partgnn simulate --seed SEED "
+        "--first-event-id FIRST --events EVENTS would write them (nothing is written; the same "
+        "events from a file give the same map, byte for byte); repeatable",
+    )  # fmt: skip
+    fit.add_argument(
+        "--pileup", type=non_negative_float, default=200.0, help="pile-up of --simulate events"
+    )
+    fit.add_argument(
+        "--workers", type=positive_int, default=1, help="processes simulating --simulate events"
     )
     fit.add_argument("--out", required=True, type=Path, help="output module map (.npz)")
     fit.add_argument(
@@ -93,8 +105,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="edges by geometric cuts between adjacent layers (default) or by a module map",
     )  # fmt: skip
     build.add_argument(
-        "--map", type=Path, default=None, help="module map (with --method module-map)"
-    )
+        "--map", type=Path, default=None,
+        help="module map (with --method module-map): a file, or pretrained:NAME for the map of "
+        "a shipped model's graphs (made once with partgnn pretrained pretrained:NAME --make-map)",
+    )  # fmt: skip
     for field in dataclasses.fields(GraphBuildConfig):
         build.add_argument(
             "--" + field.name.replace("_", "-"),
@@ -169,37 +183,51 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from partgnn.data.geometry import load_geometry
-    from partgnn.data.graph_builder import module_doublets
     from partgnn.data.h5_files import file_sha256
     from partgnn.data.module_map_fit import fit_module_map
+    from partgnn.data.module_map_inputs import (
+        SimulatedRun,
+        SourceRecord,
+        file_doublets,
+        simulated_doublets,
+    )
     from partgnn.data.output_files import check_output_path
     from partgnn.data.storage import EventFile
+    from partgnn.errors import InputError
 
+    runs = [SimulatedRun.parse(text) for text in args.simulate]
+    if not args.events and not runs:
+        raise InputError("fit-module-map: give events files, --simulate SEED:FIRST:EVENTS, or both")
     check_output_path(args.out)
     geometry = load_geometry(args.geometry)
-    counts = {"events": 0, "doublets": 0}
+    options = {"pt_min": args.pt_min, "triplets": args.triplets}
+    inputs = []
+    for path in args.events:
+        with EventFile(path) as events:
+            total = len(events)
+        inputs.append((path.name, total, lambda p=path: file_doublets(p, geometry, **options)))
+    for run in runs:
+        inputs.append((str(run), run.events, lambda r=run: simulated_doublets(
+            r, args.geometry, pileup=args.pileup, workers=args.workers, **options)))  # fmt: skip
+    records = [SourceRecord() for _ in inputs]
 
     def doublets():
-        for path in args.events:
-            with EventFile(path) as events:
-                for event in tqdm(events, total=len(events), desc=f"fit {path.name}"):
-                    found = module_doublets(
-                        event, geometry, pt_min=args.pt_min, triplets=args.triplets
-                    )
-                    counts["events"] += 1
-                    counts["doublets"] += len(found[0])
-                    yield found
+        for (label, total, read), record in zip(inputs, records, strict=True):
+            for event_id, attrs, found in tqdm(read(), total=total, desc=f"fit {label}"):
+                record.add(event_id, attrs, found)
+                yield found
 
-    settings = {
-        "pt_min": args.pt_min,
-        "geometry": geometry.name,
-        "sources": [{"file": str(p.resolve()), "sha256": file_sha256(p)} for p in args.events],
-    }
+    settings = {"pt_min": args.pt_min, "geometry": geometry.name}
     module_map = fit_module_map(
         doublets(), window=args.window, width=args.width, settings=settings,
         floor=args.floor[0] if len(args.floor) == 1 else args.floor,
         triplet_floor=args.triplet_floor,
     )  # fmt: skip
+    counts = {
+        "events": sum(record.events for record in records),
+        "doublets": sum(record.doublets for record in records),
+    }
+    module_map.settings["sources"] = [record.as_dict() for record in records]
     module_map.settings["events"] = counts["events"]
     module_map.save(args.out)
     triplets = module_map.triplets
@@ -207,7 +235,7 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
         f"module map of {len(module_map):,} module pairs"
         + (f" and {len(triplets.count):,} triplets" if triplets is not None else "")
         + f" from {counts['doublets']:,} true doublets of {counts['events']} events -> "
-        f"{args.out}"
+        f"{args.out} (sha256 {file_sha256(args.out)})"
     )
     unseen = module_map.unseen_pair_share()
     if unseen > THIN_MAP_SHARE:
@@ -228,11 +256,14 @@ def run_build_graphs(args: argparse.Namespace) -> int:
     from partgnn.data.graph_builder import build_event_graph
     from partgnn.data.h5_files import file_sha256
     from partgnn.data.module_map import ModuleMap, module_keys
+    from partgnn.data.pretrained_maps import resolve_map
     from partgnn.data.storage import EVENTS_FORMAT, EventFile, write_graphs
     from partgnn.errors import InputError
 
     if (args.method == "module-map") != (args.map is not None):
         raise InputError("build-graphs: --map goes with --method module-map, and it needs one")
+    if args.map is not None:
+        args.map = resolve_map(args.map)  # pretrained:NAME: that model's map, made and checked
     module_map = ModuleMap.load(args.map) if args.map is not None else None
     geometry = load_geometry(args.geometry)
     cuts = {
@@ -269,7 +300,11 @@ def run_build_graphs(args: argparse.Namespace) -> int:
         "geometry": geometry.name,
         "config": dataclasses.asdict(config),
         "method": args.method,
-        **({"module_map": str(args.map.resolve())} if args.map is not None else {}),
+        **(
+            {"module_map": str(args.map.resolve()), "module_map_sha256": file_sha256(args.map)}
+            if args.map is not None
+            else {}
+        ),
         "node_features": list(NODE_FEATURES),
         "edge_features": list(EDGE_FEATURES),
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from partgnn.cli.arg_types import positive_int
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card, pretrained_names
 
 
@@ -20,10 +21,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     pretrained.add_argument("name", nargs="?", help="a shipped model's name, e.g. trackml-pt1")
+    pretrained.add_argument(
+        "--make-map", action="store_true",
+        help="fit the module map NAME's graphs are built with, as its card records, into "
+        "partgnn's cache ($PARTGNN_CACHE, else ~/.cache/partgnn), checked against the card's "
+        "checksum; then build-graphs --map pretrained:NAME uses it",
+    )  # fmt: skip
+    pretrained.add_argument(
+        "--workers", type=positive_int, default=1, help="processes simulating for --make-map"
+    )
     pretrained.set_defaults(run=run_pretrained)
 
 
 def run_pretrained(args: argparse.Namespace) -> int:
+    if args.make_map:
+        from partgnn.data.pretrained_maps import make_map
+        from partgnn.errors import InputError
+
+        if args.name is None:
+            raise InputError("pretrained --make-map: name the model, e.g. pretrained:trackml-full")
+        path = make_map(args.name, workers=args.workers)
+        print(f"{args.name}: module map {path} (the card's checksum)")
+        return 0
     if args.name is not None:
         print(pretrained_card(args.name).read_text(), end="")
         return 0

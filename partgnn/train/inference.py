@@ -9,6 +9,7 @@ writes them. A single process can also score whole graphs from a graphs file.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import torch
 import torch.distributed as dist
 from torch_geometric.data import Data
 
+from partgnn.data.graph_construction import construction_mismatch, graph_construction
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.storage import GraphFile, write_scores
 from partgnn.distributed.context import DistContext
@@ -239,6 +241,8 @@ def run_inference(
         raise InputError("infer --naive scores the sectors of a shard directory: give --shards")
     if shards is not None:
         directory = ShardDirectory(shards, world_size=context.world_size)
+        if context.is_main:
+            warn_on_other_construction(checkpoint, Path(directory.meta["source"]["path"]), shards)
         items = score_shards(
             checkpoint, directory, context, transport=transport, naive=naive,
             model_target=model_target,
@@ -252,6 +256,7 @@ def run_inference(
     else:
         if context.world_size != 1:
             raise InputError("infer --graphs runs in one process; use --shards for several ranks")
+        warn_on_other_construction(checkpoint, Path(graphs), graphs)
         items = score_graphs(checkpoint, graphs, context.device, model_target=model_target)
         source = {
             "source_file": str(Path(graphs).resolve()),
@@ -269,6 +274,28 @@ def run_inference(
             pass
         return 0
     return write_scores(out, ((event_id, s) for event_id, s in items), provenance=provenance)
+
+
+def warn_on_other_construction(
+    checkpoint: str | os.PathLike[str], graphs_path: Path, given: str | os.PathLike[str]
+) -> None:
+    """Prints one warning line when the checkpoint names the graph construction it expects
+    (shipped models do: their card's ``construction``) and the graphs ``given`` (a graphs file,
+    or shards of ``graphs_path``) were built another way; says nothing otherwise (a
+    checkpoint naming none, or shards whose graphs file is gone)."""
+    expected = load_checkpoint(checkpoint).get("construction")
+    if not expected or not graphs_path.is_file():
+        return
+    with GraphFile(graphs_path) as graph_file:
+        mismatch = construction_mismatch(expected, graph_construction(graph_file.attrs))
+    if mismatch is not None:
+        name = pretrained_name(checkpoint)
+        how = f" (partgnn pretrained pretrained:{name} shows how to build them)" if name else ""
+        print(
+            f"partgnn: warning: {given}: {mismatch}{how}; its scores will be far from what "
+            "it does on its own graphs",
+            file=sys.stderr,
+        )
 
 
 def _source(directory: ShardDirectory) -> dict[str, str]:

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Issue 41 D5: the real TrackML sample (5 % of a real pile-up-200 event) built by the shipped
+# model's construction and scored with it at the card's cut; never tuned on. Run in data/full41.
+set -euo pipefail
+cd /work/main/data/full41
+P=/work/main/.venv/bin/partgnn
+PY=/work/main/.venv/bin/python
+export OMP_NUM_THREADS=2
+mkdir -p real && cd real
+[ -f events.h5 ] || $P import-trackml /work/shared/data/trackml-sample --out events.h5
+[ -f graphs.h5 ] || $P build-graphs events.h5 --method module-map --map ../map-trackml-full.npz --out graphs.h5 > build.txt 2>&1
+C=${C:-../recipe/run/checkpoints/last.pt}
+CUT=${CUT:?the card\'s cut}
+[ -f scores.h5 ] || $P infer --checkpoint $C --graphs graphs.h5 --out scores.h5 --device cpu
+$P evaluate scores.h5 --graphs graphs.h5 --events events.h5 --cut $CUT --out evaluation.json > evaluation.txt
+$P evaluate scores.h5 --graphs graphs.h5 --events events.h5 --cut $CUT --pt-min 0.5 --pt-max 1 --out evaluation-low-pt.json > evaluation-low-pt.txt
+rm -f perfect.h5
+$PY - <<'PYEOF'
+from partgnn.data.storage import GraphFile, write_scores
+from partgnn.data.h5_files import file_sha256
+with GraphFile("graphs.h5") as g:
+    truth = [(int(x.event_id), x.y.numpy()) for x in g]
+write_scores("perfect.h5", truth, provenance={"source_sha256": file_sha256("graphs.h5")})
+PYEOF
+$P evaluate perfect.h5 --graphs graphs.h5 --events events.h5 --cut 0.5 --out evaluation-perfect.json > evaluation-perfect.txt
+$P evaluate perfect.h5 --graphs graphs.h5 --events events.h5 --cut 0.5 --pt-min 0.5 --pt-max 1 --out evaluation-perfect-low-pt.json > evaluation-perfect-low-pt.txt
+rm -f perfect.h5
+$PY /work/main/tools/bench_module_map.py events.h5 t025=../map-trackml-full.npz > construction.md 2>&1
+echo done
