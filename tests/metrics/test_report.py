@@ -347,3 +347,33 @@ def test_overlap_run_is_named_and_its_wins_and_costs_are_said(
     assert "the loss is confined" not in text
     assert "for the n/a particles whose hits span several sectors 0.9000 vs 0.9200" in text
     assert "overlap is cheaper than halo in: step time, bytes exchanged." in text
+
+
+def test_edge_findings_read_the_evaluated_events_when_both_runs_have_them(
+    runs: dict[str, Path], tmp_path: Path
+):
+    """Runs scored by ``partgnn evaluate`` (e.g. a model trained elsewhere, scored by each
+    strategy) are compared on the scored events, not on their own training's validation."""
+
+    def evaluation(boundary: float, overall: float) -> dict:
+        edge = {"efficiency": overall, "boundary_efficiency": boundary,
+                "interior_efficiency": 0.9, "purity": 0.95, "boundary_true_edges": 470}  # fmt: skip
+        return {"cut": 0.6537, "edge": edge, "track": {"efficiency": 0.99}}
+
+    for name, figures in (("naive", (0.0, 0.88)), ("halo", (0.7, 0.9))):
+        (runs[name] / "evaluation.json").write_text(json.dumps(evaluation(*figures)))
+    text = write_comparison([runs["halo"], runs["naive"]], tmp_path / "out").read_text()
+    assert (
+        "loses 100.0% of the boundary true edges that halo exchange (`halo`) finds "
+        "(boundary-edge efficiency 0.000 vs 0.700, of 470 boundary true edges of the evaluated "
+        "events (cut 0.6537))." in text
+    )
+    assert (
+        "Overall edge efficiency 0.8800 vs 0.9000 and interior-edge efficiency 0.9000 vs "
+        "0.9000 (naive vs halo, edges of the evaluated events (cut 0.6537)): the loss is "
+        "confined to the edges the sectors cut." in text
+    )
+    # One run without evaluated edges: both read their validation, as before.
+    (runs["halo"] / "evaluation.json").unlink()
+    text = write_comparison([runs["halo"], runs["naive"]], tmp_path / "out2").read_text()
+    assert "of 40 boundary true edges in the validation set" in text

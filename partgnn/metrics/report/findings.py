@@ -58,18 +58,38 @@ def _who(run: RunRecord) -> str:
     return f"{what} (`{run.name}`, P={run.graph_parallel_size})"
 
 
+def _edge_figures(sector: RunRecord, ref: RunRecord) -> tuple[dict, dict, str]:
+    """Both runs' edge figures (``efficiency``, ``boundary_efficiency``,
+    ``interior_efficiency``, ``purity``, ``boundary_true_edges``) and where they come from: the
+    events ``partgnn evaluate`` scored (evaluation.json) when both runs have them, else the
+    last validation of training (metrics.csv, score cut 0.5); with a phrase saying which."""
+    keys = ("efficiency", "boundary_efficiency", "interior_efficiency", "purity")
+    if all(not math.isnan(run.evaluated("edge", "efficiency")) for run in (sector, ref)):
+        figures = [
+            {key: run.evaluated("edge", key) for key in (*keys, "boundary_true_edges")}
+            for run in (sector, ref)
+        ]
+        cut = sector.evaluation.get("cut") if sector.evaluation else None
+        at = f" (cut {fmt(cut, '.4g')})" if isinstance(cut, (int, float)) else ""
+        return figures[0], figures[1], f"of the evaluated events{at}"
+    figures = [{key: run.final(f"val_{key}") for key in keys} for run in (sector, ref)]
+    figures[0]["boundary_true_edges"] = sector.boundary_true_edges
+    return figures[0], figures[1], "in the validation set"
+
+
 def _sectors_vs_reference(sector: RunRecord, ref: RunRecord) -> list[str]:
-    x = sector.final("val_boundary_efficiency")
-    y = ref.final("val_boundary_efficiency")
+    mine, theirs, where = _edge_figures(sector, ref)
+    x, y = mine["boundary_efficiency"], theirs["boundary_efficiency"]
     who = _who(sector)
     vs = f"{_MODE_PHRASE.get(ref.mode, ref.mode)} (`{ref.name}`)"
     edges = ""
-    if not math.isnan(sector.boundary_true_edges) and sector.boundary_true_edges > 0:
-        edges = f", of {sector.boundary_true_edges:.0f} boundary true edges in the validation set"
+    n_boundary = mine["boundary_true_edges"]
+    if not math.isnan(n_boundary) and n_boundary > 0:
+        edges = f", of {n_boundary:.0f} boundary true edges {where}"
     if math.isnan(x) or math.isnan(y) or y <= 0:
         sentences = [
             f"{who}: boundary-edge efficiency {fmt(x, '.3f')} vs {fmt(y, '.3f')} for {vs} "
-            "(no loss fraction: a boundary efficiency is not defined)."
+            f"(edges {where}; no loss fraction: a boundary efficiency is not defined)."
         ]
     elif x < y - SAME_WITHIN:
         # Relative to what the reference finds: the boundary true edges halo exchange recovers.
@@ -88,24 +108,22 @@ def _sectors_vs_reference(sector: RunRecord, ref: RunRecord) -> list[str]:
             f"{x:.4f} vs {y:.4f}{edges}, within {SAME_WITHIN:g})."
         ]
     overall = (
-        f"Overall edge efficiency {fmt(sector.final('val_efficiency'), '.4f')} vs "
-        f"{fmt(ref.final('val_efficiency'), '.4f')} and interior-edge efficiency "
-        f"{fmt(sector.final('val_interior_efficiency'), '.4f')} vs "
-        f"{fmt(ref.final('val_interior_efficiency'), '.4f')} ({sector.name} vs {ref.name})"
+        f"Overall edge efficiency {fmt(mine['efficiency'], '.4f')} vs "
+        f"{fmt(theirs['efficiency'], '.4f')} and interior-edge efficiency "
+        f"{fmt(mine['interior_efficiency'], '.4f')} vs "
+        f"{fmt(theirs['interior_efficiency'], '.4f')} ({sector.name} vs {ref.name}, edges "
+        f"{where})"
     )
-    if close(
-        sector.final("val_interior_efficiency"), ref.final("val_interior_efficiency")
-    ) and sector.final("val_efficiency") < ref.final("val_efficiency"):
+    if (
+        close(mine["interior_efficiency"], theirs["interior_efficiency"])
+        and mine["efficiency"] < theirs["efficiency"]
+    ):
         overall += ": the loss is confined to the edges the sectors cut"
     sentences.append(overall + ".")
     quality = [
-        ("overall edge efficiency", sector.final("val_efficiency"), ref.final("val_efficiency")),
-        ("edge purity", sector.final("val_purity"), ref.final("val_purity")),
-        (
-            "interior-edge efficiency",
-            sector.final("val_interior_efficiency"),
-            ref.final("val_interior_efficiency"),
-        ),
+        ("overall edge efficiency", mine["efficiency"], theirs["efficiency"]),
+        ("edge purity", mine["purity"], theirs["purity"]),
+        ("interior-edge efficiency", mine["interior_efficiency"], theirs["interior_efficiency"]),
     ]
     track = ("efficiency", "spanning_efficiency", "contained_efficiency")
     t_sector = [sector.evaluated("track", key) for key in track]
