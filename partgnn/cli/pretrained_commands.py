@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
+from pathlib import Path
 
 from partgnn.cli.arg_types import positive_int
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card, pretrained_names
@@ -40,7 +42,7 @@ def run_pretrained(args: argparse.Namespace) -> int:
 
         if args.name is None:
             raise InputError("pretrained --make-map: name the model, e.g. pretrained:trackml-full")
-        path = make_map(args.name, workers=args.workers)
+        path = make_map(args.name, partial(_fit_module_map, workers=args.workers))
         print(f"{args.name}: module map {path} (the card's checksum)")
         return 0
     if args.name is not None:
@@ -49,6 +51,17 @@ def run_pretrained(args: argparse.Namespace) -> int:
     for name in pretrained_names():
         print(f"{PRETRAINED_PREFIX + name:<26} {_summary(pretrained_card(name).read_text())}")
     return 0
+
+
+def _fit_module_map(arguments: list[str], out: Path, *, workers: int) -> None:
+    """``partgnn fit-module-map ARGUMENTS --workers W --out OUT``, in this process."""
+    from partgnn.cli import data_commands
+
+    parser = argparse.ArgumentParser(prog="partgnn")
+    data_commands.register(parser.add_subparsers())
+    fit = ["fit-module-map", *arguments, "--workers", str(workers), "--out", str(out)]
+    command = parser.parse_args(fit)
+    command.run(command)
 
 
 def _summary(card: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,16 +84,19 @@ def resolve_map(spec: str | os.PathLike[str]) -> Path:
     return path
 
 
-def make_map(spec: str, workers: int = 1) -> Path:
+def make_map(spec: str, fit: Callable[[list[str], Path], None]) -> Path:
     """Fits ``pretrained:NAME``'s module map as its card records, into :func:`map_path`, and
     checks the file's SHA-256 against the card's; a map already made is checked and kept.
+
+    Args:
+        spec: ``NAME`` or ``pretrained:NAME``.
+        fit: Runs ``partgnn fit-module-map`` with the card's arguments, writing the map to the
+            path given (the CLI's command; raises on failure).
 
     Raises:
         InputError: No module map for this model, or the fitted (or present) file is not the
             card's.
     """
-    from partgnn.cli.main import main
-
     spec = PRETRAINED_PREFIX + _model_name(spec)
     sha256, arguments = _expected(spec)
     path = map_path(spec)
@@ -103,9 +107,7 @@ def make_map(spec: str, workers: int = 1) -> Path:
     fitted = path.with_name(f".{path.name}.fitting.npz")
     fitted.unlink(missing_ok=True)
     try:
-        code = main(["fit-module-map", *arguments, "--workers", str(workers), "--out", str(fitted)])
-        if code != 0:
-            raise InputError(f"{spec}: fitting its module map failed (exit {code})")
+        fit(arguments, fitted)
         _check(fitted, sha256, spec)
         shutil.move(fitted, path)
     finally:
