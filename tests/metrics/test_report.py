@@ -373,6 +373,10 @@ def test_edge_findings_read_the_evaluated_events_when_both_runs_have_them(
         "0.9000 (naive vs halo, edges of the evaluated events (cut 0.6537)): the loss is "
         "confined to the edges the sectors cut." in text
     )
+    # Each at its own cut: both named.
+    (runs["halo"] / "evaluation.json").write_text(json.dumps({**evaluation(0.7, 0.9), "cut": 0.5}))
+    text = write_comparison([runs["halo"], runs["naive"]], tmp_path / "out1").read_text()
+    assert "of the evaluated events (cuts 0.6537 and 0.5))." in text
     # One run without evaluated edges: both read their validation, as before.
     (runs["halo"] / "evaluation.json").unlink()
     text = write_comparison([runs["halo"], runs["naive"]], tmp_path / "out2").read_text()

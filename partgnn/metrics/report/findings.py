@@ -69,8 +69,11 @@ def _edge_figures(sector: RunRecord, ref: RunRecord) -> tuple[dict, dict, str]:
             {key: run.evaluated("edge", key) for key in (*keys, "boundary_true_edges")}
             for run in (sector, ref)
         ]
-        cut = sector.evaluation.get("cut") if sector.evaluation else None
-        at = f" (cut {fmt(cut, '.4g')})" if isinstance(cut, (int, float)) else ""
+        cuts = [run.evaluation.get("cut") if run.evaluation else None for run in (sector, ref)]
+        cuts = [fmt(c, ".4g") for c in cuts if isinstance(c, (int, float))]
+        at = ""
+        if len(cuts) == 2:  # each run scored at its own cut (e.g. chosen on its validation)
+            at = f" (cut {cuts[0]})" if cuts[0] == cuts[1] else f" (cuts {cuts[0]} and {cuts[1]})"
         return figures[0], figures[1], f"of the evaluated events{at}"
     figures = [{key: run.final(f"val_{key}") for key in keys} for run in (sector, ref)]
     figures[0]["boundary_true_edges"] = sector.boundary_true_edges
