@@ -13,7 +13,10 @@
   ``partgnn plan``'s measured footprint on this GPU says how many edges fit in 85 % of its free
   memory (nodes per edge of a pile-up-200 event graph); then 2 training steps on a
   random graph of that size: the prediction beside the peak and the step time.
-- ``score``: ``pretrained:trackml-full`` scoring pile-up-200 event graphs (geometric, no pT cut)
+- ``score``: ``pretrained:trackml-full`` scoring pile-up-200 event graphs (no pT cut), built by
+  ``--map`` (the model's own construction: ``pretrained:trackml-full`` once ``partgnn pretrained
+  pretrained:trackml-full --make-map`` has made it on the machine), else by the geometric
+  builder (~1.8M edges, not what the model was trained on: it warns)
   one at a time in one process: seconds and peak memory per event (the first is a warm-up).
 
 Step time: the median of ``--steps`` steps after one warm-up step, the GPU synchronised.
@@ -59,6 +62,7 @@ def main() -> None:
     parser.add_argument("--largest-edges", type=int, help="train this many edges instead")
     parser.add_argument("--events", type=int, default=3, help="events to score")
     parser.add_argument("--pileup", type=float, default=200.0)
+    parser.add_argument("--map", default=None, help="module map the scored graphs are built by")
     parser.tiny(edges=[2000, 4000], hidden=[8], steps=1, events=2, pileup=2.0,
                 largest_edges=20_000)  # fmt: skip
     args = parser.parse_args()
@@ -362,17 +366,24 @@ def _largest(args: argparse.Namespace, device: torch.device) -> dict:
 def _score(args: argparse.Namespace, device: torch.device) -> list[dict]:
     from partgnn.data.geometry import default_geometry
     from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
+    from partgnn.data.h5_files import file_sha256
+    from partgnn.data.module_map import ModuleMap
+    from partgnn.data.pretrained_maps import resolve_map
     from partgnn.data.simulation import SimulationConfig, simulate_event
     from partgnn.data.storage import write_graphs
     from partgnn.train.inference import score_graphs
 
-    graphs = args.out / "score-graphs.h5"
+    graphs = args.out / ("score-graphs-map.h5" if args.map else "score-graphs.h5")
     if not graphs.exists():
         geometry = default_geometry()
+        module_map = ModuleMap.load(resolve_map(args.map)) if args.map else None
+        provenance = {"method": "module-map", "module_map_sha256": file_sha256(
+            resolve_map(args.map))} if args.map else {}  # fmt: skip
         events = (simulate_event(geometry, SimulationConfig(pileup=args.pileup), event_id=i,
                                  seed=3) for i in range(args.events))  # fmt: skip
-        built = (build_event_graph(e, geometry, GraphBuildConfig(pt_min=0.0)) for e in events)
-        write_graphs(graphs, ((g, q.to_dict()) for g, q in built))
+        built = (build_event_graph(e, geometry, GraphBuildConfig(pt_min=0.0), module_map)
+                 for e in events)  # fmt: skip
+        write_graphs(graphs, ((g, q.to_dict()) for g, q in built), provenance=provenance)
     rows = []
     _reset_peak(device)
     start = _memory(device)
