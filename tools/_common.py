@@ -206,6 +206,29 @@ def train_sitting(
     return code, stopped
 
 
+def recorded_sitting(
+    config: Path, overrides: Sequence[str], ranks: int, *, run_dir: Path, sittings: Path,
+    note: Sequence[str] = (), log: Path | None = None, minutes: float | None = None,
+) -> None:  # fmt: skip
+    """:func:`train_sitting` of the run in ``run_dir``, its start and stop (``time.time()``)
+    appended to the JSON list ``sittings`` with ``note`` (also when it fails: the time was
+    spent); exits in one line when it failed: a non-zero exit of ranks that ended by
+    themselves, or no checkpoint written by ranks that were stopped."""
+    recorded = json.loads(sittings.read_text()) if sittings.exists() else []
+    start = time.time()
+    try:
+        code, stopped = train_sitting(config, overrides, ranks, log=log, minutes=minutes)
+    finally:
+        recorded.append({"start": start, "stop": time.time(), "overrides": list(note)})
+        sittings.write_text(json.dumps(recorded, indent=1) + "\n")
+    see = f": see {log}" if log is not None else ""
+    last = run_dir / "checkpoints" / "last.pt"
+    if stopped is not None and not (last.exists() and last.stat().st_mtime >= stopped):
+        sys.exit(f"the ranks wrote no checkpoint when stopped{see}")
+    if stopped is None and code != 0:
+        sys.exit(f"training stopped with exit {code}{see}")
+
+
 def _children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (Linux ``/proc``)."""
     children = []

@@ -30,11 +30,10 @@ import json
 import os
 import platform
 import sys
-import time
 from functools import partial
 from pathlib import Path
 
-from _common import ToolParser, partgnn, train_sitting
+from _common import ToolParser, partgnn, recorded_sitting
 from _paths import shipped_config
 
 from partgnn.data.h5_files import file_sha256
@@ -154,19 +153,10 @@ def _train(out: Path, run_dir: Path, shards: Path, args: argparse.Namespace) -> 
         "run.progress=false",
         *args.overrides,
     ]
-    sittings_path = out / "sittings.json"
-    sittings = json.loads(sittings_path.read_text()) if sittings_path.exists() else []
-    start = time.time()
-    try:
-        code, stopped = train_sitting(CONFIG, overrides, args.ranks, minutes=args.minutes)
-    finally:
-        sittings.append({"start": start, "stop": time.time(), "overrides": args.overrides})
-        sittings_path.write_text(json.dumps(sittings, indent=1) + "\n")
-    last = run_dir / "checkpoints" / "last.pt"
-    if stopped is not None and not (last.exists() and last.stat().st_mtime >= stopped):
-        sys.exit("the ranks wrote no checkpoint when stopped")
-    if stopped is None and code != 0:
-        sys.exit(f"training stopped with exit {code}")
+    recorded_sitting(
+        CONFIG, overrides, args.ranks, run_dir=run_dir, sittings=out / "sittings.json",
+        note=args.overrides, minutes=args.minutes,
+    )  # fmt: skip
 
 
 def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float) -> None:

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from _common import ToolParser, markdown_table, partgnn, train_sitting
+from _common import ToolParser, markdown_table, partgnn, recorded_sitting
 from _paths import shipped_config
 
 from partgnn.data.storage import GraphFile
@@ -96,19 +95,10 @@ def _train(folder: Path, args) -> None:
         "optim.schedule=constant", "optim.epochs=1000", f"run.checkpoint_every={args.every}",
         "run.keep_checkpoints=100000", *args.overrides,
     ]  # fmt: skip
-    sittings_path = folder / "sittings.json"
-    sittings = json.loads(sittings_path.read_text()) if sittings_path.exists() else []
-    start = time.time()
-    code, stopped = train_sitting(
-        CONFIG, overrides, args.ranks, log=folder / "train.log", minutes=args.minutes
-    )
-    sittings.append({"start": start, "stop": time.time(), "overrides": args.overrides})
-    sittings_path.write_text(json.dumps(sittings, indent=1) + "\n")
-    last = folder / "run" / "checkpoints" / "last.pt"
-    if stopped is not None and not (last.exists() and last.stat().st_mtime >= stopped):
-        sys.exit(f"the ranks wrote no checkpoint when stopped: see {folder / 'train.log'}")
-    if stopped is None and code != 0:
-        sys.exit(f"training stopped with exit {code}: see {folder / 'train.log'}")
+    recorded_sitting(
+        CONFIG, overrides, args.ranks, run_dir=folder / "run", sittings=folder / "sittings.json",
+        note=args.overrides, log=folder / "train.log", minutes=args.minutes,
+    )  # fmt: skip
 
 
 def _write_curve(folder: Path, test_graphs: Path, ranks: int) -> None:

@@ -376,9 +376,10 @@ def _score(args: argparse.Namespace, device: torch.device) -> list[dict]:
     graphs = args.out / ("score-graphs-map.h5" if args.map else "score-graphs.h5")
     if not graphs.exists():
         geometry = default_geometry()
-        module_map = ModuleMap.load(resolve_map(args.map)) if args.map else None
-        provenance = {"method": "module-map", "module_map_sha256": file_sha256(
-            resolve_map(args.map))} if args.map else {}  # fmt: skip
+        map_file = resolve_map(args.map) if args.map else None
+        module_map = ModuleMap.load(map_file) if map_file else None
+        provenance = {"method": "module-map", "module_map_sha256": file_sha256(map_file)
+                      } if map_file else {}  # fmt: skip
         events = (simulate_event(geometry, SimulationConfig(pileup=args.pileup), event_id=i,
                                  seed=3) for i in range(args.events))  # fmt: skip
         built = (build_event_graph(e, geometry, GraphBuildConfig(pt_min=0.0), module_map)

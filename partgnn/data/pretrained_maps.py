@@ -78,7 +78,7 @@ def resolve_map(spec: str | os.PathLike[str]) -> Path:
     if not path.is_file():
         raise InputError(
             f"{text}: its module map is not made on this machine yet: partgnn pretrained {text} "
-            f"--make-map (fits it into {path}; tens of minutes on 2 cores)"
+            f"--make-map (fits it into {path}; 13 minutes on 2 cores)"
         )
     _check(path, sha256, text)
     return path

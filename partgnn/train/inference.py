@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -97,12 +98,6 @@ def check_model_target(
             f"runs that module's code, so it is imported only when named: pass --model-target "
             f"{recorded}" + (f" (got {named})" if named else "")
         )
-
-
-def checkpoint_score_cut(checkpoint: str | os.PathLike[str]) -> float | None:
-    """The edge score cut training chose on its validation events (``None``: not recorded)."""
-    value = load_checkpoint(checkpoint).get("score_cut")
-    return None if value is None else float(value)
 
 
 @torch.no_grad()
@@ -241,8 +236,17 @@ def run_inference(
         raise InputError("infer --naive scores the sectors of a shard directory: give --shards")
     if shards is not None:
         directory = ShardDirectory(shards, world_size=context.world_size)
-        if context.is_main:
-            warn_on_other_construction(checkpoint, Path(directory.meta["source"]["path"]), shards)
+        graphs_path, given = Path(directory.meta["source"]["path"]), shards
+    else:
+        if context.world_size != 1:
+            raise InputError("infer --graphs runs in one process; use --shards for several ranks")
+        graphs_path, given = Path(graphs), graphs
+    # What the checkpoint records beside its weights: the score cut training chose on its
+    # validation events, and (shipped models) the graph construction it expects.
+    saved = load_checkpoint(checkpoint)
+    if context.is_main:
+        warn_on_other_construction(saved.get("construction"), checkpoint, graphs_path, given)
+    if shards is not None:
         items = score_shards(
             checkpoint, directory, context, transport=transport, naive=naive,
             model_target=model_target,
@@ -254,9 +258,6 @@ def run_inference(
             **_source(directory),
         }
     else:
-        if context.world_size != 1:
-            raise InputError("infer --graphs runs in one process; use --shards for several ranks")
-        warn_on_other_construction(checkpoint, Path(graphs), graphs)
         items = score_graphs(checkpoint, graphs, context.device, model_target=model_target)
         source = {
             "source_file": str(Path(graphs).resolve()),
@@ -266,9 +267,8 @@ def run_inference(
     named = pretrained_name(checkpoint) is not None
     provenance = {"checkpoint": os.fspath(checkpoint) if named else str(Path(checkpoint).resolve()),
                   **source}  # fmt: skip
-    score_cut = checkpoint_score_cut(checkpoint)
-    if score_cut is not None:
-        provenance["score_cut"] = score_cut
+    if saved.get("score_cut") is not None:
+        provenance["score_cut"] = float(saved["score_cut"])
     if not context.is_main:
         for _ in items:  # take part in the collectives; rank 0 writes
             pass
@@ -277,13 +277,15 @@ def run_inference(
 
 
 def warn_on_other_construction(
-    checkpoint: str | os.PathLike[str], graphs_path: Path, given: str | os.PathLike[str]
+    expected: dict[str, Any] | None,
+    checkpoint: str | os.PathLike[str],
+    graphs_path: Path,
+    given: str | os.PathLike[str],
 ) -> None:
     """Prints one warning line when the checkpoint names the graph construction it expects
-    (shipped models do: their card's ``construction``) and the graphs ``given`` (a graphs file,
-    or shards of ``graphs_path``) were built another way; says nothing otherwise (a
-    checkpoint naming none, or shards whose graphs file is gone)."""
-    expected = load_checkpoint(checkpoint).get("construction")
+    (``expected``: shipped models record their card's ``construction``) and the graphs
+    ``given`` (a graphs file, or shards of ``graphs_path``) were built another way; says nothing
+    otherwise (a checkpoint naming none, or shards whose graphs file is gone)."""
     if not expected or not graphs_path.is_file():
         return
     with GraphFile(graphs_path) as graph_file:
