@@ -51,11 +51,14 @@ def resolve_config(spec: str | os.PathLike[str]) -> Path:
         spec: A path (``runs/my.yaml``) or a template name (``demo`` or ``demo.yaml``).
 
     Raises:
-        InputError: Neither a file nor a template; the message lists the templates.
+        InputError: A folder, or neither a file nor a template; the message lists the
+            templates.
     """
     path = Path(spec)
     if path.is_file():
         return path
+    if path.is_dir():
+        raise InputError(f"{spec}: is a folder; give the path of a config file (.yaml)")
     name = path.name.removesuffix(_CONFIG_SUFFIX)
     if path.parent == Path(".") and name in config_names():
         return configs_dir() / f"{name}{_CONFIG_SUFFIX}"

@@ -1,11 +1,13 @@
-"""YAML read with a bound: aliases that expand a small file into a huge document are refused.
+"""YAML read with a bound, and without silent choices: aliases that expand a small file into a
+huge document are refused, and so is a mapping that gives one key twice.
 
 YAML aliases (``&a`` ... ``*a``) share one node; nested, they make a document of a few hundred
 bytes expand exponentially once it is copied or written out (a "billion laughs" config).
 :func:`load_yaml` counts the values the document holds *with aliases expanded* (in time linear
 in the file, shared nodes counted once each) before building it, and refuses more than
 :data:`MAX_YAML_VALUES`, or an alias that contains itself. Every YAML partgnn reads (run
-configs, ``--set`` values, detector geometries, run reports) goes through it.
+configs, ``--set`` values, detector geometries, run reports) goes through it. A key given twice
+in one mapping (PyYAML would silently keep the last) is refused with its line numbers.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ def load_yaml(text: str, *, where: str) -> Any:
     """``yaml.safe_load(text)``, refused if the expanded document is too large.
 
     Raises:
-        InputError: The document expands past :data:`MAX_YAML_VALUES` values or an alias
-            contains itself (one line naming ``where``).
+        InputError: The document expands past :data:`MAX_YAML_VALUES` values, an alias
+            contains itself, or a mapping gives a key twice (one line naming ``where``).
         yaml.YAMLError: Not valid YAML (the caller words it).
     """
     loader = yaml.SafeLoader(text)
@@ -40,6 +42,7 @@ def load_yaml(text: str, *, where: str) -> Any:
                 f"{where}: the YAML expands to more than {MAX_YAML_VALUES:,} values through "
                 "its aliases (&/*); refused"
             )
+        _refuse_duplicate_keys(root, where=where)
         return loader.construct_document(root)
     finally:
         loader.dispose()
@@ -67,6 +70,30 @@ def _expanded_size(root: yaml.Node, *, where: str) -> int:
         stack.append((node, True))
         stack.extend((child, False) for child in children if id(child) not in size)
     return size[id(root)]
+
+
+def _refuse_duplicate_keys(root: yaml.Node, *, where: str) -> None:
+    """Raises InputError at the first mapping that gives a scalar key twice."""
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first_line_of: dict[str, int] = {}
+            for key, _ in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
+                    continue
+                line = key.start_mark.line + 1
+                if key.value in first_line_of:
+                    raise InputError(
+                        f"{where}: key {key.value!r} given twice (lines "
+                        f"{first_line_of[key.value]} and {line}); keep one"
+                    )
+                first_line_of[key.value] = line
+        stack.extend(_children(node))
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

@@ -47,3 +47,15 @@ def test_a_run_config_with_nested_aliases_is_one_line(tmp_path):
         load_config(path)
     with pytest.raises(InputError, match=r"--set model.kwargs: the YAML expands"):
         load_config(None, ["model.kwargs={" + ", ".join(_laughs(7).splitlines()) + "}"])
+
+
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
+    with pytest.raises(InputError, match=r"t.yaml: key 'lr' given twice \(lines 2 and 4\)"):
+        load_yaml("optim:\n  lr: 0.1\n  epochs: 2\n  lr: 0.2\n", where="t.yaml")
+    path = tmp_path / "twice.yaml"
+    path.write_text("run:\n  seed: 1\nrun:\n  seed: 2\n")
+    with pytest.raises(InputError, match=r"twice.yaml: key 'run' given twice \(lines 1 and 3\)"):
+        load_config(path)
+    # the same key in two mappings, and a merge key, are not duplicates
+    assert load_yaml("a: {x: 1}\nb: {x: 2}\nc: {<<: {x: 3}, y: 4}\n", where="t") == {
+        "a": {"x": 1}, "b": {"x": 2}, "c": {"x": 3, "y": 4}}  # fmt: skip

@@ -128,7 +128,7 @@ def run_export_acorn(args: argparse.Namespace) -> int:
         _refuse_output_over_sources(
             args.out, graphs, [index_of.get(e) for e in scores_file.event_ids]
         )
-        with atomic_directory(args.out) as staging:
+        with atomic_directory(args.out, _is_acorn_event_file, what="export-acorn") as staging:
             for i, event_id in enumerate(tqdm(scores_file.event_ids, desc="export-acorn")):
                 if event_id not in index_of:
                     raise InputError(f"{args.graphs}: no event {event_id} (it is in {args.scores})")
@@ -141,6 +141,11 @@ def run_export_acorn(args: argparse.Namespace) -> int:
         + (f" (tracks: {args.tracks}, cut {cut:g})" if args.tracks != "none" else "")
     )
     return 0
+
+
+def _is_acorn_event_file(relative: Path) -> bool:
+    """Whether a file in an ``export-acorn`` folder is one it writes (an acorn ``.pyg`` file)."""
+    return relative.suffix == ".pyg"
 
 
 def _refuse_output_over_sources(out: Path, graphs, indices: list[int | None]) -> None:

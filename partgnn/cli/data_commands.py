@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Iterator
@@ -38,6 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulate.add_argument("--noise-fraction", type=fraction, default=None, help="noise hits")
     simulate.add_argument("--geometry", default=None, help=geometry_help)
     simulate.add_argument("--out", required=True, type=Path, help="output events file (.h5)")
+    simulate.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --out (without it, only an events file of the same simulation "
+        "is written again)",
+    )
     simulate.set_defaults(run=run_simulate)
 
     trackml = subparsers.add_parser(
@@ -124,6 +131,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     info.set_defaults(run=run_info)
 
 
+def _simulation_sha256(provenance: dict[str, object], args: argparse.Namespace) -> str:
+    """SHA-256 of what makes a simulated events file: its provenance and its event ids."""
+    import hashlib
+
+    what = {**provenance, "events": args.events, "first_event_id": args.first_event_id}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _refuse_replacing_another_file(out: Path, simulation_sha256: str) -> None:
+    """Refuses an existing ``--out`` unless it is an events file of this very simulation.
+
+    Raises:
+        InputError: One line saying what the file is and how to replace it.
+    """
+    from partgnn.data.storage import EventFile, open_store
+    from partgnn.errors import InputError
+
+    if not out.exists():
+        return
+    try:
+        with open_store(out) as existing:
+            if isinstance(existing, EventFile):
+                if existing.attrs.get("simulation_sha256") == simulation_sha256:
+                    return  # the same events again: writing it changes nothing
+                what = "an events file of another simulation or source"
+            else:
+                what = f"a {existing.expected_format} file"
+    except InputError:
+        what = "not a partgnn events file"
+    raise InputError(
+        f"{out}: exists ({what}); simulate does not replace it without --overwrite: choose "
+        "another --out, or add --overwrite"
+    )
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -143,12 +185,15 @@ def run_simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         first_event_id=args.first_event_id,
     )
-    provenance = {
+    provenance: dict[str, object] = {
         "source": "simulation",
         "seed": args.seed,
         "geometry": geometry.name,
         "config": dataclasses.asdict(config),
     }
+    provenance["simulation_sha256"] = _simulation_sha256(provenance, args)
+    if not args.overwrite:
+        _refuse_replacing_another_file(args.out, str(provenance["simulation_sha256"]))
     stats = _EventStats()
     n_events = write_events(
         args.out,
@@ -312,6 +357,7 @@ def run_build_graphs(args: argparse.Namespace) -> int:
         n_graphs = write_graphs(args.out, graphs(), provenance=provenance)
     _print_graph_table(rows)
     print(f"built {n_graphs} graphs -> {args.out}")
+    _warn_empty_graphs(rows, args.out)
     if module_map is not None and unmapped["hits"] > THIN_MAP_SHARE * max(unmapped["all"], 1):
         share = unmapped["hits"] / unmapped["all"]
         print(
@@ -321,6 +367,22 @@ def run_build_graphs(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _warn_empty_graphs(rows: list[dict[str, float]], out: Path) -> None:
+    """Warns (one line each) of events whose graph has no nodes or no edges: nothing to train
+    or score there, most often cuts that select nothing (``--pt-min``, ``--phi-slope-max``)."""
+    for field, what in (("nodes", "no nodes (no hit passes the cuts)"),
+                        ("edges", "no edges (no hit pair passes the cuts)")):  # fmt: skip
+        empty = [int(row["event_id"]) for row in rows if not row.get(f"n_{field}")]
+        if empty:
+            shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
+            print(
+                f"partgnn: warning: {out}: {len(empty)} of {len(rows)} graphs have {what}: "
+                f"event {shown}; nothing to train or score there: check the cuts",
+                file=sys.stderr,
+            )
+            return
 
 
 def run_info(args: argparse.Namespace) -> int:

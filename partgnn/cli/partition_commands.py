@@ -129,6 +129,11 @@ def _gather_event(shards: ShardDirectory, index: int) -> tuple[np.ndarray, ...]:
     return pos, assignment, edge_index
 
 
+def _number(value: float | None, spec: str) -> str:
+    """``value`` formatted, or ``n/a`` where it is undefined (no edges to cut)."""
+    return "n/a" if value is None else format(value, spec)
+
+
 def _print_summary(meta: dict) -> None:
     summary = meta["statistics"]["summary"]
     print(
@@ -138,18 +143,26 @@ def _print_summary(meta: dict) -> None:
     if not summary["events"]:
         return
     rows = [
-        ("edge cut fraction", f"{summary['edge_cut_fraction']:.4f}"),
-        ("true-edge cut fraction (lost by naive)", f"{summary['true_edge_cut_fraction']:.4f}"),
-        ("halo / owned nodes, mean over ranks", f"{summary['halo_ratio_mean']:.4f}"),
-        ("halo / owned nodes, worst rank", f"{summary['halo_ratio_max']:.4f}"),
-        ("node imbalance (max / mean)", f"{summary['node_imbalance']:.4f}"),
-        ("edge imbalance (max / mean local edges)", f"{summary['edge_imbalance']:.4f}"),
+        ("edge cut fraction", _number(summary["edge_cut_fraction"], ".4f")),
+        (
+            "true-edge cut fraction (lost by naive)",
+            _number(summary["true_edge_cut_fraction"], ".4f"),
+        ),
+        ("halo / owned nodes, mean over ranks", _number(summary["halo_ratio_mean"], ".4f")),
+        ("halo / owned nodes, worst rank", _number(summary["halo_ratio_max"], ".4f")),
+        ("node imbalance (max / mean)", _number(summary["node_imbalance"], ".4f")),
+        ("edge imbalance (max / mean local edges)", _number(summary["edge_imbalance"], ".4f")),
         *(
-            [("work imbalance (edges, owned and halo nodes)", f"{summary['work_imbalance']:.4f}")]
+            [
+                (
+                    "work imbalance (edges, owned and halo nodes)",
+                    _number(summary["work_imbalance"], ".4f"),
+                )
+            ]
             if "work_imbalance" in summary  # shards written before partgnn recorded it
             else []
         ),
-        ("neighbour ranks, worst rank", f"{summary['neighbours_max']:.1f}"),
+        ("neighbour ranks, worst rank", _number(summary["neighbours_max"], ".1f")),
         (
             f"bytes per exchange, all ranks (H = {summary['hidden']}, float32)",
             f"{summary['bytes_per_exchange_total']:,.0f}",

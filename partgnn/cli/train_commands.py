@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from partgnn import json_files
 from partgnn.cli.arg_types import positive_float
+from partgnn.errors import InputError
+
+if TYPE_CHECKING:
+    from partgnn.train.config import TrainConfig
 
 # No pipeline imports here: torch loads when the command runs.
 
@@ -61,6 +68,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.set_defaults(run=run_train)
 
 
+def _refuse_changing_the_config_file(spec: str, config: TrainConfig, overrides: list[str]) -> None:
+    """Refuses ``--config RUN_DIR/config.yaml`` when the run would write another config there.
+
+    A run writes its config to ``run.dir/config.yaml``; when that is the input file, ``--set``
+    values would be written into it and the same command would next time do something else.
+    The run is refused unless the settings are those of the file alone (then the file is kept
+    as it is: :meth:`~partgnn.train.run_log.RunLog.write_config` leaves an equal config alone).
+    """
+    from partgnn.resources import resolve_config
+    from partgnn.train.config import load_config
+
+    path = resolve_config(spec)
+    snapshot = Path(config.run.dir) / "config.yaml"
+    if not snapshot.exists() or not os.path.samefile(path, snapshot) or not overrides:
+        return
+    if load_config(path).to_dict() != config.to_dict():
+        raise InputError(
+            f"{spec}: is the config the run writes in its run.dir ({config.run.dir}), and "
+            f"{' '.join(overrides)} would be written into it: copy it elsewhere and give that "
+            "to --config, or set run.dir to another folder"
+        )
+
+
 def run_train(args: argparse.Namespace) -> int:
     from partgnn.distributed.session import distributed_session
     from partgnn.train.config import load_config
@@ -70,6 +100,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     overrides = [*args.set, *([f"run.device={args.device}"] if args.device else [])]
     config = load_config(args.config, overrides)
+    _refuse_changing_the_config_file(args.config, config, overrides)
     graph_parallel_size = check_world_size(config)
     if config.run.keep_freed_heap:
         from partgnn.memory.heap_retention import keep_freed_heap

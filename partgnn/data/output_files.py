@@ -18,7 +18,7 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -73,18 +73,30 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 @contextmanager
-def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_directory(
+    path: str | os.PathLike[str], own: Callable[[Path], bool], *, what: str
+) -> Iterator[Path]:
     """Yields an empty staging folder beside ``path``; it becomes ``path`` only on success.
 
     On success the staging folder's files and the folder itself are flushed to disk, then it
     replaces ``path`` (an existing folder there is swapped out and removed). On an exception
-    the staging folder is removed and ``path`` is left untouched.
+    the staging folder is removed and ``path`` is left untouched. An existing ``path`` is only
+    replaced when every file in it is one this kind of output writes (a previous output):
+    anything else there (a user's plot, a project's sources) refuses the output before the
+    body runs, so nothing a user made is deleted.
+
+    Args:
+        path: The output folder.
+        own: Whether a file (its path relative to ``path``) is one this output writes.
+        what: What writes the folder, for the refusal (e.g. ``partition``).
 
     Raises:
-        InputError: ``path``'s folder cannot be created or written to (before the body runs).
+        InputError: ``path``'s folder cannot be created or written to, ``path`` is a file, or
+            it holds files this output does not write (before the body runs).
         OutputError: The disk filled up (or turned read-only) while the body wrote.
     """
     path = Path(path)
+    refuse_foreign_entries(path, own, what=what)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_dead_writers_staging(path)
@@ -103,6 +115,33 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
         _raise_full_disk(path, err)
         raise
+
+
+def refuse_foreign_entries(path: Path, own: Callable[[Path], bool], *, what: str) -> None:
+    """Raises InputError when ``path`` is a file, or a folder holding anything but files that
+    ``own`` accepts (relative paths; hidden staging entries of partgnn's writers aside)."""
+    if not path.exists() and not path.is_symlink():
+        return
+    if not path.is_dir() or path.is_symlink():
+        raise InputError(f"{path}: exists and is not a folder; {what} writes a folder there")
+    foreign = []
+    for entry in sorted(path.rglob("*")):
+        relative = entry.relative_to(path)
+        if entry.is_dir() and not entry.is_symlink():
+            continue
+        if not (entry.is_file() and not entry.is_symlink() and own(relative)):
+            foreign.append(str(relative.parts[0]) + ("/" if len(relative.parts) > 1 else ""))
+    empty_folders = [
+        d for d in path.rglob("*") if d.is_dir() and not d.is_symlink() and not any(d.iterdir())
+    ]
+    foreign += [f"{d.relative_to(path).parts[0]}/" for d in empty_folders]
+    if foreign:
+        names = sorted(set(foreign))
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise InputError(
+            f"{path}: holds what {what} did not write ({shown}), which replacing the folder "
+            "would delete: move it out, or choose another --out"
+        )
 
 
 def _replace_directory(staging: Path, path: Path) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,15 @@ def meta_checksum(meta: dict[str, Any]) -> str:
 def shard_path(directory: str | os.PathLike[str], rank: int) -> Path:
     """Path of rank ``rank``'s shard file in a shard directory."""
     return Path(directory) / f"part-{rank:05d}.h5"
+
+
+def is_shard_directory_file(relative: Path) -> bool:
+    """Whether a file of a shard directory (its path relative to it) is one ``partition``
+    writes: ``meta.json`` or a part file."""
+    name = relative.name
+    return len(relative.parts) == 1 and (
+        name == META_FILE or re.fullmatch(r"part-\d{5,}\.h5", name) is not None
+    )
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from partgnn.partition.shard_reader import (
     SHARD_FORMAT,
     SHARDS_FORMAT,
     SHARDS_FORMAT_VERSION,
+    is_shard_directory_file,
     meta_checksum,
     shard_path,
 )
@@ -104,13 +105,21 @@ class PartitionOptions:
 
 def check_parts_fit(graphs_path: str | os.PathLike[str], n_parts: int) -> None:
     """Refuses more parts than the smallest non-empty event of a graphs file has nodes (parts
-    would be left empty; ``partgnn partition`` asks this, :func:`write_shards` copes).
+    would be left empty; ``partgnn partition`` asks this, :func:`write_shards` copes), and a
+    graphs file none of whose events has an edge (nothing to partition).
 
     Raises:
         InputError: One line naming the file, the event and its node count.
     """
     with GraphFile(graphs_path) as graphs:
-        sizes = [(graphs.shape(i).nodes, event) for i, event in enumerate(graphs.event_ids)]
+        shapes = [(graphs.shape(i), event) for i, event in enumerate(graphs.event_ids)]
+    if shapes and not any(shape.edges for shape, _ in shapes):
+        nodes = sum(shape.nodes for shape, _ in shapes)
+        raise InputError(
+            f"{graphs_path}: no event has an edge ({len(shapes)} events, {nodes:,} nodes): "
+            "nothing to partition; build the graphs again with cuts that select hit pairs"
+        )
+    sizes = [(shape.nodes, event) for shape, event in shapes]
     sizes = [size for size in sizes if size[0] > 0]
     if sizes and n_parts > min(sizes)[0]:
         nodes, event_id = min(sizes)
@@ -209,7 +218,7 @@ def write_shards(
         "run_id": meta["run_id"],
         "source_sha256": meta["source"]["sha256"],
     }
-    with atomic_directory(out_dir) as staging:
+    with atomic_directory(out_dir, is_shard_directory_file, what="partition") as staging:
         files = [create_h5(shard_path(staging, rank)) for rank in range(options.n_parts)]
         try:
             for rank, h5 in enumerate(files):

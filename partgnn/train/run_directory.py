@@ -97,10 +97,14 @@ def refusal(run: ExistingRun) -> str:
 def clear_run(directory: str | os.PathLike[str]) -> list[Path]:
     """Removes the entries a run writes (:data:`RUN_ENTRIES`) from ``directory``; returns them.
 
-    Only the run's own entries go: other files there (scores, evaluations) are kept.
+    Only the run's own entries go: other files there (scores, evaluations) are kept, and so is
+    ``config.yaml``, which the new run replaces with its own unless it holds the same config (it
+    may be the very file the run was started with: ``--config RUN_DIR/config.yaml``).
     """
     removed = []
     for name in RUN_ENTRIES:
+        if name == "config.yaml":
+            continue
         path = Path(directory) / name
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)

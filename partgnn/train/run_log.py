@@ -16,6 +16,7 @@ import yaml
 
 from partgnn import json_files
 from partgnn.data.output_files import atomic_output
+from partgnn.errors import InputError
 from partgnn.train.workload import EpochTotals
 
 #: Columns of metrics.csv, in order.
@@ -116,7 +117,18 @@ class RunLog:
             self.writer = SummaryWriter(str(self.directory / "tb"), purge_step=resume_step)
 
     def write_config(self, config: dict[str, Any]) -> None:
-        with atomic_output(self.directory / "config.yaml") as tmp:
+        """Writes the run's ``config.yaml``; a file there that holds the same config (the
+        snapshot of the run being resumed, or the input config itself) is left as it is."""
+        from partgnn.train.config import load_config
+
+        path = self.directory / "config.yaml"
+        if path.is_file():
+            try:
+                if load_config(path).to_dict() == config:
+                    return
+            except InputError:
+                pass
+        with atomic_output(path) as tmp:
             tmp.write_text(yaml.safe_dump(config, sort_keys=False))
 
     def scalar(self, name: str, value: float, step: int) -> None:

@@ -25,6 +25,31 @@ def _one_line_error(capsys) -> str:
     return err
 
 
+def test_simulate_replaces_only_the_same_simulation_without_overwrite(tmp_path: Path, capsys):
+    out, graphs = tmp_path / "events.h5", tmp_path / "graphs.h5"
+    argv = ["simulate", "--events", "1", "--pileup", "1", "--seed", "5", "--out", str(out)]
+    assert main(argv) == 0
+    assert main(argv) == 0  # the same simulation again: nothing a user made is lost
+    written = out.read_bytes()
+    capsys.readouterr()
+    assert main([*argv[:-3], "6", "--out", str(out)]) == 2  # another seed
+    assert _one_line_error(capsys) == (
+        f"partgnn: error: {out}: exists (an events file of another simulation or source); "
+        "simulate does not replace it without --overwrite: choose another --out, or add "
+        "--overwrite"
+    )
+    assert out.read_bytes() == written
+    assert main(["build-graphs", str(out), "--out", str(graphs)]) == 0
+    graphs_written = graphs.read_bytes()
+    capsys.readouterr()
+    assert main([*argv[:-1], str(graphs)]) == 2
+    assert "exists (a partgnn-graphs file)" in _one_line_error(capsys)
+    assert graphs.read_bytes() == graphs_written
+    assert main([*argv[:-1], str(graphs), "--overwrite"]) == 0
+    with EventFile(graphs) as replaced:
+        assert replaced.event_ids == [0]
+
+
 def test_simulate_writes_events_deterministically(events_file: Path, tmp_path: Path, capsys):
     again = tmp_path / "again.h5"
     assert (

@@ -45,6 +45,27 @@ def test_partition_then_inspect_with_plot(graphs_file: Path, tmp_path: Path, cap
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_partition_replaces_its_own_output_but_never_a_users_file(
+    graphs_file: Path, tmp_path: Path, capsys
+):
+    out = tmp_path / "shards"
+    argv = ["partition", str(graphs_file), "--parts", "2", "--out", str(out)]
+    assert main(argv) == 0
+    assert main(argv) == 0  # a shard directory partition wrote is replaced
+    plot = out / "partition.png"
+    assert main(["inspect", str(out), "--plot", str(plot)]) == 0
+    (out / "notes").mkdir()
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"partgnn: error: {out}: holds what partition did not write (notes/, partition.png), "
+        "which replacing the folder would delete: move it out, or choose another --out"
+    )
+    assert plot.read_bytes()[:4] == b"\x89PNG" and (out / "notes").is_dir()
+    assert main(["inspect", str(out)]) == 0  # the shards are still there, untouched
+
+
 def test_inspect_errors_are_one_line(graphs_file: Path, tmp_path: Path, capsys):
     out = tmp_path / "shards"
     assert main(["partition", str(graphs_file), "--parts", "2", "--out", str(out)]) == 0
@@ -95,3 +116,26 @@ def test_out_of_range_partition_options_are_usage_errors(option, value, capsys):
         )
     assert stopped.value.code == 2
     assert f"argument {option}: must be >= " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("cut", "what"),
+    [(["--phi-slope-max", "0"], "no edges (no hit pair passes the cuts)"),
+     (["--pt-min", "20"], "no nodes (no hit passes the cuts)")],
+)  # fmt: skip
+def test_graphs_without_edges_warn_when_built_and_are_not_partitioned(
+    graphs_file: Path, tmp_path: Path, capsys, cut: list[str], what: str
+):
+    events, empty = graphs_file.parent / "events.h5", tmp_path / "empty.h5"
+    assert main(["build-graphs", str(events), "--out", str(empty), *cut]) == 0
+    warning = capsys.readouterr().err.strip().splitlines()[-1]
+    assert warning == (
+        f"partgnn: warning: {empty}: 2 of 2 graphs have {what}: event 0, 1; nothing to train "
+        "or score there: check the cuts"
+    )
+    out = tmp_path / "shards"
+    assert main(["partition", str(empty), "--parts", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"partgnn: error: {empty}: no event has an edge (2 events, ")
+    assert err.endswith("nothing to partition; build the graphs again with cuts that select hit "
+                        "pairs") and not out.exists()  # fmt: skip

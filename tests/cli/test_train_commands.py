@@ -29,3 +29,26 @@ def test_device_cuda_without_cuda_is_one_line(dataset, tmp_path, capsys):  # noq
     assert main(["train", "--config", str(config), "--device", "cuda"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "CUDA is not available" in err[0], err
+
+
+def test_a_config_inside_its_run_dir_is_never_rewritten(dataset, tmp_path, capsys):  # noqa: F811
+    run = tmp_path / "runs" / "exp1"
+    run.mkdir(parents=True)
+    config = write_config(
+        run / "config.yaml",
+        data={"graphs": str(dataset["graphs"])},
+        optim={"max_steps": 1},
+        run={"dir": str(run), "device": "cpu"},
+    )
+    config.write_text("# my experiment\n" + config.read_text())
+    written = config.read_text()
+    argv = ["train", "--config", str(config)]
+    assert main([*argv, "--set", "optim.lr=0.5"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"partgnn: error: {config}: is the config the run writes in its run.dir ({run}), and "
+        "optim.lr=0.5 would be written into it: copy it elsewhere and give that to --config, "
+        "or set run.dir to another folder"
+    )
+    assert main(argv) == 0, capsys.readouterr().err  # the file alone: trains, file untouched
+    assert config.read_text() == written
+    assert main([*argv, "--resume"]) == 0 and config.read_text() == written

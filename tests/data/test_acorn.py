@@ -160,6 +160,21 @@ def test_scores_and_tracks_go_back_as_acorn_files_and_evaluate_works(
         err = _one_line_error(capsys)
         assert "the output folder holds the acorn files" in err or "holds the input" in err, err
     assert {p: p.read_bytes() for p in (tmp_path / "acorn").rglob("*.pyg")} == sources
+    project = tmp_path / "project"  # a user's folder: exporting there must not delete it
+    for name in ("src/tracking.py", ".git/HEAD", "README"):
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(name)
+    argv = ["export-acorn", str(scores), "--graphs", str(graphs), "--out", str(project)]
+    assert main(argv) == 2
+    assert _one_line_error(capsys) == (
+        f"partgnn: error: {project}: holds what export-acorn did not write (.git/, README, src/), "
+        "which replacing the folder would delete: move it out, or choose another --out"
+    )
+    assert sorted(p.name for p in project.rglob("*")) == [".git", "HEAD", "README", "src",
+                                                          "tracking.py"]  # fmt: skip
+    rerun = ["export-acorn", str(scores), "--graphs", str(graphs), "--out", str(out),
+             "--tracks", "junction", "--cut", "0.5"]  # fmt: skip
+    assert main(rerun) == 0, capsys.readouterr().err  # its own earlier output is replaced
     with GraphFile(graphs) as imported:
         for index, event_id in enumerate(imported.event_ids):
             folder = "valset" if index == 0 else "testset"

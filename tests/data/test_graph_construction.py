@@ -64,3 +64,13 @@ def test_graphs_record_their_map_and_scoring_other_graphs_warns(tmp_path: Path, 
             )
         else:
             assert err == []
+    # The shipped pT > 1 GeV model names its construction too: every-hit graphs warn.
+    assert load_checkpoint("pretrained:trackml-pt1")["construction"] == {
+        "method": "geometric", "pt_min": 1.0}  # fmt: skip
+    assert main(["infer", "--checkpoint", "pretrained:trackml-pt1", "--graphs", str(geometric),
+                 "--out", str(tmp_path / "pt1.h5"), "--device", "cpu"]) == 0  # fmt: skip
+    err = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(err) == 1 and (
+        "built by geometric (every hit), the model expects geometric (pT >= 1 GeV) (partgnn "
+        "pretrained pretrained:trackml-pt1 shows how to build them)" in err[0]
+    )

@@ -293,6 +293,10 @@ def test_missing_file(tmp_path: Path):
     assert "demo, " in error_of(path)
 
 
+def test_a_folder_as_config_says_it_is_a_folder(tmp_path: Path):
+    assert error_of(tmp_path) == f"{tmp_path}: is a folder; give the path of a config file (.yaml)"
+
+
 @pytest.mark.parametrize("name", ["demo", "demo.yaml", "halo"])
 def test_a_shipped_config_is_found_by_name_from_any_folder(name, tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
