@@ -9,6 +9,7 @@ DATA=$DATA bash "$HERE/make_data.sh"
 
 partgnn train --config full --replace \
     --set data.graphs="$DATA/graphs.h5" --set data.val_events=2 \
+    --set data.boundary_shards="$DATA/shards-${METHOD:-metis}${PARTS:-2}" \
     --set optim.max_steps="$STEPS" --set run.dir="$RUNS/full" \
     --set run.device="$DEVICE" --set run.progress=false --set run.tensorboard=false ${EXTRA:-}
 partgnn infer --device "$DEVICE" --checkpoint "$RUNS/full/checkpoints/last.pt" \

@@ -1,8 +1,9 @@
 """Exceptions that the command line turns into one clear line and a non-zero exit.
 
-Exit statuses: 2 bad input (:class:`InputError`), 1 any other failure (an output that cannot
-be written, a bug; a peer's failure takes that rank's status), 128 + N stopped by signal N
-(130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
+Exit statuses: 2 bad input (:class:`InputError`, and a destination the user named that cannot
+be written: read-only, no permission, below a file), 1 any other failure (a disk that fills
+while writing, a bug; a peer's failure takes that rank's status), 128 + N stopped by signal N
+(130 Ctrl-C, 143 SIGTERM, 129 SIGHUP). ``--debug`` shows the traceback and keeps the status.
 """
 
 import errno
@@ -104,6 +105,8 @@ def exit_status(err: BaseException) -> int:
     """The exit status of a process that ends with ``err``."""
     if isinstance(err, InputError):
         return EXIT_INPUT_ERROR
+    if is_path_error(err) and getattr(err, "errno", None) in UNWRITABLE_DESTINATION:
+        return EXIT_INPUT_ERROR
     if isinstance(err, PeerFailure):
         return err.exit_code
     if isinstance(err, Stopped):
@@ -116,9 +119,14 @@ def exit_status(err: BaseException) -> int:
 #: errno values that mean the file system cannot take an output (not a bad path).
 FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
+#: errno values of a destination the user named that cannot be written at all (exit status 2,
+#: as a bad ``--out`` refused before the work): read-only, no permission, a file in its path.
+UNWRITABLE_DESTINATION = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR})
+
 #: errno values of an OSError that name a path the user can act on (a folder turned read-only,
-#: a full disk, a missing permission): said as ``PATH: could not be written (REASON)``.
-PATH_ERRNOS = FULL_OR_READ_ONLY | {errno.EACCES, errno.EPERM}
+#: a full disk, a missing permission, a file where a folder should be): said as ``PATH: could
+#: not be written (REASON)``.
+PATH_ERRNOS = FULL_OR_READ_ONLY | UNWRITABLE_DESTINATION
 
 
 def is_path_error(err: BaseException) -> bool:

@@ -91,8 +91,10 @@ def _evaluation(path: Path) -> dict:
 
 @pytest.mark.slow
 def test_single_process(shell_env, tmp_path: Path):
-    _run(["bash", str(EXAMPLES / "single_process.sh")], shell_env, tmp_path)
+    """With the data in a folder of the user's (DATA): every path the config names follows."""
+    _run(["bash", str(EXAMPLES / "single_process.sh")], {**shell_env, "DATA": "mydata"}, tmp_path)
     _evaluation(tmp_path / "runs" / "full" / "evaluation.json")
+    assert not (tmp_path / "data").exists()
 
 
 @pytest.mark.slow

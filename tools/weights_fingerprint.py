@@ -43,11 +43,13 @@ def main() -> None:
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
     parser.tiny(runs=["halo"])
     args = parser.parse_args()
+    if args.record is not None and args.expect is None:
+        sys.exit("--record needs --expect: the figure is the comparison with a reference")
+    expected = None if args.expect is None else _read_expected(args.expect)  # before the runs
     with tempfile.TemporaryDirectory() as folder:
         fingerprints = fingerprint_runs(Path(folder), args.runs)
     print(json.dumps(fingerprints, indent=1))
-    if args.expect is not None:
-        expected = json.loads(args.expect.read_text())
+    if expected is not None:
         differ = [name for name in fingerprints if expected.get(name) != fingerprints[name]]
         if differ:
             print(f"weights differ from {args.expect}: {', '.join(differ)}", file=sys.stderr)
@@ -58,8 +60,22 @@ def main() -> None:
             f"({', '.join(fingerprints)}) against the reference hashes",
             f"bitwise equal to {args.expect}",
         )])  # fmt: skip
-    elif args.record is not None:
-        sys.exit("--record needs --expect: the figure is the comparison with a reference")
+
+
+def _read_expected(path: Path) -> dict[str, str]:
+    """A previous run's fingerprints; one line and exit 2 when the file is missing or not one."""
+    try:
+        expected = json.loads(path.read_text())
+    except FileNotFoundError:
+        sys.stderr.write(f"weights_fingerprint: {path}: file not found\n")
+        sys.exit(2)
+    except (OSError, ValueError) as err:
+        sys.stderr.write(f"weights_fingerprint: {path}: not a fingerprints JSON ({err})\n")
+        sys.exit(2)
+    if not isinstance(expected, dict):
+        sys.stderr.write(f"weights_fingerprint: {path}: not a fingerprints JSON (no mapping)\n")
+        sys.exit(2)
+    return expected
 
 
 def fingerprint_runs(folder: Path, runs: list[str]) -> dict[str, str]:

@@ -41,6 +41,29 @@ def positive_float(text: str) -> float:
     return value
 
 
+#: The shortest collective timeout [s] (:data:`partgnn.distributed.process_group.MIN_TIMEOUT_S`,
+#: which the config's ``run.timeout_s`` and ``PARTGNN_DIST_TIMEOUT`` are held to as well).
+MIN_TIMEOUT_S = 1.0
+
+
+def timeout_seconds(text: str) -> float:
+    """A finite number of seconds >= :data:`MIN_TIMEOUT_S` (a ``--timeout``)."""
+    value = float(text) if _is_number(text) else math.nan
+    if not (math.isfinite(value) and value >= MIN_TIMEOUT_S):
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds >= {MIN_TIMEOUT_S:g} (got {text})"
+        )
+    return value
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def fraction(text: str) -> float:
     """A number in [0, 1)."""
     value = float(text)

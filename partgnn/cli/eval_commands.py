@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from partgnn import json_files
-from partgnn.cli.arg_types import non_negative_float, positive_float, score
+from partgnn.cli.arg_types import non_negative_float, score, timeout_seconds
 
 #: Communication schedules of the halo exchange
 #: (:data:`partgnn.distributed.halo_exchange.TRANSPORTS`; tests/cli checks they agree). The
@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     infer.add_argument("--transport", default="auto", choices=TRANSPORTS)
     infer.add_argument(
         "--timeout",
-        type=positive_float,
+        type=timeout_seconds,
         default=None,
         help=f"collective timeout [s] (default: PARTGNN_DIST_TIMEOUT, else {INFER_TIMEOUT_S:g})",
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Sequence
 
@@ -96,8 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             refuse_output_over_inputs(args)
             return int(args.run(args) or 0)
     except (Exception, KeyboardInterrupt) as err:
-        if debug:
-            raise
+        if debug:  # the whole traceback, and the same exit status as without --debug
+            traceback.print_exc()
+            return exit_status(err)
         known = (InputError, OutputError, PeerFailure, TrainingDiverged, KeyboardInterrupt)
         hint = (
             "" if isinstance(err, known) or is_path_error(err)

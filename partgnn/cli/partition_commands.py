@@ -94,6 +94,9 @@ def run_inspect(args: argparse.Namespace) -> int:
 
     shards = ShardDirectory(args.directory)
     meta = shards.meta
+    for rank in range(shards.n_parts):  # every part file there, of this partition run
+        with shards.open_rank(rank):
+            pass
     event_ids = list(meta["event_ids"])
     event_id = event_ids[0] if args.event is None and event_ids else args.event
     if event_id not in event_ids:

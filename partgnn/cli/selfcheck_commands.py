@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from partgnn.cli.arg_types import positive_float
+from partgnn.cli.arg_types import timeout_seconds
 from partgnn.cli.eval_commands import BACKENDS, TRANSPORTS
 from partgnn.partition.assign import METHODS
 
@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--method", choices=METHODS, default="metis", help="partition method")
     parser.add_argument(
         "--timeout",
-        type=positive_float,
+        type=timeout_seconds,
         default=None,
         help="collective timeout [s] (default: PARTGNN_DIST_TIMEOUT, else "
         f"{SELFCHECK_TIMEOUT_S:g})",

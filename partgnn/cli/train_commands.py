@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from partgnn import json_files
-from partgnn.cli.arg_types import positive_float
+from partgnn.cli.arg_types import timeout_seconds
 from partgnn.errors import InputError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     train.add_argument(
         "--timeout",
-        type=positive_float,
+        type=timeout_seconds,
         default=None,
         help="collective timeout [s] (default: PARTGNN_DIST_TIMEOUT, else run.timeout_s)",
     )

@@ -101,6 +101,23 @@ def damaged_file_errors(path: Path, where: str = "") -> Iterator[None]:
         ) from None
 
 
+def verify_datasets(path: Path, h5: h5py.File) -> int:
+    """Reads every dataset of an open file, so each one's checksum (fletcher32) is checked;
+    returns how many were read.
+
+    Raises:
+        InputError: A dataset fails its checksum or cannot be decoded (one line naming the file
+            and the dataset).
+    """
+    names: list[str] = []
+    h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+    for name in names:
+        parent, _, leaf = f"/{name}".rpartition("/")
+        with damaged_file_errors(path, name):
+            read_array(h5[parent or "/"], leaf)
+    return len(names)
+
+
 def group_nbytes(group: h5py.Group) -> int:
     """Decoded bytes of every dataset under an HDF5 group (sizes from the index alone), but for
     the kept fields of :data:`EXTRA_GROUP`, which training never decodes."""

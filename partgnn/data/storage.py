@@ -236,6 +236,11 @@ class _EventStore:
         with damaged_file_errors(self.path, key):
             return key, self._h5.get()["events"][key]
 
+    @property
+    def h5(self) -> h5py.File:
+        """The open HDF5 file."""
+        return self._h5.get()
+
     def close(self) -> None:
         self._h5.close()
 
@@ -402,7 +407,8 @@ class ScoresFile(_EventStore):
 
 
 def open_store(path: str | os.PathLike[str]) -> EventFile | GraphFile | ScoresFile:
-    """Opens a partgnn HDF5 file as an :class:`EventFile` or a :class:`GraphFile`, by its format.
+    """Opens a partgnn HDF5 file as an :class:`EventFile`, a :class:`GraphFile` or a
+    :class:`ScoresFile`, by its format.
 
     Raises:
         InputError: If the file is missing, unreadable, or of neither format.

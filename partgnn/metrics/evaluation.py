@@ -53,9 +53,14 @@ def evaluate_scores(
     (:data:`~partgnn.metrics.track_building.TRACK_BUILDING_METHODS`).
 
     Raises:
-        InputError: If the scores were made from another graphs file, events are missing, or
-            ``event_ids`` names an event twice.
+        InputError: If the scores were made from another graphs file, events are missing,
+            ``event_ids`` names an event twice, or the pT band is empty.
     """
+    if pt_max is not None and pt_max <= pt_min:
+        raise InputError(
+            f"--pt-max {pt_max:g} is not above --pt-min {pt_min:g}: the band of target pT "
+            "(pt_min < pT <= pt_max) holds no particle"
+        )
     if event_ids is not None and len(set(event_ids)) != len(event_ids):
         repeated = sorted({e for e in event_ids if event_ids.count(e) > 1})
         raise InputError(

@@ -101,6 +101,8 @@ class Trainer:
             len(self.source.event_ids), config.data.val_events,
             where=str(self.strategy.data_path), say=context.is_main,
         )  # fmt: skip
+        for index in self.val_indices:  # a damaged validation event fails now, not an epoch on
+            self.source.item(index)
         self.events_per_step = self.strategy.n_replicas
         self.event_sizes = None
         if config.run.sampling == "size_buckets":

@@ -100,5 +100,11 @@ def test_an_unexpected_error_is_one_line_that_names_it(monkeypatch, capsys):
     assert capsys.readouterr().err == (
         "partgnn: error: ZeroDivisionError: boom (PARTGNN_DEBUG=1 shows the traceback)\n"
     )
-    with pytest.raises(ZeroDivisionError):
-        main(["--debug", "configs"])
+    assert main(["--debug", "configs"]) == 1  # the traceback, and the same status
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_debug_keeps_the_exit_status_of_bad_input(tmp_path, capsys):
+    assert main(["--debug", "info", str(tmp_path / "missing.h5")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "missing.h5: file not found" in err

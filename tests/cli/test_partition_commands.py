@@ -75,6 +75,12 @@ def test_inspect_errors_are_one_line(graphs_file: Path, tmp_path: Path, capsys):
     assert err == f"partgnn: error: {out}: no event 42 (events: 0, 1)"
     assert main(["inspect", str(tmp_path / "nowhere")]) == 2
     assert "shard directory not found" in capsys.readouterr().err
+    (out / "part-00001.h5").unlink()  # inspect without --plot notices it too
+    assert main(["inspect", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("partgnn: error: ") and "part-00001.h5" in err and "\n" not in err, err
+    assert main(["inspect", str(tmp_path / "nowhere")]) == 2
+    assert "shard directory not found" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage_error:
         main(["partition", str(graphs_file), "--parts", "0", "--out", str(tmp_path / "z")])
     assert usage_error.value.code == 2

@@ -46,8 +46,13 @@ def test_the_option_comes_before_the_environment(dataset, tmp_path, capsys, monk
     )
     monkeypatch.setenv("PARTGNN_DIST_TIMEOUT", "abc")
     assert main(["train", "--config", str(config), "--timeout", "30"]) == 0
-    assert main(["selfcheck", "--device", "cpu", "--timeout", "0.5"]) == 2
-    assert "--timeout 0.5 is not a timeout" in _one_error_line(capsys)
+    for command, value in (("selfcheck", "0.5"), ("train", "0"), ("infer", "-1")):
+        with pytest.raises(SystemExit) as usage_error:  # the same bound as run.timeout_s
+            main([command, "--timeout", value])
+        assert usage_error.value.code == 2
+        assert f"argument --timeout: must be a number of seconds >= 1 (got {value})" in (
+            capsys.readouterr().err
+        )
 
 
 def test_a_config_timeout_below_a_second_is_refused(dataset, tmp_path, capsys):  # noqa: F811

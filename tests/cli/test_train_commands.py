@@ -52,3 +52,14 @@ def test_a_config_inside_its_run_dir_is_never_rewritten(dataset, tmp_path, capsy
     assert main(argv) == 0, capsys.readouterr().err  # the file alone: trains, file untouched
     assert config.read_text() == written
     assert main([*argv, "--resume"]) == 0 and config.read_text() == written
+
+
+def test_a_run_dir_below_a_file_is_one_line_and_status_2(dataset, tmp_path, capsys):  # noqa: F811
+    below = tmp_path / "a-file"
+    below.write_text("x")
+    config = write_config(tmp_path / "c.yaml", data={"graphs": str(dataset["graphs"])},
+                          run={"dir": str(below / "run")})  # fmt: skip
+    assert main(["train", "--config", str(config)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"partgnn: error: {below / 'run'}: could not be written (Not a directory)"
+    )

@@ -53,6 +53,10 @@ def test_perfect_scores_on_a_subsampled_event_give_efficiency_one(tmp_path: Path
     band = evaluate_scores(scores, graphs, events_path=events, pt_min=1e6, pt_max=2e6)
     assert band["track"]["n_target_particles"] == 0
     assert math.isnan(band["edge"]["target_efficiency"])
+    # An empty band (pt_max <= pt_min) selects nothing by construction: refused, not n/a.
+    for pt_min, pt_max in ((2.0, 1.0), (1.0, 1.0)):
+        with pytest.raises(InputError, match=rf"--pt-max {pt_max:g} is not above --pt-min"):
+            evaluate_scores(scores, graphs, events_path=events, pt_min=pt_min, pt_max=pt_max)
 
 
 def test_evaluate_uses_the_cut_recorded_with_the_scores(tmp_path: Path):

@@ -346,3 +346,18 @@ def test_debug_keeps_the_traceback(pipeline, tmp_path):
 
 def test_the_fast_tier_names_cases_of_the_table():
     assert {case.name for case in CASES} >= FAST_CASES
+
+
+def test_a_damaged_validation_event_fails_before_the_first_step(pipeline, tmp_path, capfd):
+    """The validation event (the graphs file's last) is read when training starts, not when the
+    first epoch ends: no step is trained, no checkpoint written."""
+    bad = corrupt_chunk(pipeline["graphs"], "events/event000000003/x", tmp_path / "bad.h5")
+    run = tmp_path / "run"
+    done = run_partgnn_in_process("train", "--config", str(pipeline["config"]), "--set",
+                                  f"run.dir={run}", "--set", f"data.graphs={bad}",
+                                  "--set", "optim.max_steps=20", "--set",
+                                  "run.checkpoint_every=1", capfd=capfd)  # fmt: skip
+    assert done.returncode == 2
+    assert re.search(r"bad\.h5: dataset /events/event000000003/x fails its checksum",
+                     done.stderr.strip().splitlines()[-1])  # fmt: skip
+    assert not (run / "checkpoints").exists() or not any((run / "checkpoints").iterdir())

@@ -92,8 +92,8 @@ def test_the_guard_wants_room_for_the_next_event_and_one_more(tmp_path, monkeypa
 
 
 def test_outputs_on_a_read_only_file_system_are_one_line(pipeline, read_only_disk, capfd):
-    """train, compare and inspect --plot each name the path they could not write; exit 1 (2
-    where the path is checked before any work: ``cannot write here``)."""
+    """train, compare and inspect --plot each name the path they could not write; exit 2 (a
+    destination that cannot be written, as where the path is checked before any work)."""
     cases = {
         "train": ("train", "--config", str(pipeline["config"]), "--set",
                   f"run.dir={read_only_disk / 'run'}"),
@@ -103,7 +103,7 @@ def test_outputs_on_a_read_only_file_system_are_one_line(pipeline, read_only_dis
     }  # fmt: skip
     for name, argv in cases.items():
         done = run_partgnn_in_process(*argv, capfd=capfd)
-        assert done.returncode in (1, 2), (name, done.stderr[-2000:])
+        assert done.returncode == 2, (name, done.stderr[-2000:])
         line = _error_line(done)
         assert line.startswith(f"partgnn: error: {read_only_disk}"), (name, line)
         assert "Read-only file system" in line and "PARTGNN_DEBUG" not in line, (name, line)

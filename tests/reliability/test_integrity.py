@@ -99,6 +99,21 @@ def test_every_flipped_dataset_of_an_event_file_is_named(pipeline, tmp_path, kin
         )
 
 
+@pytest.mark.parametrize("kind", sorted(READERS))
+def test_info_reads_every_dataset_and_names_a_flipped_one(pipeline, tmp_path, kind, capfd):
+    source = pipeline[kind]
+    done = run_partgnn_in_process("info", str(source), capfd=capfd)
+    assert done.returncode == 0 and "datasets read: every checksum holds" in done.stdout
+    dataset = stored_datasets(source)[-1]
+    bad = flip_bit(source, dataset, tmp_path / "bad.h5")
+    done = run_partgnn_in_process("info", str(bad), capfd=capfd)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"partgnn: error: {bad}: dataset {dataset} fails its checksum or cannot be decoded "
+        "(the file is corrupted)"
+    )
+
+
 @pytest.fixture(scope="module")
 def shards_with_sectors(pipeline, tmp_path_factory) -> Path:
     """Shards of the pipeline's graphs that also hold extended naive sectors (margin 1)."""

@@ -167,3 +167,11 @@ def test_bench_hosts_runs_tiny_across_the_two_test_hosts(tmp_path):
     if reason is not None:
         pytest.skip(f"two hosts cannot be made here: {reason}")
     _run_tool("bench_hosts", [], tmp_path)
+
+
+def test_weights_fingerprint_names_a_missing_reference_before_any_run(tmp_path):
+    done = run_command([sys.executable, str(TOOLS / "weights_fingerprint.py"), "--tiny",
+                        "--expect", "missing.json"], cwd=tmp_path, env=child_env())  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == "weights_fingerprint: missing.json: file not found"
+    assert done.stdout == ""  # no run before the check
