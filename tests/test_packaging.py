@@ -80,6 +80,7 @@ def test_the_wheel_carries_configs_geometry_kernel_sources_and_trained_models(wh
     assert kernels <= names
     for model in ("trackml-pt1", "trackml-full"):
         assert {f"partgnn/pretrained/{model}.pt", f"partgnn/pretrained/{model}.yaml"} <= names
+    assert "partgnn/pretrained/trackml-full.map.npz" in names  # its module map: no fit needed
     assert {"partgnn/configs/demo.yaml", "partgnn/configs/halo.yaml"} <= names
     assert not any(name.startswith(("tests/", "tools/")) for name in names)
 
@@ -113,6 +114,10 @@ def test_the_pipeline_runs_from_the_wheel_outside_the_checkout(installed: Path, 
 
     partgnn("simulate", "--events", "3", "--pileup", "5", "--seed", "2", "--out", "ev.h5")
     partgnn("build-graphs", "ev.h5", "--pt-min", "1.0", "--out", "g.h5")
+    env["PARTGNN_CACHE"] = str(tmp_path / "empty-cache")  # nothing made on this machine
+    built = partgnn("build-graphs", "ev.h5", "--method", "module-map", "--map",
+                    "pretrained:trackml-full", "--out", "gm.h5")  # fmt: skip
+    assert "built 3 graphs" in built and not (tmp_path / "empty-cache").exists()
     partgnn("partition", "g.h5", "--parts", "2", "--method", "phi", "--out", "s2")
     torchrun = (str(installed / "python"), "-m", "torch.distributed.run", "--standalone")
     overrides = [

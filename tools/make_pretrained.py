@@ -17,6 +17,7 @@ import datetime
 import json
 import math
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -24,6 +25,8 @@ import torch
 import yaml
 
 from partgnn.data.graph_construction import graph_construction
+from partgnn.data.h5_files import file_sha256
+from partgnn.data.pretrained_maps import SHIPPED_MAP_SUFFIX
 from partgnn.data.storage import GraphFile
 from partgnn.resources import pretrained_dir
 from partgnn.train.checkpoints import load_checkpoint
@@ -67,6 +70,11 @@ def main() -> None:
         "--construction-from's graphs were built with",
     )  # fmt: skip
     parser.add_argument(
+        "--ship-map", type=Path, default=None, metavar="MAP",
+        help="the module map --construction-from's graphs were built with, shipped beside the "
+        "model as NAME.map.npz (build-graphs --map pretrained:NAME then needs no fit)",
+    )  # fmt: skip
+    parser.add_argument(
         "--checkpoint", type=Path, default=None,
         help="the run's checkpoint to ship (default: RUN/checkpoints/last.pt)",
     )  # fmt: skip
@@ -89,6 +97,13 @@ def main() -> None:
         else:
             construction["fit_module_map"] = shlex.split(args.fit_module_map)
         kept["construction"] = construction
+        if args.ship_map is not None:
+            if file_sha256(args.ship_map) != construction.get("module_map_sha256"):
+                parser.error(f"--ship-map {args.ship_map}: not the map the graphs were built with")
+            shipped = pretrained_dir() / f"{args.name}{SHIPPED_MAP_SUFFIX}"
+            shutil.copyfile(args.ship_map, shipped)
+            construction["module_map_file"] = shipped.name
+            construction["module_map_bytes"] = shipped.stat().st_size
     target = pretrained_dir() / f"{args.name}.pt"
     target.parent.mkdir(parents=True, exist_ok=True)
     torch.save(kept, target)

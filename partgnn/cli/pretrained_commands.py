@@ -42,8 +42,8 @@ def run_pretrained(args: argparse.Namespace) -> int:
 
         if args.name is None:
             raise InputError("pretrained --make-map: name the model, e.g. pretrained:trackml-full")
-        path = make_map(args.name, partial(_fit_module_map, workers=args.workers))
-        print(f"{args.name}: module map {path} (the card's checksum)")
+        path, verdict = make_map(args.name, partial(_fit_module_map, workers=args.workers))
+        print(f"{args.name}: module map {path}: {verdict}")
         return 0
     if args.name is not None:
         print(pretrained_card(args.name).read_text(), end="")

@@ -107,7 +107,9 @@ class ModuleMap:
         try:
             settings = json.loads(str(fields.pop("settings")))
             source, target = fields["source"], fields["target"]
-            low, high, count = fields["low"], fields["high"], fields["count"]
+            # Windows stored in float32 (rounded outward) are compared in float64, exactly.
+            low, high = _float64(fields["low"]), _float64(fields["high"])
+            count = fields["count"]
         except (KeyError, json.JSONDecodeError) as err:
             raise InputError(f"{path}: not a module-map file (lacks {err})") from None
         if settings.pop("format", None) != MAP_FORMAT:
@@ -119,8 +121,9 @@ class ModuleMap:
         if "triplet_modules" in fields:
             try:
                 triplets = ModuleTriplets(
-                    *(fields[f"triplet_{name}"] for name in ("modules", "low", "high", "count"))
-                )
+                    fields["triplet_modules"], _float64(fields["triplet_low"]),
+                    _float64(fields["triplet_high"]), fields["triplet_count"],
+                )  # fmt: skip
             except KeyError as err:
                 raise InputError(f"{path}: not a module-map file (lacks {err})") from None
             t = len(triplets.count)
@@ -134,6 +137,22 @@ class ModuleMap:
 
     def __len__(self) -> int:
         return len(self.source)
+
+    def rounded_outward(self) -> ModuleMap:
+        """The map with every window bound stored in float32, rounded outward (a lower bound
+        down, an upper bound up): half the bytes, every window the same or wider by at most
+        one float32 step (6e-8 of its value), so every edge of the float64 map is kept; and
+        last-bit differences of the float64 arithmetic that fitted it (another CPU's) vanish
+        but where a bound lies on a float32 rounding boundary."""
+        triplets = self.triplets
+        if triplets is not None:
+            triplets = ModuleTriplets(
+                triplets.modules, _round_down(triplets.low), _round_up(triplets.high),
+                triplets.count,
+            )  # fmt: skip
+        settings = {**self.settings, "window_precision": "float32"}
+        return ModuleMap(self.source, self.target, _round_down(self.low), _round_up(self.high),
+                         self.count, settings, triplets)  # fmt: skip
 
     def unseen_pair_share(self) -> float:
         """The share of a new event's true doublets expected on module pairs the map never
@@ -173,6 +192,25 @@ class ModuleTriplets:
     low: np.ndarray
     high: np.ndarray
     count: np.ndarray
+
+
+def _float64(values: np.ndarray) -> np.ndarray:
+    """Float windows as float64 (float32 ones exactly); anything else as it is (the shape and
+    length checks that follow name a bad file)."""
+    return values.astype(np.float64) if values.dtype == np.float32 else values
+
+
+def _round_down(values: np.ndarray) -> np.ndarray:
+    """``values`` as float32, each the largest float32 <= it."""
+    rounded = values.astype(np.float32)
+    above = rounded.astype(values.dtype) > values
+    rounded[above] = np.nextafter(rounded[above], np.float32(-np.inf))
+    return rounded
+
+
+def _round_up(values: np.ndarray) -> np.ndarray:
+    """``values`` as float32, each the smallest float32 >= it."""
+    return -_round_down(-values)
 
 
 def module_keys(layer: np.ndarray, module_id: np.ndarray) -> np.ndarray:

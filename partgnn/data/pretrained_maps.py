@@ -1,22 +1,28 @@
 """The module maps that shipped models' graphs are built with.
 
-A map of the full-graph model is tens of MB, so it does not ship: its model card records the
-``fit-module-map`` arguments that made it (events simulated on the fly, so nothing else is
-needed) and the file's SHA-256. ``partgnn pretrained pretrained:NAME --make-map`` fits it once
-per machine into partgnn's cache folder (:func:`cache_dir`) and checks the checksum;
-``build-graphs --map pretrained:NAME`` then builds graphs the way the model expects.
+A full-graph model's map ships with the package beside the model (``NAME.map.npz``, its size
+and SHA-256 on the card), so ``build-graphs --map pretrained:NAME`` works on a fresh install
+without a fit. The card also records the ``fit-module-map`` arguments that made it (events
+simulated on the fly, so nothing else is needed): ``partgnn pretrained pretrained:NAME
+--make-map`` fits it again into partgnn's cache folder (:func:`cache_dir`) and compares the
+refit with the card's map, bitwise and else by content (:mod:`partgnn.data.module_map_compare`):
+a refit on another CPU may differ in the last bits of its windows and is the same map all the
+same. A refit that is another map is kept, renamed, never deleted.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from partgnn import resources
 from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card
+
+#: Suffix of a module map shipped beside its model (``NAME.map.npz``).
+SHIPPED_MAP_SUFFIX = ".map.npz"
 
 #: Environment variable naming partgnn's cache folder.
 CACHE_DIR_ENV = "PARTGNN_CACHE"
@@ -43,8 +49,13 @@ def _model_name(spec: str) -> str:
 
 
 def map_path(spec: str) -> Path:
-    """Where ``pretrained:NAME``'s module map lives once made: ``CACHE/maps/NAME.npz``."""
+    """Where ``pretrained:NAME``'s refitted module map lives once made: ``CACHE/maps/NAME.npz``."""
     return cache_dir() / "maps" / f"{_model_name(spec)}.npz"
+
+
+def shipped_map_path(spec: str) -> Path:
+    """Where ``pretrained:NAME``'s module map ships: ``NAME.map.npz`` beside the model."""
+    return resources.pretrained_dir() / f"{_model_name(spec)}{SHIPPED_MAP_SUFFIX}"
 
 
 def _expected(spec: str) -> tuple[str, list[str]]:
@@ -63,65 +74,105 @@ def _expected(spec: str) -> tuple[str, list[str]]:
 
 
 def resolve_map(spec: str | os.PathLike[str]) -> Path:
-    """The module map file ``spec`` names: ``pretrained:NAME`` is that model's map, made by
-    :func:`make_map` (and checked against the card's checksum); anything else a path.
+    """The module map file ``spec`` names: for ``pretrained:NAME`` the map shipped with that
+    model (checked against the card's checksum), or where an installation lacks it the one
+    :func:`make_map` made and accepted; anything else a path.
 
     Raises:
-        InputError: The model has no module map, it is not made yet (the message gives the
-            command), or the file is not the card's.
+        InputError: The model has no module map, none is shipped or made (the message gives
+            the command), or the shipped file is not the card's.
     """
     text = os.fspath(spec)
     if not text.startswith(PRETRAINED_PREFIX):
         return Path(spec)
     sha256, _ = _expected(text)
+    shipped = shipped_map_path(text)
+    if shipped.is_file():
+        _check_shipped(shipped, sha256, text)
+        return shipped
     path = map_path(text)
     if not path.is_file():
         raise InputError(
-            f"{text}: its module map is not made on this machine yet: partgnn pretrained {text} "
-            f"--make-map (fits it into {path}; 13 minutes on 2 cores)"
+            f"{text}: its module map is neither shipped with this installation ({shipped}) nor "
+            f"made on this machine: partgnn pretrained {text} --make-map (fits it into {path}; "
+            "13 minutes on 2 cores)"
         )
-    _check(path, sha256, text)
     return path
 
 
-def make_map(spec: str, fit: Callable[[list[str], Path], None]) -> Path:
+def make_map(spec: str, fit: Callable[[list[str], Path], None]) -> tuple[Path, str]:
     """Fits ``pretrained:NAME``'s module map as its card records, into :func:`map_path`, and
-    checks the file's SHA-256 against the card's; a map already made is checked and kept.
+    compares it with the card's map: bitwise (its SHA-256), else by content with the shipped
+    map (:func:`~partgnn.data.module_map_compare.compare_maps`).
+
+    A map already made is compared again and kept. A fitted map that is another map is kept as
+    ``NAME.differs.npz`` beside it, with the reason in ``NAME.differs.txt`` (never deleted: it
+    took the fit's time), and refused.
 
     Args:
         spec: ``NAME`` or ``pretrained:NAME``.
         fit: Runs ``partgnn fit-module-map`` with the card's arguments, writing the map to the
             path given (the CLI's command; raises on failure).
 
+    Returns:
+        The map's path and one line saying how it compares with the card's.
+
     Raises:
-        InputError: No module map for this model, or the fitted (or present) file is not the
-            card's.
+        InputError: No module map for this model, or the fitted (or present) map is another.
     """
     spec = PRETRAINED_PREFIX + _model_name(spec)
     sha256, arguments = _expected(spec)
     path = map_path(spec)
     if path.is_file():
-        _check(path, sha256, spec)
-        return path
+        verdict, same = _compare(path, sha256, spec)
+        if not same:
+            raise InputError(f"{path}: not {spec}'s module map ({verdict}); remove it to refit")
+        return path, verdict
     path.parent.mkdir(parents=True, exist_ok=True)
     fitted = path.with_name(f".{path.name}.fitting.npz")
-    fitted.unlink(missing_ok=True)
-    try:
-        fit(arguments, fitted)
-        _check(fitted, sha256, spec)
-        shutil.move(fitted, path)
-    finally:
-        fitted.unlink(missing_ok=True)
-    return path
+    fitted.unlink(missing_ok=True)  # only a fit killed after it saved leaves one (atomic save)
+    fit(arguments, fitted)
+    verdict, same = _compare(fitted, sha256, spec)
+    if not same:
+        kept = path.with_name(f"{path.stem}.differs.npz")
+        os.replace(fitted, kept)
+        kept.with_suffix(".txt").write_text(f"{verdict}\n")
+        raise InputError(
+            f"{kept}: the map fitted here is not {spec}'s ({verdict}); kept there, not used "
+            f"(build-graphs --map {kept} would use it)"
+        )
+    os.replace(fitted, path)
+    return path, verdict
 
 
-def _check(path: Path, sha256: str, spec: str) -> None:
+def _compare(path: Path, sha256: str, spec: str) -> tuple[str, bool]:
+    """How the map at ``path`` compares with the card's, in one line, and whether it is the
+    same map (bitwise, or in substance)."""
+    from partgnn.data.h5_files import file_sha256
+    from partgnn.data.module_map import ModuleMap
+    from partgnn.data.module_map_compare import compare_maps
+
+    found = file_sha256(path)
+    if found == sha256:
+        return f"bitwise the card's map (sha256 {sha256[:12]}...)", True
+    shipped = shipped_map_path(spec)
+    if not shipped.is_file():
+        return (
+            f"sha256 {found[:12]}..., the card's {sha256[:12]}..., and no shipped map here to "
+            "compare its content with"
+        ), False
+    comparison = compare_maps(ModuleMap.load(path), ModuleMap.load(shipped))
+    return f"{comparison.describe()} (against the shipped map, sha256 {found[:12]}...)", (
+        comparison.same
+    )
+
+
+def _check_shipped(path: Path, sha256: str, spec: str) -> None:
     from partgnn.data.h5_files import file_sha256
 
     found = file_sha256(path)
     if found != sha256:
         raise InputError(
             f"{path}: not {spec}'s module map (sha256 {found[:12]}..., the card's "
-            f"{sha256[:12]}...): remove it and make it again with partgnn pretrained {spec} "
-            "--make-map"
+            f"{sha256[:12]}...): the installation is damaged; reinstall partgnn"
         )

@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 from partgnn.cli.main import main
-from partgnn.data.pretrained_maps import map_path
 from partgnn.errors import InputError
 from partgnn.resources import pretrained_dir, pretrained_names
 from partgnn.train.checkpoints import load_checkpoint
@@ -65,13 +64,7 @@ def test_an_unknown_pretrained_name_is_one_line_naming_the_shipped_ones(capsys, 
 def test_a_model_scores_a_new_event_as_its_card_says(tmp_path: Path, capsys, name, build):
     """One simulated pile-up-200 event the models never saw (seed 97): its pT > 1 GeV graph for
     trackml-pt1, its full graph (every hit) built with the card's module map for trackml-full
-    (the map is made once per machine, 13 minutes on 2 cores: without it this case is skipped
-    and says the command); pT > 1 GeV targets for both."""
-    if "pretrained:trackml-full" in build and not map_path("pretrained:trackml-full").is_file():
-        pytest.skip(
-            "pretrained:trackml-full's module map is not made on this machine: partgnn "
-            "pretrained pretrained:trackml-full --make-map --workers 2"
-        )
+    (the map ships with the package: no fit); pT > 1 GeV targets for both."""
     card = _card(name)["held_out"]["simulated"]
     events, graphs = tmp_path / "events.h5", tmp_path / "graphs.h5"
     scores, metrics = tmp_path / "scores.h5", tmp_path / "metrics.json"
