@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 
 from partgnn.data.event import Event
 from partgnn.resources import trackml_sample_dir
+from tests.subprocesses import mark_test_start
 
 #: The workplace keeps the real TrackML sample beside the checkout; $PARTGNN_TRACKML_SAMPLE wins.
 SAMPLE_DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "trackml-sample"
@@ -67,6 +69,13 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    """Starts the clock that commands' deadlines keep below pytest's timeout, when pytest's
+    starts (before the test's fixtures: :func:`tests.subprocesses.deadline_within_test`)."""
+    mark_test_start(time.monotonic())
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +17,28 @@ PYTEST_TIMEOUT_S = 300
 #: The longest a test's command may run: below pytest's timeout, with room for the test's
 #: own work around it. A command (and every process it started) is killed past it.
 DEADLINE_S = 240
+
+#: What a command's deadline leaves of pytest's timeout for the test to report its output.
+REPORT_MARGIN_S = 20.0
+
+#: When the running test started (``time.monotonic()``; set by tests/conftest.py).
+_test_started: float | None = None
+
+
+def mark_test_start(now: float) -> None:
+    """Records the start of the test now running (tests/conftest.py's autouse fixture)."""
+    global _test_started
+    _test_started = now
+
+
+def deadline_within_test(timeout: float) -> float:
+    """``timeout``, shortened so that it ends :data:`REPORT_MARGIN_S` before pytest's timeout
+    of the running test: work the test did before (an in-process reference, a kernel build on
+    a busy machine) does not push a command past pytest's kill, where its output is lost."""
+    if _test_started is None:
+        return timeout
+    left = PYTEST_TIMEOUT_S - (time.monotonic() - _test_started) - REPORT_MARGIN_S
+    return max(1.0, min(timeout, left))
 
 
 def run_command(
@@ -33,6 +56,7 @@ def run_command(
             ranks a launcher started (torchrun, mpirun) do not outlive it.
     """
     assert timeout < PYTEST_TIMEOUT_S, f"timeout {timeout} s is not below pytest's"
+    timeout = deadline_within_test(timeout)
     process = subprocess.Popen(
         command,
         env=env,

@@ -80,3 +80,20 @@ def test_the_rules_find_what_they_forbid():
     tree = ast.parse(code)
     assert _clock_assertions(tree) == [3]
     assert _long_timeouts(tree) == [4]
+
+
+def test_a_commands_deadline_ends_before_pytests_timeout(monkeypatch):
+    """Work before a command (an in-process reference, a kernel build on a busy machine)
+    shortens its deadline, so it is killed with its output shown rather than by pytest."""
+    import time
+
+    from tests import subprocesses
+
+    now = time.monotonic()
+    monkeypatch.setattr(subprocesses, "_test_started", now)
+    assert subprocesses.deadline_within_test(240) == 240
+    monkeypatch.setattr(subprocesses, "_test_started", now - 200)
+    left = subprocesses.deadline_within_test(240)
+    assert 79 <= left <= 80  # 300 - 200 - 20
+    monkeypatch.setattr(subprocesses, "_test_started", now - 299)
+    assert subprocesses.deadline_within_test(240) == 1.0

@@ -45,16 +45,29 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="also print where one step's time goes, by op"
     )
-    parser.tiny(edges=[4000], repeats=1, precisions=["float32"], threads=1)
+    parser.add_argument(
+        "--matmul-size", type=int, default=2048,
+        help="side of the square matrices whose product measures the machine's rate",
+    )  # fmt: skip
+    parser.add_argument(
+        "--matmul-rows", type=int, default=200_000, help="rows of the model-shaped product"
+    )
+    # Tiny: small products (a 2048^2 bf16 product takes ~1 min where bf16 is not native, AVX2).
+    parser.tiny(edges=[4000], repeats=1, precisions=["float32"], threads=1, matmul_size=128,
+                matmul_rows=2000)  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"{os.cpu_count()} cores, {args.threads} threads, torch {torch.__version__}\n")
-    peaks = machine_peaks()
-    print("| matmul | float32 GFLOP/s | bf16 GFLOP/s |")
-    print("|---|---|---|")
-    for shape in ("square 2048", f"model (2e5 x {HIDDEN}) @ ({HIDDEN} x {HIDDEN})"):
+    print(f"{os.cpu_count()} cores, {args.threads} threads, torch {torch.__version__}, "
+          f"CPU capability {torch.backends.cpu.get_cpu_capability()}\n")  # fmt: skip
+    peaks = machine_peaks(args.matmul_size, args.matmul_rows, sorted({"float32", *args.precisions}))
+    print("| matmul | " + " | ".join(f"{p} GFLOP/s" for p in sorted({"float32", *args.precisions}))
+          + " |")  # fmt: skip
+    print("|---|" + "---|" * len({"float32", *args.precisions}))
+    size, rows = args.matmul_size, args.matmul_rows
+    for shape in (f"square {size}", f"model ({rows:.0e} x {HIDDEN}) @ ({HIDDEN} x {HIDDEN})"):
         key = shape.split()[0]
-        print(f"| {shape} | {peaks['float32', key]:.0f} | {peaks['bf16', key]:.0f} |")
+        values = " | ".join(f"{peaks[p, key]:.0f}" for p in sorted({"float32", *args.precisions}))
+        print(f"| {shape} | {values} |")
     variants = {"off": [False], "on": [True], "both": [False, True]}[args.fused]
     if True in variants:
         from partgnn.models.cpu_kernels import KernelBuild, load_kernels
@@ -112,19 +125,22 @@ def profile_step(
               f"| {event.count} |")  # fmt: skip
 
 
-def machine_peaks() -> dict[tuple[str, str], float]:
-    """Measured matmul GFLOP/s by (precision, shape)."""
+def machine_peaks(
+    size: int = 2048, n_rows: int = 200_000, precisions: list[str] | None = None
+) -> dict[tuple[str, str], float]:
+    """Measured matmul GFLOP/s by (precision, shape): square ``size`` matrices and the model's
+    shape, ``n_rows`` rows times a hidden-width weight."""
     peaks = {}
-    for precision, dtype in (("float32", torch.float32), ("bf16", torch.bfloat16)):
-        square = torch.randn(2048, 2048, dtype=dtype)
-        peaks[precision, "square"] = _rate(lambda s=square: s @ s, 2 * 2048**3)
+    dtypes = {"float32": torch.float32, "bf16": torch.bfloat16}
+    for precision in precisions or list(dtypes):
+        dtype = dtypes[precision]
+        square = torch.randn(size, size, dtype=dtype)
+        peaks[precision, "square"] = _rate(lambda s=square: s @ s, 2 * size**3)
         rows, weight = (
-            torch.randn(200_000, HIDDEN, dtype=dtype),
+            torch.randn(n_rows, HIDDEN, dtype=dtype),
             torch.randn(HIDDEN, HIDDEN, dtype=dtype),
         )
-        peaks[precision, "model"] = _rate(
-            lambda r=rows, w=weight: r @ w, 2 * 200_000 * HIDDEN * HIDDEN
-        )
+        peaks[precision, "model"] = _rate(lambda r=rows, w=weight: r @ w, 2 * n_rows * HIDDEN**2)
     return peaks
 
 

@@ -66,6 +66,7 @@ def run_plan(args: argparse.Namespace) -> int:
         rank_shapes,
         ranks_needed,
     )
+    from partgnn.train.precision import resolve_bf16
 
     config = load_config(args.config, args.set)
     graphs_path = _graphs_to_partition(config) if args.memory_gb is not None else None
@@ -134,7 +135,8 @@ def run_plan(args: argparse.Namespace) -> int:
     print(
         f"memory plan: mode {config.mode}, {len(shapes)} rank(s) per graph group, {what}, "
         f"recomputation {'on' if model.recompute else 'off'}, {config.run.dtype}"
-        f"{', bf16 autocast' if config.run.bf16 else ''}, device {device}"
+        f"{', bf16 autocast' if resolve_bf16(config.run.bf16, device) else ''}, "
+        f"device {device}"
     )
     released = (
         f" (x {footprint.released_factor:.2f} where the recomputed edge MLPs give their heap back)"

@@ -117,7 +117,8 @@ class RunConfig:
             CPUs, and where torchrun starts more ranks per node than it has GPUs), ``nccl`` or
             ``gloo`` (on GPUs: ranks may share one, and halo rows go through host memory).
         dtype: Parameter and activation dtype.
-        bf16: bf16 autocast for the forward pass where the device supports it.
+        bf16: bf16 autocast for the forward pass: true, false, or ``auto`` (where the device
+            computes bf16 natively: :mod:`partgnn.train.precision`).
         transport: Halo-exchange transport (``auto``, ``all_to_all``, ``p2p``).
         overlap: Hide communication behind compute: each halo exchange runs in the background
             while the interior edges (both endpoints owned) are computed, forward and backward,
@@ -158,7 +159,7 @@ class RunConfig:
     device: str = "auto"
     backend: Literal["auto", "nccl", "gloo"] = "auto"
     dtype: Literal["float32", "float64"] = "float32"
-    bf16: bool = False
+    bf16: bool | Literal["auto"] = False
     transport: Transport = "auto"
     overlap: bool = True
     sampling: Literal["random", "size_buckets"] = "random"
@@ -357,8 +358,14 @@ def _coerce(value: Any, hint: Any, where: str, name: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(value, inner, where, name)
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _coerce(value, inner[0], where, name)
+        for hint_of_one in inner:  # e.g. bool | Literal["auto"]: the first that takes it
+            with contextlib.suppress(InputError):
+                return _coerce(value, hint_of_one, where, name)
+        choices = " or ".join(_choice_words(a) for a in inner)
+        raise InputError(f"{where}: {name} must be {choices} (got {value!r})")
     if hint is bool:
         if not isinstance(value, bool):
             raise InputError(f"{where}: {name} must be true or false (got {value!r})")
@@ -388,6 +395,15 @@ def _coerce(value: Any, hint: Any, where: str, name: str) -> Any:
             raise InputError(f"{where}: {name} must be a string (got {value!r})")
         return str(value)
     raise TypeError(f"unsupported config type {hint!r} for {name}")
+
+
+def _choice_words(hint: Any) -> str:
+    """``true or false`` for bool, ``auto`` for Literal["auto"]..."""
+    if hint is bool:
+        return "true or false"
+    if typing.get_origin(hint) is Literal:
+        return " or ".join(map(str, typing.get_args(hint)))
+    return getattr(hint, "__name__", str(hint))
 
 
 def _lookup(config: TrainConfig, name: str) -> Any:

@@ -215,7 +215,7 @@ def _step_peak(
     """Peak bytes above its inputs of one training step (forward, backward, AdamW) on a random
     graph of ``nodes`` nodes and ``edges`` edges; the edge MLPs release heap as ``heap_release``
     says."""
-    settings = StepSettings.of(config)
+    settings = StepSettings.of(config, device)
     item = random_train_item(config, node_features, edge_features, device, nodes, edges, generator)
 
     def step() -> None:
@@ -265,7 +265,7 @@ def random_train_item(
     a rank of ``config.mode`` holds one (halo modes: a loop-back exchange of
     :data:`PROBE_HALO_FRACTION` of the nodes), drawn on ``generator``'s device and moved to
     ``device``."""
-    settings = StepSettings.of(config)
+    settings = StepSettings.of(config, device)
     dtype = settings.dtype
     where = generator.device
     x = torch.randn(nodes, node_features, generator=generator, device=where).to(device, dtype)

@@ -15,6 +15,7 @@ from torch import nn
 from partgnn.train.config import TrainConfig
 from partgnn.train.events import TrainItem
 from partgnn.train.loss import DTYPES, EdgeWeights, autocast, edge_loss
+from partgnn.train.precision import resolve_bf16
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,11 @@ class StepSettings:
     weights: EdgeWeights
 
     @classmethod
-    def of(cls, config: TrainConfig) -> StepSettings:
-        """The settings of a run config."""
-        return cls(DTYPES[config.run.dtype], config.run.bf16, config.loss.edge_weights())
+    def of(cls, config: TrainConfig, device: torch.device | None = None) -> StepSettings:
+        """The settings of a run config on ``device`` (``run.bf16: auto`` resolved there;
+        default: the CPU)."""
+        bf16 = resolve_bf16(config.run.bf16, device or torch.device("cpu"))
+        return cls(DTYPES[config.run.dtype], bf16, config.loss.edge_weights())
 
 
 def edge_logits(model: nn.Module, item: TrainItem, dtype: torch.dtype) -> torch.Tensor:

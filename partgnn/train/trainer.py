@@ -18,6 +18,7 @@ divergence checks and the run's own measurements, each in its module.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -42,6 +43,7 @@ from partgnn.train.checkpoints import (
 from partgnn.train.config import TrainConfig
 from partgnn.train.divergence import check_step, check_weights, gradients_finite
 from partgnn.train.item_cache import CachedSource
+from partgnn.train.precision import bf16_notice
 from partgnn.train.resume import (
     check_resumable,
     finished_summary,
@@ -90,7 +92,10 @@ class Trainer:
         if context.is_main and self.run_dir.exists() and not self.run_dir.is_dir():
             raise InputError(f"{self.run_dir}: run.dir is a file, not a folder")
         self.device = context.device
-        self.settings = StepSettings.of(config)
+        self.settings = StepSettings.of(config, self.device)
+        notice = bf16_notice(config.run.bf16, self.device)
+        if notice is not None and context.is_main:
+            print(f"partgnn: notice: {notice}", file=sys.stderr)
         self.counter = CommunicationCounter()
         self.strategy = strategy_for(config, context, self.counter)
         self.workload = Workload(self.device)

@@ -409,3 +409,44 @@ def test_an_event_without_particles_or_hits_is_still_valid():
     assert len(empty.particles) == 0 and len(empty.hits) == 0
     blind = simulate_event(GEOMETRY, SimulationConfig(pileup=1, efficiency=0.0), event_id=0, seed=0)
     assert len(blind.hits) == 0 and (blind.particles["nhits"] == 0).all()
+
+
+#: numpy's vector code paths above AVX2 turned off (``NPY_DISABLE_CPU_FEATURES``): numpy as it
+#: runs on an AVX2 CPU, and, with AVX2 and FMA3 off too, on a CPU of SSE4.2 only.
+NUMPY_AS_ON = {
+    "avx2": "AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR AVX512F AVX512CD",
+    "sse4.2": "AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR AVX512F AVX512CD AVX2 "
+    "FMA3 X86_V3",
+}
+
+
+SIMULATE = """
+import hashlib, json, sys
+from partgnn.data.geometry import default_geometry
+from partgnn.data.simulation import SimulationConfig, simulate_event
+event = simulate_event(default_geometry(), SimulationConfig(pileup=10), seed=41, event_id=0)
+tables = {"hits": event.hits, "truth": event.truth, "particles": event.particles}
+print(json.dumps({f"{t}.{c}": hashlib.sha256(frame[c].to_numpy().tobytes()).hexdigest()
+                  for t, frame in tables.items() for c in frame.columns}))
+"""
+
+
+def _column_hashes(env_extra: dict[str, str]) -> dict[str, str]:
+    """SHA-256 of every column of one simulated event, simulated in a process of its own."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", SIMULATE], env={**os.environ, **env_extra},
+                          check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_simulation_is_bitwise_the_same_with_numpy_on_lesser_instruction_sets():
+    """The events do not depend on numpy's vector code paths: the same bytes with them lowered
+    to AVX2 or SSE4.2 on this machine (docs/history/library.md: also on another host with
+    numpy 2.5.2 and torch 2.11, two pile-up-200 events bitwise equal)."""
+    here = _column_hashes({})
+    assert len(here) > 10
+    for level, disabled in NUMPY_AS_ON.items():
+        assert _column_hashes({"NPY_DISABLE_CPU_FEATURES": disabled}) == here, level

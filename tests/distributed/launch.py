@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.subprocesses import DEADLINE_S
+from tests.subprocesses import DEADLINE_S, deadline_within_test
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -91,7 +91,7 @@ def launch(
                 stdin=subprocess.DEVNULL,
             )
         )
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + deadline_within_test(timeout)
     failed_at = None
     while any(p.poll() is None for p in processes):
         now = time.monotonic()

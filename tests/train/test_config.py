@@ -214,7 +214,7 @@ BAD_FIELDS = [
         GRAPHS + "model: {recompute: true, checkpoint: true}\n",
         "model.checkpoint and model.recompute are one setting (renamed): give one",
     ),
-    (GRAPHS + "run: {bf16: 'no way'}\n", "run.bf16 must be true or false (got 'no way')"),
+    (GRAPHS + "run: {bf16: 'no way'}\n", "run.bf16 must be true or false or auto (got 'no way')"),
     (GRAPHS + "run: {dir: [a, b]}\n", "run.dir must be a string (got ['a', 'b'])"),
     ("data: {graphs: true}\n", "data.graphs must be a string (got True)"),
     # choices
