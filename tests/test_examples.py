@@ -94,7 +94,7 @@ def test_single_process(shell_env, tmp_path: Path):
     """With the data in a folder of the user's (DATA): every path the config names follows."""
     _run(["bash", str(EXAMPLES / "single_process.sh")], {**shell_env, "DATA": "mydata"}, tmp_path)
     _evaluation(tmp_path / "runs" / "full" / "evaluation.json")
-    assert not (tmp_path / "data").exists()
+    assert (tmp_path / "mydata" / "shards-metis2" / "meta.json").is_file()  # its own data
 
 
 @pytest.mark.slow

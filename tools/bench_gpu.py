@@ -14,8 +14,8 @@
   memory (nodes per edge of a pile-up-200 event graph); then 2 training steps on a
   random graph of that size: the prediction beside the peak and the step time.
 - ``score``: ``pretrained:trackml-full`` scoring pile-up-200 event graphs (no pT cut), built by
-  ``--map`` (the model's own construction: ``pretrained:trackml-full`` once ``partgnn pretrained
-  pretrained:trackml-full --make-map`` has made it on the machine), else by the geometric
+  ``--map`` (the model's own construction: ``pretrained:trackml-full``, whose map ships with
+  the package), else by the geometric
   builder (~1.8M edges, not what the model was trained on: it warns)
   one at a time in one process: seconds and peak memory per event (the first is a warm-up).
 

@@ -153,8 +153,8 @@ def _refuse_replacing_another_file(out: Path, simulation_sha256: str) -> None:
     from partgnn.data.storage import EventFile, open_store
     from partgnn.errors import InputError
 
-    if not out.exists():
-        return
+    if not out.is_file():
+        return  # absent; or a folder, which the output check names
     try:
         with open_store(out) as existing:
             if isinstance(existing, EventFile):

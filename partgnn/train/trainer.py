@@ -31,6 +31,7 @@ from tqdm import tqdm
 from partgnn.data.output_files import remove_stale_temporaries
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.device import deterministic_algorithms
+from partgnn.distributed.failures import agree_on_failure
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
 from partgnn.models.build import build_model
@@ -106,8 +107,7 @@ class Trainer:
             len(self.source.event_ids), config.data.val_events,
             where=str(self.strategy.data_path), say=context.is_main,
         )  # fmt: skip
-        for index in self.val_indices:  # a damaged validation event fails now, not an epoch on
-            self.source.item(index)
+        self._read_validation_events()
         self.events_per_step = self.strategy.n_replicas
         self.event_sizes = None
         if config.run.sampling == "size_buckets":
@@ -141,6 +141,18 @@ class Trainer:
         self._sitting_start = time.perf_counter()
         #: Step of the last checkpoint written or resumed from (0: none).
         self.last_saved_step = 0
+
+    def _read_validation_events(self) -> None:
+        """Reads the validation events once, now: a damaged one fails before the first step,
+        not when the first epoch ends, and on every rank of the group at once (the others say
+        which rank failed and why)."""
+        failure = None
+        try:
+            for index in self.val_indices:
+                self.source.item(index)
+        except InputError as err:
+            failure = err
+        agree_on_failure(failure, self.context, "reading the validation events")
 
     # ----------------------------------------------------------------------------- training
 

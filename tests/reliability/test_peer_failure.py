@@ -25,7 +25,7 @@ def test_a_rank_failing_on_its_input_is_reported_by_every_rank(pipeline, tmp_pat
     shards = tmp_path / "shards"
     shutil.copytree(pipeline["shards"], shards)
     part = shard_path(shards, failing)
-    flip_bit(part, "/events/event000000003/plan/send_index", tmp_path / "part.h5")
+    flip_bit(part, "/events/event000000001/plan/send_index", tmp_path / "part.h5")
     shutil.move(tmp_path / "part.h5", part)
     config = write_config(
         tmp_path / "halo.yaml",
@@ -39,7 +39,7 @@ def test_a_rank_failing_on_its_input_is_reported_by_every_rank(pipeline, tmp_pat
     results = launch(
         2, "partgnn", ["train", "--config", str(config)], workdir=tmp_path / "logs", timeout=60
     )
-    reason = f"{part}: dataset /events/event000000003/plan/send_index fails its checksum"
+    reason = f"{part}: dataset /events/event000000001/plan/send_index fails its checksum"
     for result in results:
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2, result.stderr[-3000:]
@@ -48,3 +48,31 @@ def test_a_rank_failing_on_its_input_is_reported_by_every_rank(pipeline, tmp_pat
             "" if result.rank == failing else f"rank {failing} failed: "
         )
         assert lines[0].startswith(expected + reason), lines[0]
+
+
+@pytest.mark.slow
+def test_a_damaged_validation_event_fails_every_rank_before_the_first_step(pipeline, tmp_path):
+    """The validation events are read when training starts; a damaged one (rank 0's part, the
+    rank that serves the store) is said by both ranks at once, before any step."""
+    shards = tmp_path / "shards"
+    shutil.copytree(pipeline["shards"], shards)
+    part = shard_path(shards, 0)
+    flip_bit(part, "/events/event000000003/plan/send_index", tmp_path / "part.h5")
+    shutil.move(tmp_path / "part.h5", part)
+    config = write_config(tmp_path / "halo.yaml", mode="halo", data={"shards": str(shards)},
+                          run={"dir": str(tmp_path / "run"), "timeout_s": 120,
+                               "checkpoint_every": 1})  # fmt: skip
+    results = launch(
+        2, "partgnn", ["train", "--config", str(config)], workdir=tmp_path / "logs", timeout=60
+    )
+    reason = f"{part}: dataset /events/event000000003/plan/send_index fails its checksum"
+    for result in results:
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result.stderr[-3000:]
+        expected = "partgnn: error: " + (
+            ""
+            if result.rank == 0
+            else ("reading the validation events failed on another rank of the group (rank 0: ")
+        )
+        assert lines[0].startswith(expected + reason), lines[0]
+    assert not list((tmp_path / "run").rglob("*.pt"))  # no step trained
