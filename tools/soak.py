@@ -241,7 +241,12 @@ def _drive(agent, run, plan, faults, disk, started) -> int:
                 fault.resumed_at = step
             if fault.lost_s is None and fault.resumed_at is not None and step > fault.resumed_at:
                 fault.lost_s = round(time.perf_counter() - started - fault.injected_s, 1)
-        if plan and plan[0][0] <= step < plan[0][0] + 10 and filled_under is None:
+        # At the first checkpoint seen at or past the planned step, once the last fault's
+        # group has been replaced: a busy machine may starve this loop for a whole checkpoint
+        # interval, and a planned fault is never dropped (a soak missing a kind of fault would
+        # fail for the machine's load, not for partgnn), nor stacked on the previous one.
+        recovered = all(fault.resumed_at is not None for fault in faults)
+        if plan and step >= plan[0][0] and filled_under is None and recovered:
             _, kind = plan.pop(0)
             workers = worker_pids(agent)
             _inject(kind, agent, run, disk, workers)
@@ -250,8 +255,6 @@ def _drive(agent, run, plan, faults, disk, started) -> int:
             )
             if kind == "disk":
                 filled_under = workers
-        elif plan and step >= plan[0][0] + 10:
-            plan.pop(0)  # passed while the group restarted: on to the next
         if filled_under is not None and worker_pids(agent) != filled_under:
             disk.free()  # the full disk failed the group; torchrun restarts it
             filled_under = None
