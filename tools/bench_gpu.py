@@ -40,6 +40,14 @@ from pathlib import Path
 
 import torch
 from _common import ToolParser
+from _step_models import (
+    partgnn_model,
+    partgnn_run,
+    peer_model,
+    random_graph,
+    reference_model,
+    training_step,
+)
 
 PEER_DIR = Path(__file__).resolve().parents[2] / "shared" / "peer"
 PARTS = ("peer", "largest", "score", "profile")
@@ -93,124 +101,34 @@ def _peer(args: argparse.Namespace, device: torch.device) -> list[dict]:
     peer_acorn.install_stubs(str(args.acorn_src))
     rows = []
     for edges in args.edges:
-        graph = _random_graph(edges // 10, edges, device)
+        graph = random_graph(edges // 10, edges, device)
         for hidden in args.hidden:
             for precision in ("float32", "bf16"):
                 settings = {"edges": edges, "hidden": hidden, "precision": precision}
-                peer = _measure(*_peer_model(graph, hidden), graph, device, args.steps, precision)
+                peer = _measure(*peer_model(graph, hidden), graph, device, args.steps, precision)
                 rows.append({**settings, "model": "acorn InteractionGNN (ckpt)", **peer})
                 for checkpoint in (True, False):
-                    model = _partgnn_model(hidden, checkpoint, reference=False)
-                    ours = _measure(*_partgnn_run(model, graph), graph, device, args.steps,
+                    model = partgnn_model(hidden, checkpoint, reference=False)
+                    ours = _measure(*partgnn_run(model, graph), graph, device, args.steps,
                                     precision)  # fmt: skip
                     name = f"partgnn (ckpt {'on' if checkpoint else 'off'})"
                     rows.append({**settings, "model": name, **ours, **_ratios(ours, peer)})
     edges, hidden = max(args.edges), max(args.hidden)
-    graph = _random_graph(edges // 10, edges, device)
+    graph = random_graph(edges // 10, edges, device)
     for precision in ("float32", "bf16"):
         settings = {"edges": edges, "hidden": hidden, "precision": precision}
         for checkpoint in (True, False):
             on = "on" if checkpoint else "off"
-            peer = _measure(*_reference_model(graph, hidden, checkpoint), graph, device,
+            peer = _measure(*reference_model(graph, hidden, checkpoint), graph, device,
                             args.steps, precision)  # fmt: skip
             rows.append({**settings, "model": f"acorn InteractionGNN2 CTD 2023 (ckpt {on})",
                          **peer})  # fmt: skip
-            model = _partgnn_model(hidden, checkpoint, reference=True)
-            ours = _measure(*_partgnn_run(model, graph, reference=True), graph, device,
+            model = partgnn_model(hidden, checkpoint, reference=True)
+            ours = _measure(*partgnn_run(model, graph, reference=True), graph, device,
                             args.steps, precision)  # fmt: skip
             rows.append({**settings, "model": f"partgnn reference-style (ckpt {on})", **ours,
                          **_ratios(ours, peer)})  # fmt: skip
     return rows
-
-
-def _random_graph(nodes: int, edges: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """3 node features, 4 edge features (the position difference and its length), 10 % true."""
-    generator = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(nodes, 3, generator=generator, device=device)
-    src = torch.randint(0, nodes, (edges,), generator=generator, device=device)
-    dst = (src + torch.randint(1, nodes, (edges,), generator=generator, device=device)) % nodes
-    delta = x[dst] - x[src]
-    return {
-        "x": x,
-        "x12": x.repeat(1, 4),  # the reference's 12 node features (its model reads 12)
-        "edge_index": torch.stack([src, dst]),
-        "edge_attr": torch.cat([delta, delta.norm(dim=1, keepdim=True)], dim=1),
-        "y": (torch.rand(edges, generator=generator, device=device) < 0.1).float(),
-    }
-
-
-class _Batch(dict):
-    """The peer's batch: features by name, ``edge_index`` and ``region`` as attributes."""
-
-
-def _peer_batch(graph: dict[str, torch.Tensor], edge_features: bool) -> _Batch:
-    x = graph["x12"] if edge_features else graph["x"]
-    batch = _Batch({f"f{i}": x[:, i] for i in range(x.shape[1])})
-    if edge_features:
-        batch.update({f"e{i}": graph["edge_attr"][:, i] for i in range(4)})
-    batch.edge_index = graph["edge_index"]
-    batch.region = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
-    return batch
-
-
-def _peer_model(graph: dict, hidden: int) -> tuple[torch.nn.Module, Callable]:
-    """acorn's InteractionGNN with the peer harness's settings."""
-    from acorn.stages.edge_classifier.models.interaction_gnn import InteractionGNN
-
-    hparams = dict(node_features=["f0", "f1", "f2"], hidden=hidden, nb_node_layer=2,
-                   nb_edge_layer=2, n_graph_iters=8, layernorm=True, hidden_activation="SiLU",
-                   aggregation="sum")  # fmt: skip
-    torch.manual_seed(0)
-    model = InteractionGNN(hparams).to(graph["x"].device)
-    batch = _peer_batch(graph, edge_features=False)
-    return model, lambda: model(batch)
-
-
-def _reference_model(
-    graph: dict, hidden: int, checkpoint: bool
-) -> tuple[torch.nn.Module, Callable]:
-    """acorn's InteractionGNN2 with examples/CTD_2023/gnn_train.yaml's model settings."""
-    from acorn.stages.edge_classifier.models.interaction_gnn import InteractionGNN2
-
-    hparams = dict(
-        node_features=[f"f{i}" for i in range(12)], edge_features=["e0", "e1", "e2", "e3"],
-        hidden=hidden,
-        n_graph_iters=8, n_node_net_layers=3, n_edge_net_layers=3, n_edge_decoder_layers=3,
-        layernorm=False, batchnorm=True, output_batch_norm=False,
-        edge_output_transform_final_batch_norm=False, track_running_stats=False,
-        hidden_activation="ReLU", output_activation="ReLU",
-        edge_output_transform_final_activation=None, concat=True, node_net_recurrent=False,
-        edge_net_recurrent=False, in_out_diff_agg=True, checkpointing=checkpoint,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    model = InteractionGNN2(hparams).to(graph["x"].device)
-    batch = _peer_batch(graph, edge_features=True)
-    return model, lambda: model(batch)
-
-
-def _partgnn_model(hidden: int, checkpoint: bool, *, reference: bool) -> torch.nn.Module:
-    from partgnn.models.build import build_model
-    from partgnn.train.config import ModelConfig
-
-    if reference:
-        config = ModelConfig(hidden=hidden, steps=8, mlp_layers=3, activation="relu",
-                             residual=False, layer_norm=False, batch_norm=True,
-                             concat_initial=True, shared_weights=False,
-                             recompute=checkpoint)  # fmt: skip
-    else:
-        config = ModelConfig(hidden=hidden, steps=8, mlp_layers=2, activation="silu",
-                             layer_norm=True, shared_weights=True,
-                             recompute=checkpoint)  # fmt: skip
-    torch.manual_seed(0)
-    return build_model(config, 12 if reference else 3, 4)
-
-
-def _partgnn_run(
-    model: torch.nn.Module, graph: dict, *, reference: bool = False
-) -> tuple[torch.nn.Module, Callable]:
-    x = graph["x12"] if reference else graph["x"]
-    model = model.to(x.device)
-    return model, lambda: model(x, graph["edge_index"], graph["edge_attr"])
 
 
 def _measure(
@@ -220,7 +138,7 @@ def _measure(
     """Median step time of ``steps`` AdamW steps (BCE with logits) after one warm-up step, and
     their peak memory above what the graph and the model held before the warm-up."""
     _release(device)  # the settings before: their models and tensors are garbage by now
-    step = _training_step(model, logits, graph["y"], device, precision)
+    step = training_step(model, logits, graph["y"], device, precision)
 
     try:
         start = _memory(device)  # the graph and the model; the warm-up step makes the rest
@@ -243,23 +161,6 @@ def _measure(
     return row
 
 
-def _training_step(
-    model: torch.nn.Module, logits: Callable, y: torch.Tensor, device: torch.device,
-    precision: str,
-) -> Callable[[], None]:  # fmt: skip
-    """One AdamW step of BCE with logits on ``y``, under bf16 autocast for ``bf16``."""
-    optimizer = torch.optim.AdamW(model.parameters(), 1e-3)
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            out = logits()
-        torch.nn.functional.binary_cross_entropy_with_logits(out.float(), y).backward()
-        optimizer.step()
-
-    return step
-
-
 def _ratios(ours: dict, peer: dict) -> dict:
     if "step_s" not in ours or "step_s" not in peer:
         return {}
@@ -274,11 +175,11 @@ def _profile(args: argparse.Namespace, device: torch.device) -> list[dict]:
     from torch.profiler import ProfilerActivity, profile
 
     edges, hidden = max(args.edges), min(args.hidden)
-    graph = _random_graph(edges // 10, edges, device)
+    graph = random_graph(edges // 10, edges, device)
     rows = []
     for precision in ("float32", "bf16"):
-        model, logits = _partgnn_run(_partgnn_model(hidden, True, reference=False), graph)
-        step = _training_step(model, logits, graph["y"], device, precision)
+        model, logits = partgnn_run(partgnn_model(hidden, True, reference=False), graph)
+        step = training_step(model, logits, graph["y"], device, precision)
         step()
         _synchronize(device)
         activities = [ProfilerActivity.CPU]

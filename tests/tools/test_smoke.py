@@ -7,6 +7,7 @@ must exit 0; the figures it prints are not checked (tiny runs measure nothing).
 
 from __future__ import annotations
 
+import json
 import re
 import runpy
 import sys
@@ -50,7 +51,8 @@ IN_PROCESS = {
     "bench_freed_heap",
 }  # fmt: skip
 #: Tools run by a test of their own below.
-OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts", "bench_gpu"}
+OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts", "bench_gpu",
+            "bench_launch_budget"}  # fmt: skip
 #: Tools that start several ranks (slow tier).
 DISTRIBUTED = {
     "bench_balance", "bench_lr_scaling", "bench_data_path", "bench_exchange",
@@ -156,6 +158,24 @@ def test_bench_gpu_scores_on_the_cpu_and_names_a_missing_peer_source(tmp_path):
     done = run_command(
         [sys.executable, str(TOOLS / "bench_gpu.py"), "--tiny", "--out", str(out), "--device",
          "cpu", "--parts", "peer", "--acorn-src", str(tmp_path)],
+        env=child_env(),
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stderr.strip().endswith("README.md)"), done.stderr
+
+
+def test_bench_launch_budget_counts_partgnn_and_names_a_missing_peer_source(tmp_path):
+    """Without the peer's source (not in the checkout) partgnn's operations are counted alone;
+    asking for the reference without it is one line."""
+    out = tmp_path / "b"
+    _run_tool("bench_launch_budget", ["--out", str(out), "--no-reference"], tmp_path)
+    result = json.loads((out / "launch_budget.json").read_text())
+    on = [r for r in result["rows"] if r["model"] == "partgnn (recompute on)"]
+    off = [r for r in result["rows"] if r["model"] == "partgnn (recompute off)"]
+    assert on and all(a["operations"] > b["operations"] > 100 for a, b in zip(on, off, strict=True))
+    assert all("step_s" in r for r in result["rows"] if r["edges"] == 500)
+    done = run_command(
+        [sys.executable, str(TOOLS / "bench_launch_budget.py"), "--tiny", "--out", str(out),
+         "--acorn-src", str(tmp_path)],
         env=child_env(),
     )  # fmt: skip
     assert done.returncode == 1 and done.stderr.strip().endswith("README.md)"), done.stderr
