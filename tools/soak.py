@@ -8,8 +8,9 @@ up, as a batch system requeues a job. Faults (chosen by ``--seed``, at random st
 - ``term``: SIGTERM of torchrun (the ranks checkpoint and stop; the soak relaunches);
 - ``disk``: the run directory's disk is filled just before a checkpoint (the checkpoint write
   fails with one line; torchrun restarts the group; the soak frees the disk once it failed);
-- ``corrupt``: one byte of ``last.pt`` and of the newest step checkpoint flipped, then a rank
-  killed (the restart skips both damaged files and resumes from the one before).
+- ``corrupt``: the ranks frozen (SIGSTOP: no checkpoint is renamed over a damaged file), one
+  byte of ``last.pt`` and of the newest step checkpoint flipped, then the ranks killed (the
+  restart skips both damaged files and resumes from the one before).
 
 Every fault is recorded with the step it hit, the step the run resumed from and the time lost
 (from the fault to the moment training passed that step again).
@@ -25,6 +26,7 @@ it); without root the ``disk`` faults are left out and the summary says so.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -274,12 +276,18 @@ def _inject(
     elif kind == "disk" and disk is not None:
         disk.fill()
     elif kind == "corrupt":
+        # The group is frozen first: a checkpoint being written would otherwise be renamed over
+        # a damaged file right after the flip, and the restart would find nothing damaged.
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
         checkpoints = run / "checkpoints"
         for path in [checkpoints / "last.pt", *sorted(checkpoints.glob("step-*.pt"))[-1:]]:
             if path.exists():
                 flip_byte(path)
-        if workers:
-            os.kill(workers[0], signal.SIGKILL)
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def main() -> None:

@@ -9,14 +9,18 @@ a communication traceback.
 
 The store is the default process group's: under torchrun it is served by torchrun's agent (so a
 notice outlives its writer, and keys are per restart attempt), under the other launchers by
-global rank 0 (when rank 0 itself fails, its notice may go down with it: the others then say
-they lost contact). Every store operation here is bounded by a short timeout: a failing process
-never waits long to leave a notice.
+global rank 0: when rank 0 itself fails, it serves the store a little longer after leaving its
+notice, until the other ranks have read it (:func:`hold_store_for_readers`, at most
+:data:`HOLD_S`), so that its notice does not go down with it. Every store operation here is
+bounded by a short timeout: a failing process never waits long.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import os
+import time
 from dataclasses import dataclass
 
 import torch.distributed as dist
@@ -24,7 +28,12 @@ import torch.distributed as dist
 #: Upper bound on one store operation while failing [s].
 NOTICE_TIMEOUT_S = 5.0
 
+#: The longest a failing rank that serves the store waits for the others to read its notice [s].
+HOLD_S = 10.0
+
 _KEY = "partgnn/failed/{rank}"
+#: How many ranks have read the notices (each adds 1 once it has).
+_READ_KEY = "partgnn/failed/read"
 #: How many notices were left (read without waiting by :func:`notices_left`).
 _COUNT_KEY = "partgnn/failed/count"
 
@@ -112,7 +121,37 @@ def read_notices() -> list[FailureNotice]:
             notices.append(FailureNotice(rank, int(code), reason))
         except Exception:  # a store that cannot answer has no notice for us.
             break
+    if notices:
+        with contextlib.suppress(Exception):  # read: the rank serving the store may leave
+            store.add(_READ_KEY, 1)
     return notices
+
+
+def serves_store() -> bool:
+    """Whether this process serves the job's store: global rank 0 outside torchrun (whose
+    agent serves it there)."""
+    return (
+        dist.is_available() and dist.is_initialized() and dist.get_rank() == 0
+        and "TORCHELASTIC_RUN_ID" not in os.environ
+    )  # fmt: skip
+
+
+def notice_store() -> dist.Store | None:
+    """The store notices live in (hold a reference to keep it served after the process group
+    is destroyed), or None."""
+    return _store()
+
+
+def hold_store_for_readers(store: dist.Store, readers: int, timeout_s: float = HOLD_S) -> None:
+    """Waits until ``readers`` ranks have read the notices, or ``timeout_s``; never raises."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if int(store.add(_READ_KEY, 0)) >= readers:
+                return
+        except Exception:  # a store that cannot answer: nobody can read from it
+            return
+        time.sleep(0.05)
 
 
 def is_lost_peer(err: BaseException) -> bool:

@@ -18,7 +18,14 @@ from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.failure_notices import is_lost_peer, leave_notice, read_notices
+from partgnn.distributed.failure_notices import (
+    hold_store_for_readers,
+    is_lost_peer,
+    leave_notice,
+    notice_store,
+    read_notices,
+    serves_store,
+)
 from partgnn.distributed.failure_watch import FailureWatch
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.errors import PeerFailure, describe, exit_status, first_line
@@ -51,16 +58,30 @@ def distributed_session(
     if watch_failures is None:
         watch_failures = context.backend == "nccl"
     watch = FailureWatch() if watch_failures and context.global_world_size > 1 else nullcontext()
+    store = None
     try:
         with watch:
             yield context
     except (Exception, KeyboardInterrupt) as err:
         explained = explain_failure(err, context)
         if explained is err:
+            if _left_notice(err, context) and serves_store():
+                store = notice_store()  # held: served until the others have read the notice
             raise
         raise explained from err
     finally:
         destroy_distributed(context)
+        if store is not None:
+            hold_store_for_readers(store, context.global_world_size - 1)
+
+
+def _left_notice(err: BaseException, context: DistContext) -> bool:
+    """Whether :func:`explain_failure` left a notice for ``err``, this rank's own failure (a
+    stop by a signal aside: every rank is stopped then, and none waits to read)."""
+    return (
+        context.global_world_size > 1 and isinstance(err, Exception)
+        and not isinstance(err, PeerFailure) and not is_lost_peer(err)
+    )  # fmt: skip
 
 
 def explain_failure(err: BaseException, context: DistContext) -> BaseException:
