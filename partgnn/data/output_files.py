@@ -119,22 +119,21 @@ def atomic_directory(
 
 def refuse_foreign_entries(path: Path, own: Callable[[Path], bool], *, what: str) -> None:
     """Raises InputError when ``path`` is a file, or a folder holding anything but files that
-    ``own`` accepts (relative paths; hidden staging entries of partgnn's writers aside)."""
+    ``own`` accepts (by their paths relative to ``path``) and the folders that hold them."""
     if not path.exists() and not path.is_symlink():
         return
     if not path.is_dir() or path.is_symlink():
         raise InputError(f"{path}: exists and is not a folder; {what} writes a folder there")
     foreign = []
-    for entry in sorted(path.rglob("*")):
+    for entry in path.rglob("*"):
         relative = entry.relative_to(path)
         if entry.is_dir() and not entry.is_symlink():
-            continue
-        if not (entry.is_file() and not entry.is_symlink() and own(relative)):
-            foreign.append(str(relative.parts[0]) + ("/" if len(relative.parts) > 1 else ""))
-    empty_folders = [
-        d for d in path.rglob("*") if d.is_dir() and not d.is_symlink() and not any(d.iterdir())
-    ]
-    foreign += [f"{d.relative_to(path).parts[0]}/" for d in empty_folders]
+            accepted = any(entry.iterdir())  # a folder is kept by what it holds
+        else:
+            accepted = entry.is_file() and not entry.is_symlink() and own(relative)
+        if not accepted:
+            nested = len(relative.parts) > 1 or entry.is_dir()
+            foreign.append(relative.parts[0] + ("/" if nested else ""))
     if foreign:
         names = sorted(set(foreign))
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
