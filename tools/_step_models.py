@@ -74,7 +74,12 @@ def reference_model(graph: dict, hidden: int, checkpoint: bool) -> tuple[torch.n
     return model, lambda: model(batch)
 
 
-def partgnn_model(hidden: int, checkpoint: bool, *, reference: bool) -> torch.nn.Module:
+def partgnn_model(
+    hidden: int, checkpoint: bool, *, reference: bool, chunk_mb: float | None = None,
+    steps: int = 8, mlp_layers: int = 2,
+) -> torch.nn.Module:  # fmt: skip
+    """partgnn's Interaction Network as the full recipe trains it (``reference``: with the CTD
+    2023 model's settings); ``chunk_mb`` is ``model.chunk_mb``."""
     from partgnn.models.build import build_model
     from partgnn.train.config import ModelConfig
 
@@ -84,9 +89,9 @@ def partgnn_model(hidden: int, checkpoint: bool, *, reference: bool) -> torch.nn
                              concat_initial=True, shared_weights=False,
                              recompute=checkpoint)  # fmt: skip
     else:
-        config = ModelConfig(hidden=hidden, steps=8, mlp_layers=2, activation="silu",
-                             layer_norm=True, shared_weights=True,
-                             recompute=checkpoint)  # fmt: skip
+        config = ModelConfig(hidden=hidden, steps=steps, mlp_layers=mlp_layers,
+                             activation="silu", layer_norm=True, shared_weights=True,
+                             recompute=checkpoint, chunk_mb=chunk_mb)  # fmt: skip
     torch.manual_seed(0)
     return build_model(config, 12 if reference else 3, 4)
 
@@ -102,15 +107,21 @@ def partgnn_run(
 def training_step(
     model: torch.nn.Module, logits: Callable, y: torch.Tensor, device: torch.device,
     precision: str,
-) -> Callable[[], None]:  # fmt: skip
-    """One AdamW step of BCE with logits on ``y``, under bf16 autocast for ``bf16``."""
-    optimizer = torch.optim.AdamW(model.parameters(), 1e-3)
+) -> Callable[..., None]:  # fmt: skip
+    """One AdamW step of BCE with logits on ``y``, under bf16 autocast for ``bf16`` (AdamW's
+    multi-tensor implementation, CUDA's default, on every device)."""
+    optimizer = torch.optim.AdamW(model.parameters(), 1e-3, foreach=True)
 
-    def step() -> None:
+    def step(phase: Callable[[str], None] = lambda name: None) -> None:
+        """One step; ``phase`` is told when the forward pass, the backward pass and the
+        optimizer begin."""
         optimizer.zero_grad(set_to_none=True)
+        phase("forward")
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             out = logits()
+        phase("backward")
         torch.nn.functional.binary_cross_entropy_with_logits(out.float(), y).backward()
+        phase("optimizer")
         optimizer.step()
 
     return step

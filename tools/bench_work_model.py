@@ -25,17 +25,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from _common import ToolParser
+from _rank_step import RankStep
 
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.models.build import build_model
 from partgnn.models.config import ModelConfig
 from partgnn.partition.halo_plan import build_halo_plans
 from partgnn.partition.metis import metis_partition
 from partgnn.partition.work import HALO_NODE_COST, OWNED_NODE_COST, imbalance, rank_work
-from partgnn.train.footprint import LoopbackExchange
-from partgnn.train.loss import edge_loss
 
 WEIGHTINGS = ("degree", "work")
 
@@ -111,7 +109,7 @@ def _time_ranks(
     """Counts and least step seconds of each rank of one partition."""
     edge_index = graph.edge_index.numpy()
     part = metis_partition(graph.edge_index, graph.num_nodes, n_parts, vertex_weights=weighting)
-    steps = [_RankStep(graph, plan, model_config) for plan in build_halo_plans(
+    steps = [RankStep(graph, plan, model_config) for plan in build_halo_plans(
         edge_index, part, n_parts)]  # fmt: skip
     # Round robin, the least of the repeats: drifts of the machine touch every rank alike.
     seconds: list[list[float]] = [[] for _ in steps]
@@ -125,30 +123,6 @@ def _time_ranks(
         RankTime(edges, owned, halo, min(times))
         for (edges, owned, halo), times in zip((s.counts for s in steps), seconds, strict=True)
     ]
-
-
-class _RankStep:
-    """One training step (forward, loss, backward) of one rank's local graph."""
-
-    def __init__(self, graph, plan, model_config: ModelConfig) -> None:
-        n_owned, n_halo = len(plan.owned_nodes), len(plan.halo_nodes)
-        local_nodes = torch.from_numpy(np.concatenate([plan.owned_nodes, plan.halo_nodes]))
-        edge_ids = torch.from_numpy(plan.edge_ids)
-        self.x = graph.x[local_nodes].float()
-        self.edge_attr = graph.edge_attr[edge_ids].float()
-        self.y = graph.y[edge_ids].float()
-        self.edge_index = torch.from_numpy(plan.edge_index).long()
-        # Halo rows as copies of owned rows: the sizes of the rank's exchange, no peer.
-        send_index = torch.arange(n_halo) % max(n_owned, 1)
-        self.exchange = LoopbackExchange(send_index, n_owned, overlap=True)
-        torch.manual_seed(0)
-        self.model = build_model(model_config, self.x.shape[1], self.edge_attr.shape[1])
-        self.counts = (int(self.edge_index.shape[1]), n_owned, n_halo)
-
-    def __call__(self) -> None:
-        self.model.zero_grad(set_to_none=True)
-        logits = self.model(self.x, self.edge_index, self.edge_attr, exchange=self.exchange)
-        edge_loss(logits, self.y, 3.0, float(self.y.shape[0])).backward()
 
 
 def _print_row(weighting: str, n_parts: int, per_event: list[list[RankTime]]) -> None:

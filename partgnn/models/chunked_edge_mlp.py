@@ -38,23 +38,10 @@ from partgnn.memory.heap_release import (
     HeapReleasePolicy,
     release_free_heap,
 )
+from partgnn.models.chunk_size import chunk_edges
 from partgnn.models.compute_policy import DEFAULT_COMPUTE, ComputePolicy
 from partgnn.models.lean_mlp import EdgeMLP
 from partgnn.models.node_sums import Incidence
-
-#: Forward and backward of a chunked edge MLP run over this many chunks of edges at most...
-EDGE_CHUNKS = 16
-#: ...each of at least this many edges on CPUs (small graphs run in one chunk per part)...
-MIN_CHUNK_EDGES = 4096
-#: ...and this many on GPUs, where a chunk's kernels (``chunk x H`` elements each) must be large
-#: enough to fill the device rather than pay a launch each for a few thousand rows (not
-#: measured on a GPU yet: tools/validate_gpu.py times the steps).
-MIN_CHUNK_EDGES_CUDA = 65536
-
-
-def min_chunk_edges(device: torch.device) -> int:
-    """The smallest chunk of edges worth a pass of its own on ``device``."""
-    return MIN_CHUNK_EDGES_CUDA if device.type == "cuda" else MIN_CHUNK_EDGES
 
 
 class PendingRows(Protocol):
@@ -114,6 +101,8 @@ def edge_mlp(
     residual: bool = False,
     row_encoder: nn.Sequential | None = None,
     compute: ComputePolicy = DEFAULT_COMPUTE,
+    kept: KeptGraphs | None = None,
+    backward_follows: bool = False,
 ) -> torch.Tensor:
     """``mlp([h[src], h[dst], r])`` per edge (or ``mlp(r)`` without nodes), plus ``r`` when
     ``residual``, where ``r = row_encoder(rows)`` (``rows`` without an encoder).
@@ -131,6 +120,14 @@ def edge_mlp(
             element-wise work recomputed); ``fused`` LayerNorm and activation in one pass per
             row (:class:`EdgeMLP`); ``heap_release`` after which chunked runs the freed C-heap
             pages go back to the system (not where the chunks' graphs are kept).
+        kept: With ``recompute`` inside a recomputed region of steps, the MLP's
+            :class:`KeptGraphs`: the same object in the region's forward pass and in its
+            recomputation, which keeps its chunks' autograd graphs there for the backward pass
+            when the MLP runs in one chunk per part (then it is not computed a third time; the
+            graphs hold what that third computation would, a little earlier).
+        backward_follows: With ``recompute``, the backward pass follows this MLP at once (the
+            edge head): run in one chunk per part, it keeps its autograd graph rather than
+            being recomputed there (the same bytes, at the same moment).
 
     Returns:
         ``(E, out_features)``.
@@ -152,8 +149,42 @@ def edge_mlp(
         exchange=exchange,
         n_interior=rows.shape[0] if n_interior is None else n_interior,
         heap_release=compute.heap_release,
+        chunk_bytes=compute.chunk_bytes,
     )
+    if compute.recompute and torch.is_grad_enabled():
+        if kept is not None:
+            call.kept = kept
+            if kept.replaying:
+                # Kept out of the saved tensors of the region being recomputed: the region's
+                # forward pass, which kept no graph, saved none of them.
+                call.keep_graphs = call.hidden_graphs = call.at_once = call.one_chunk(rows)
+        elif backward_follows:
+            call.keep_graphs = call.at_once = call.one_chunk(rows)
     return _ChunkedEdgeMLP.apply(call, h, rows, src, dst, *call.parameters)
+
+
+class KeptGraphs:
+    """The autograd graphs of one edge MLP's chunks, computed by a recomputed region of steps
+    and kept for the backward pass of the region's forward pass.
+
+    ``torch.utils.checkpoint`` back-propagates the autograd nodes of a region's *forward* pass,
+    handing them the tensors the recomputation saved; nothing else of the recomputation
+    reaches them. The region's forward pass and its recomputation call the edge MLP with the
+    same object (made in the forward pass, handed out again in order in the recomputation): the
+    recomputation puts its chunks' graphs here (``replaying``), and the forward pass's node
+    takes them in its backward pass instead of computing the chunks once more.
+    """
+
+    def __init__(self) -> None:
+        self.replaying = False
+        self.pieces: list[_Piece] = []
+        self.nodes: _NodeProjections | None = None
+
+    def take(self) -> tuple[list[_Piece], _NodeProjections | None]:
+        """The kept pieces and node projections (then forgotten here)."""
+        pieces, nodes = self.pieces, self.nodes
+        self.pieces, self.nodes = [], None
+        return pieces, nodes
 
 
 @dataclass
@@ -166,18 +197,33 @@ class _Call:
     exchange: AsyncExchange | None
     n_interior: int
     heap_release: HeapReleasePolicy
+    chunk_bytes: int | None = None
+    #: The kept graphs save their tensors outside any enclosing checkpoint's hooks.
+    hidden_graphs: bool = False
+    #: The kept graphs are back-propagated right after the forward pass (their element-wise
+    #: outputs are kept rather than recomputed: see :func:`_compute`).
+    at_once: bool = False
+    #: Where a region's recomputation leaves its graphs for the forward pass's node.
+    kept: KeptGraphs | None = None
+
+    def one_chunk(self, rows: torch.Tensor) -> bool:
+        """Whether the interior and the boundary edges each run in one chunk."""
+        n_edges = rows.shape[0]
+        parts = (self.n_interior, n_edges - self.n_interior)
+        return all(self.chunk_edges(n, rows) >= n for n in parts if n)
+
+    def chunk_edges(self, n_edges: int, rows: torch.Tensor) -> int:
+        """Edges per chunk of a part of ``n_edges`` edges
+        (:func:`~partgnn.models.chunk_size.chunk_edges`)."""
+        width = self.edge.mlp[0].out_features
+        element_bytes = rows.element_size()
+        return chunk_edges(n_edges, width, element_bytes, self.chunk_bytes, rows.device)
 
 
-def _chunks(
-    start: int, stop: int, *, split: bool = True, min_edges: int | None = None
-) -> list[tuple[int, int]]:
-    """``[start, stop)`` in chunks of at least ``min_edges`` (default the CPU's
-    :data:`MIN_CHUNK_EDGES`; one chunk without ``split``; none when empty)."""
-    if not split:
+def _chunks(start: int, stop: int, size: int | None = None) -> list[tuple[int, int]]:
+    """``[start, stop)`` in chunks of ``size`` edges (``None``: one chunk; none when empty)."""
+    if size is None:
         return [(start, stop)] if stop > start else []
-    if min_edges is None:
-        min_edges = MIN_CHUNK_EDGES
-    size = max(min_edges, -(-(stop - start) // EDGE_CHUNKS))
     return [(first, min(first + size, stop)) for first in range(start, stop, size)]
 
 
@@ -249,19 +295,21 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
         exchange = call.exchange
         pending = exchange.start(h) if exchange is not None else None
         grad_h, grad_rows = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
-        with _recording(ctx.autocast, call.keep_graphs):
+        with _recording(ctx.autocast, call.keep_graphs, hidden=call.hidden_graphs):
             nodes = None
             if h is not None:
                 n_halo = exchange.n_halo if exchange is not None else 0
                 nodes = _NodeProjections(call.edge, h, n_halo, grad_h=grad_h)
         n_edges = rows.shape[0]
+
         # Kept graphs are not split further: what each chunk keeps would interleave in the C
         # heap with what it frees, and the holes its temporaries leave are not reused (2x
         # the live bytes in RSS at 1e6 edges); whole parts are one allocation per tensor.
-        split = not call.keep_graphs
-        min_edges = min_chunk_edges(rows.device)
-        interior = _chunks(0, call.n_interior, split=split, min_edges=min_edges)
-        boundary = _chunks(call.n_interior, n_edges, split=split, min_edges=min_edges)
+        def size(n: int) -> int | None:
+            return None if call.keep_graphs else call.chunk_edges(n, rows)
+
+        interior = _chunks(0, call.n_interior, size(call.n_interior))
+        boundary = _chunks(call.n_interior, n_edges, size(n_edges - call.n_interior))
         if not interior and not boundary:
             boundary = [(0, 0)]
         out = None
@@ -270,16 +318,21 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
         def run(chunks: list[tuple[int, int]]) -> None:
             nonlocal out
             for start, end in chunks:
-                with _recording(ctx.autocast, call.keep_graphs):
-                    piece = _compute(call.edge, nodes, rows, src, dst, start, end, grad_rows)
-                if out is None:
+                with _recording(ctx.autocast, call.keep_graphs, hidden=call.hidden_graphs):
+                    piece = _compute(call.edge, nodes, rows, src, dst, start, end, grad_rows,
+                                     used_at_once=call.at_once)  # fmt: skip
+                whole = (start, end) == (0, n_edges)
+                if whole:  # one chunk: its output is the result (no copy)
+                    out = piece.out.detach()
+                elif out is None:
                     out = piece.out.new_empty((n_edges, *piece.out.shape[1:]))
-                out[start:end] = piece.out.detach()
+                if not whole:
+                    out[start:end] = piece.out.detach()
                 if call.keep_graphs:
                     # The graph needs these tensors, not their values (no operation of a
                     # chunk saves the chunk's output or the node terms it adds): their memory
                     # goes now.
-                    for tensor in (piece.out, piece.node_terms):
+                    for tensor in (None if whole else piece.out, piece.node_terms):
                         if tensor is not None and tensor._base is None:
                             tensor.untyped_storage().resize_(0)
                     pieces.append(piece)
@@ -288,13 +341,17 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
         halo = None
         if pending is not None:
             halo = pending.wait()
-            with _recording(ctx.autocast, call.keep_graphs):
+            with _recording(ctx.autocast, call.keep_graphs, hidden=call.hidden_graphs):
                 nodes.add_halo(halo)
         run(boundary)
         ctx.pieces = pieces
         ctx.nodes = nodes if call.keep_graphs else None
         if ctx.nodes is not None:
             ctx.nodes.release_values()
+        ctx.kept = call.kept
+        if call.hidden_graphs:  # a region's recomputation: for the forward pass's node
+            call.kept.pieces, call.kept.nodes = ctx.pieces, ctx.nodes
+            ctx.pieces, ctx.nodes, ctx.kept = [], None, None
         ctx.chunks = (interior, boundary)
         ctx.save_for_backward(h, halo, rows, src, dst)
         _release_temporaries(call, rows)
@@ -307,14 +364,16 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
         exchange = call.exchange
         grad_h_wanted, grad_rows_wanted = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
         trainable = [p for p in call.parameters if p.requires_grad]
-        nodes = ctx.nodes
+        pieces, nodes = ctx.pieces, ctx.nodes
+        if ctx.kept is not None and ctx.kept.pieces:
+            pieces, nodes = ctx.kept.take()
         if nodes is None and h is not None:
             with _recording(ctx.autocast):
                 n_halo = 0 if halo is None else halo.shape[0]
                 nodes = _NodeProjections(call.edge, h, n_halo, grad_h=grad_h_wanted)
                 if halo is not None:
                     nodes.add_halo(halo)
-        kept = {(piece.start, piece.end): piece for piece in ctx.pieces}
+        kept = {(piece.start, piece.end): piece for piece in pieces}
         grads = _Gradients(trainable, rows if grad_rows_wanted else None, nodes, src, dst)
 
         def run(chunks: list[tuple[int, int]]) -> None:
@@ -393,19 +452,21 @@ class _Gradients:
     ) -> None:
         self.trainable, self.nodes, self.src, self.dst = trainable, nodes, src, dst
         self.parameters: list[torch.Tensor | None] = [None] * len(trainable)
-        self.rows = torch.empty_like(rows) if rows is not None else None
+        #: The rows' gradient ``(E, R)`` (``None`` if not wanted), allocated when a chunk that
+        #: is not all the edges writes its part.
+        self._rows_like = rows
+        self._rows: torch.Tensor | None = None
         self.grad_src: torch.Tensor | None = None
         self.grad_dst: torch.Tensor | None = None
 
     def add_piece(self, piece: _Piece, grad_out: torch.Tensor) -> None:
         if not piece.out.requires_grad:
-            if self.rows is not None:
-                self.rows[piece.start : piece.end] = 0
+            self._set_rows(piece, None)
             return
         inputs = [*self.trainable]
         if piece.node_terms is not None:
             inputs.append(piece.node_terms)
-        if self.rows is not None:
+        if self._rows_like is not None:
             inputs.append(piece.rows)
         grads = torch.autograd.grad(piece.out, inputs, grad_out, allow_unused=True)
         self._add_parameters(grads)
@@ -424,11 +485,27 @@ class _Gradients:
             grad_terms = grad_terms.to(self.grad_src.dtype)
             self.grad_src.index_add_(0, self.src[piece.start : piece.end], grad_terms)
             self.grad_dst.index_add_(0, self.dst[piece.start : piece.end], grad_terms)
-        if self.rows is not None:
-            if grads[-1] is None:
-                self.rows[piece.start : piece.end] = 0
-            else:
-                self.rows[piece.start : piece.end] = grads[-1]
+        if self._rows_like is not None:
+            self._set_rows(piece, grads[-1])
+
+    @property
+    def rows(self) -> torch.Tensor | None:
+        """The rows' gradient ``(E, R)`` (``None`` if not wanted)."""
+        if self._rows is None and self._rows_like is not None:
+            self._rows = torch.zeros_like(self._rows_like)
+        return self._rows
+
+    def _set_rows(self, piece: _Piece, grad: torch.Tensor | None) -> None:
+        """The rows' gradient of a chunk (``None``: zeros)."""
+        like = self._rows_like
+        if like is None:
+            return
+        if grad is not None and (piece.start, piece.end) == (0, like.shape[0]):
+            self._rows = grad  # one chunk: its gradient is the result (no copy)
+            return
+        if self._rows is None:
+            self._rows = torch.empty_like(like)
+        self._rows[piece.start : piece.end] = 0 if grad is None else grad
 
     def through_halo_projection(self) -> torch.Tensor:
         """The halo rows' gradient ``(n_halo, H)``; adds the projection's parameter gradient."""
@@ -484,13 +561,26 @@ def _autocast_state(device_type: str) -> tuple[str, bool, torch.dtype]:
 
 
 @contextmanager
-def _recording(autocast: tuple[str, bool, torch.dtype], enabled: bool = True) -> Iterator[None]:
+def _recording(
+    autocast: tuple[str, bool, torch.dtype], enabled: bool = True, *, hidden: bool = False
+) -> Iterator[None]:
     """Autograd on (if ``enabled``), under the forward pass's autocast state (the backward
-    pass recomputes under it, as torch.utils.checkpoint does)."""
+    pass recomputes under it, as torch.utils.checkpoint does); ``hidden``: the tensors the
+    graph saves bypass the saved-tensor hooks around it (an enclosing checkpoint's)."""
     device_type, autocast_on, dtype = autocast
     grad = torch.enable_grad() if enabled else nullcontext()
-    with grad, torch.autocast(device_type, dtype=dtype, enabled=autocast_on):
+    hooks = _unhooked() if hidden else nullcontext()
+    with grad, hooks, torch.autocast(device_type, dtype=dtype, enabled=autocast_on):
         yield
+
+
+def _unhooked() -> torch.autograd.graph.saved_tensors_hooks:
+    """Saved-tensor hooks that keep tensors as they are."""
+    return torch.autograd.graph.saved_tensors_hooks(_same, _same)
+
+
+def _same(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
 
 
 def _add(total: torch.Tensor | None, value: torch.Tensor | None) -> torch.Tensor | None:

@@ -2,7 +2,8 @@
 
 The same function is computed whatever the policy (up to float rounding); the policy trades
 memory for time (:attr:`ComputePolicy.recompute`), uses the CPU kernels
-(:attr:`ComputePolicy.fused`) and gives freed heap back (:attr:`ComputePolicy.heap_release`).
+(:attr:`ComputePolicy.fused`), gives freed heap back (:attr:`ComputePolicy.heap_release`) and
+sizes the chunks of edges (:attr:`ComputePolicy.chunk_bytes`).
 A checkpoint resumes and scores under any policy.
 """
 
@@ -31,11 +32,15 @@ class ComputePolicy:
             into their nodes node by node (:mod:`~partgnn.models.node_sums`).
         heap_release: After which recomputed edge MLPs the freed C-heap pages go back to the
             system (default: event-sized ones; :mod:`~partgnn.memory.heap_release`).
+        chunk_bytes: The memory one chunk of a recomputed edge MLP may take (``model.chunk_mb``):
+            the largest chunk that fits, one per MLP when the whole MLP does; ``None``: the
+            device's default (:mod:`~partgnn.models.chunk_size`).
     """
 
     recompute: bool = False
     fused: bool = False
     heap_release: HeapReleasePolicy = field(default=DEFAULT_HEAP_RELEASE)
+    chunk_bytes: int | None = None
 
 
 #: The default: no recomputation, no fused kernels, heap given back after event-sized work.

@@ -75,12 +75,18 @@ class ModelConfig(Architecture):
         fused: LayerNorm and activation in one pass per row on CPUs (a C++ kernel compiled
             once per machine on first use; :attr:`ComputePolicy.fused`). The same model
             computed faster: a checkpoint resumes and scores either way.
+        chunk_mb: With ``recompute``, the memory [MB, 10^6 bytes] one chunk of edges of an edge
+            MLP may take (:attr:`ComputePolicy.chunk_bytes`): the largest chunk that fits, one
+            per MLP when the whole MLP does (fewest kernel launches); ``null``: the device's
+            default (a quarter of a GPU's memory; 16 chunks per event on a CPU). The same
+            model computed in other pieces: a checkpoint resumes and scores either way.
     """
 
     target: str | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
     recompute: bool = False
     fused: bool = False
+    chunk_mb: float | None = None
 
     def architecture(self) -> Architecture:
         """What the built-in model computes (the :class:`Architecture` fields)."""
@@ -92,12 +98,16 @@ class ModelConfig(Architecture):
         self, heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE
     ) -> ComputePolicy:
         """How the built-in model computes (:class:`ComputePolicy`)."""
-        return ComputePolicy(recompute=self.recompute, fused=self.fused, heap_release=heap_release)
+        chunk_bytes = None if self.chunk_mb is None else int(self.chunk_mb * 1e6)
+        return ComputePolicy(
+            recompute=self.recompute, fused=self.fused, heap_release=heap_release,
+            chunk_bytes=chunk_bytes,
+        )  # fmt: skip
 
 
 #: Model settings that change how the model is computed, not what: a run resumes across them
 #: and starts from (``run.init_from``) a checkpoint saved with other values.
-COMPUTE_ONLY_SETTINGS: tuple[str, ...] = ("recompute", "fused")
+COMPUTE_ONLY_SETTINGS: tuple[str, ...] = ("recompute", "fused", "chunk_mb")
 
 
 def renamed_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -19,15 +19,11 @@ from typing import Literal, get_args
 import torch
 from torch_geometric.utils import scatter
 
+from partgnn.models.chunk_size import chunk_edges
 from partgnn.models.node_sums import Incidence, sums_by_node
 
 Aggregation = Literal["sum", "mean", "max", "sum_max"]
 AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
-
-#: The sums' backward adds the second gather in this many chunks at most...
-GATHER_CHUNKS = 16
-#: ...of at least this many rows.
-MIN_GATHER_ROWS = 4096
 
 
 def aggregate_both_ways(
@@ -37,6 +33,8 @@ def aggregate_both_ways(
     n_nodes: int,
     aggregation: Aggregation = "sum",
     incidence: Incidence | None = None,
+    *,
+    chunk_bytes: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reductions of the edge latents into each node: over its incoming and outgoing edges.
 
@@ -48,6 +46,9 @@ def aggregate_both_ways(
         aggregation: ``sum``, ``mean``, ``max`` or ``sum_max`` (sum and max side by side).
         incidence: The edges listed by node (of ``n_nodes`` nodes): the sums are then the
             kernel's where it applies.
+        chunk_bytes: The memory a chunk of edges may take (``model.chunk_mb``; ``None``: the
+            device's default, :func:`~partgnn.models.chunk_size.chunk_edges`): the chunks of
+            the half-precision sums and of the backward pass's second gather.
 
     Returns:
         ``(incoming, outgoing)``, each ``(n_nodes, H)`` (``(n_nodes, 2 H)`` for ``sum_max``).
@@ -56,7 +57,7 @@ def aggregate_both_ways(
         return _max(e, dst, n_nodes), _max(e, src, n_nodes)
     if incidence is not None and not incidence.serves(e, n_nodes):
         incidence = None
-    incoming, outgoing = _EdgeSums.apply(e, src, dst, n_nodes, incidence)
+    incoming, outgoing = _EdgeSums.apply(e, src, dst, n_nodes, incidence, chunk_bytes)
     if aggregation == "mean":
         return incoming / _degree(dst, n_nodes, e), outgoing / _degree(src, n_nodes, e)
     if aggregation == "sum_max":
@@ -77,8 +78,9 @@ def _degree(index: torch.Tensor, n_nodes: int, like: torch.Tensor) -> torch.Tens
 
 class _EdgeSums(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, e, src, dst, n_nodes, incidence):
+    def forward(ctx, e, src, dst, n_nodes, incidence, chunk_bytes):
         ctx.save_for_backward(src, dst)
+        ctx.chunk_bytes = chunk_bytes
         if incidence is not None:
             return sums_by_node(e, incidence)
         if e.dtype not in (torch.bfloat16, torch.float16):
@@ -87,7 +89,7 @@ class _EdgeSums(torch.autograd.Function):
             return incoming, outgoing
         incoming = e.new_zeros((n_nodes, *e.shape[1:]), dtype=torch.float32)
         outgoing = torch.zeros_like(incoming)
-        size = max(MIN_GATHER_ROWS, -(-e.shape[0] // GATHER_CHUNKS))
+        size = _chunk_rows(e, chunk_bytes)
         for start in range(0, e.shape[0], size):
             rows = e[start : start + size].float()
             incoming.index_add_(0, dst[start : start + size], rows)
@@ -98,14 +100,24 @@ class _EdgeSums(torch.autograd.Function):
     def backward(ctx, grad_incoming, grad_outgoing):
         src, dst = ctx.saved_tensors
         if grad_incoming is None and grad_outgoing is None:
-            return None, None, None, None, None
+            return None, None, None, None, None, None
         if grad_incoming is None:
-            return grad_outgoing.index_select(0, src), None, None, None, None
+            return grad_outgoing.index_select(0, src), None, None, None, None, None
         grad_e = grad_incoming.index_select(0, dst)
         if grad_outgoing is not None:
-            size = max(MIN_GATHER_ROWS, -(-src.shape[0] // GATHER_CHUNKS))
-            for start in range(0, src.shape[0], size):
-                grad_e[start : start + size] += grad_outgoing.index_select(
-                    0, src[start : start + size]
-                )
-        return grad_e, None, None, None, None
+            size = _chunk_rows(grad_e, ctx.chunk_bytes)
+            if size >= src.shape[0]:
+                grad_e += grad_outgoing.index_select(0, src)
+            else:
+                for start in range(0, src.shape[0], size):
+                    grad_e[start : start + size] += grad_outgoing.index_select(
+                        0, src[start : start + size]
+                    )
+        return grad_e, None, None, None, None, None
+
+
+def _chunk_rows(e: torch.Tensor, chunk_bytes: int | None) -> int:
+    """Rows of ``e`` ``(E, H)`` per chunk of the half-precision sums and of the backward
+    pass's second gather: an edge MLP's chunk (:func:`~partgnn.models.chunk_size.chunk_edges`
+    at the latents' width in float32, which holds more per edge), one chunk where it fits."""
+    return chunk_edges(e.shape[0], e.shape[-1], 4, chunk_bytes, e.device)

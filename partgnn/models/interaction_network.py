@@ -29,6 +29,7 @@ Glossary: ``h`` node latents (owned rows), ``h_local`` owned + halo rows, ``e`` 
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from functools import partial
@@ -40,7 +41,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.interior_first import InteriorFirst
-from partgnn.models.chunked_edge_mlp import EdgeNodes, edge_mlp
+from partgnn.models.chunked_edge_mlp import EdgeNodes, KeptGraphs, edge_mlp
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.config import Architecture
 from partgnn.models.edge_aggregation import AGGREGATIONS, aggregate_both_ways
@@ -206,9 +207,10 @@ class InteractionNetwork(nn.Module):
             # Regions of STEPS_PER_REGION steps are recomputed in the backward pass from their
             # first step's latents: the edge latents of the other steps are not kept. The
             # recomputation gets the halo rows (and the BatchNorm statistics) the forward pass
-            # received (no communication again).
+            # received (no communication again), and is told it is one (``graph.replaying``).
             graph.exchange = replay = ReplayedExchange(exchange, n_owned)
-            regions = [replay] if statistics is None else [replay, statistics]
+            graph.in_regions = True
+            regions = [replay, graph] if statistics is None else [replay, statistics, graph]
             for first in range(0, self.steps, STEPS_PER_REGION):
                 last = min(first + STEPS_PER_REGION, self.steps)
                 h, e = activation_checkpoint(
@@ -218,7 +220,9 @@ class InteractionNetwork(nn.Module):
         else:
             h, e = self._steps(0, self.steps, h, e, graph)
         # The head sees the final node latents of both endpoints: one more exchange.
-        logits = edge_mlp(self.edge_head, e, graph.nodes(h), compute=self._edges_of(graph))
+        logits = edge_mlp(
+            self.edge_head, e, graph.nodes(h), compute=self._edges_of(graph), backward_follows=True
+        )
         logits = logits.squeeze(-1)
         if overlap:
             logits = logits.index_select(0, edge_order.inverse)
@@ -258,6 +262,7 @@ class InteractionNetwork(nn.Module):
                     self.edge_mlps[index], e, nodes, residual=self.residual,
                     compute=self._edges_of(graph),
                     row_encoder=self.edge_encoder if graph.chunked and step == 0 else None,
+                    kept=graph.kept_graphs(),
                 )  # fmt: skip
             else:
                 h_initial, e_initial = graph.initial
@@ -274,6 +279,7 @@ class InteractionNetwork(nn.Module):
             h = self._node_update(
                 index, h, e, graph.src, graph.dst, n_local, graph.incidence(n_local),
                 initial=None if graph.initial is None else graph.initial[0][: graph.n_owned],
+                in_region=graph.in_regions,
             )  # fmt: skip
         return h, e
 
@@ -287,21 +293,36 @@ class InteractionNetwork(nn.Module):
         n_local: int,
         incidence: Incidence | None,
         initial: torch.Tensor | None = None,
+        in_region: bool = False,
     ) -> torch.Tensor:
         """New owned-node latents from ``h`` (and the ``initial`` encodings) and the sums (or
-        other reductions) of ``e``."""
+        other reductions) of ``e``; ``in_region``: inside a recomputed region (whose forward
+        pass keeps nothing, and whose recomputation is back-propagated at once)."""
         n_owned = h.shape[0]
         # Every edge into or out of an owned node is local, so owned rows are complete.
-        incoming, outgoing = aggregate_both_ways(e, src, dst, n_local, self.aggregation, incidence)
-        blocks = [h, incoming[:n_owned], outgoing[:n_owned]]
+        incoming, outgoing = aggregate_both_ways(
+            e, src, dst, n_local, self.aggregation, incidence, chunk_bytes=self.compute.chunk_bytes
+        )
+        if n_local > n_owned:  # (a slice's gradient is one more kernel: none on a whole graph)
+            incoming, outgoing = incoming[:n_owned], outgoing[:n_owned]
+        blocks = [h, incoming, outgoing]
         if initial is not None:
             blocks.append(initial)
-        return self._node_mlp(self.node_mlps[index], blocks, residual=h if self.residual else None)
+        return self._node_mlp(
+            self.node_mlps[index], blocks, residual=h if self.residual else None,
+            recompute=not in_region,
+        )  # fmt: skip
 
     def _node_mlp(
-        self, mlp: nn.Sequential, blocks: list[torch.Tensor], residual: torch.Tensor | None = None
+        self,
+        mlp: nn.Sequential,
+        blocks: list[torch.Tensor],
+        residual: torch.Tensor | None = None,
+        recompute: bool = True,
     ) -> torch.Tensor:
-        recompute = torch.is_grad_enabled()
+        """``mlp`` of the blocks side by side (plus ``residual``); ``recompute``: its
+        element-wise work is recomputed in the backward pass (when gradients are recorded)."""
+        recompute = recompute and torch.is_grad_enabled()
         return block_mlp(
             mlp, blocks, recompute_elementwise=recompute, fused=self.compute.fused,
             residual=residual,
@@ -351,6 +372,12 @@ class _Graph:
         self.exchange, self.overlap, self.n_interior = exchange, overlap, n_interior
         self.listed_by_node = listed_by_node
         self.chunked = chunked
+        #: The steps run in recomputed regions (activation recomputation).
+        self.in_regions = False
+        #: The current region's edge MLPs' kept graphs, in the order of their calls (``None``
+        #: outside a region's forward pass and recomputation), and whether it is the latter.
+        self._kept: deque[KeptGraphs] | None = None
+        self._replaying = False
         #: The initial encodings ``(h0_local (N_local, H), e0 (E_local, H))`` the steps also see
         #: (``model.concat_initial``), else ``None``.
         self.initial: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -364,6 +391,35 @@ class _Graph:
         if self._incidence is None or self._incidence.n_nodes != n_local:
             self._incidence = Incidence.of(self.src, self.dst, n_local)
         return self._incidence
+
+    def region(self) -> tuple[AbstractContextManager, AbstractContextManager]:
+        """The contexts of a region's forward pass and of its recomputation (as
+        :meth:`ReplayedExchange.region
+        <partgnn.models.replayed_exchange.ReplayedExchange.region>` gives its own): the edge
+        MLPs of both get the same :class:`KeptGraphs`, in order."""
+        kept: deque[KeptGraphs] = deque()
+        return self._within(kept, replaying=False), self._within(kept, replaying=True)
+
+    @contextmanager
+    def _within(self, kept: deque[KeptGraphs], *, replaying: bool) -> Iterator[None]:
+        self._kept, self._replaying = kept, replaying
+        try:
+            yield
+        finally:
+            self._kept, self._replaying = None, False
+
+    def kept_graphs(self) -> KeptGraphs | None:
+        """The next edge MLP's :class:`KeptGraphs` in a region (``None`` outside one)."""
+        if self._kept is None:
+            return None
+        if not self._replaying:
+            self._kept.append(KeptGraphs())
+            return self._kept[-1]
+        if not self._kept:
+            raise RuntimeError("a recomputed region calls more edge MLPs than its forward pass")
+        kept = self._kept.popleft()
+        kept.replaying = True
+        return kept
 
     def nodes(self, h: torch.Tensor) -> EdgeNodes:
         """How an edge MLP gets the latents of both endpoints: the halo rows exchanged inside

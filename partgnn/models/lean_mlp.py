@@ -4,7 +4,7 @@ Two savings, each exact (the same function, evaluated in another order):
 
 - **No concatenation.** A first layer on ``[h_src, h_dst, r]`` is ``W_s h_src + W_d h_dst +
   W_r r + b``: node latents are projected once per node (``N`` rows, not ``E``) and the
-  projections gathered per edge (:func:`first_layer`, :class:`EdgeMLP`), so neither the
+  projections gathered per edge (:class:`EdgeMLP`), so neither the
   ``E x 3H`` concatenation nor its copy for the backward pass exists.
 - **Element-wise work recomputed.** LayerNorm and the activation keep only their input for the
   backward pass and are run again there (:func:`mlp_tail` with ``recompute_elementwise``):
@@ -35,7 +35,12 @@ from partgnn.models.node_sums import Incidence, sums_by_node
 def first_layer(
     linear: nn.Linear, blocks: Sequence[torch.Tensor], *, bias: bool = True
 ) -> torch.Tensor:
-    """``linear(torch.cat(blocks, dim=-1))`` without the concatenation.
+    """``linear(torch.cat(blocks, dim=-1))`` (without its bias unless ``bias``) for node rows.
+
+    The blocks are concatenated: a node MLP's rows are ``N ~ E / 10``, so the copy is small
+    next to the edge tensors, and one matmul is one kernel launch forward and two backward,
+    where a matmul per block took ``2 B - 1`` and ``~4 B`` (issue 49: the launches bound a GPU
+    step). Edge rows are never concatenated (:class:`EdgeMLP`).
 
     Args:
         linear: A layer whose input width is the sum of the blocks' widths.
@@ -45,11 +50,8 @@ def first_layer(
     Returns:
         ``(M, out_features)``.
     """
-    weights = linear.weight.split([block.shape[-1] for block in blocks], dim=1)
-    out = functional.linear(blocks[0], weights[0], linear.bias if bias else None)
-    for block, weight in zip(blocks[1:], weights[1:], strict=True):
-        out = out + functional.linear(block, weight)
-    return out
+    rows = blocks[0] if len(blocks) == 1 else torch.cat(list(blocks), dim=-1)
+    return functional.linear(rows, linear.weight, linear.bias if bias else None)
 
 
 def block_mlp(
@@ -60,9 +62,9 @@ def block_mlp(
     fused: bool = False,
     residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``mlp(torch.cat(blocks, dim=-1))`` (plus ``residual``) without the concatenation
-    (:func:`first_layer`, then :func:`mlp_tail`; fused, the first layer's bias and the residual
-    are added in the kernel)."""
+    """``mlp(torch.cat(blocks, dim=-1))`` (plus ``residual``) of node rows (:func:`first_layer`,
+    then :func:`mlp_tail`; fused, the first layer's bias and the residual are added in the
+    kernel)."""
     linear: nn.Linear = mlp[0]
     in_kernel = fused and _run_takes_bias(list(mlp)[1:], 0, blocks[0], linear)
     z = first_layer(linear, blocks, bias=not in_kernel)

@@ -272,6 +272,11 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
     for name in ("model.hidden", "model.steps", "model.mlp_layers", "optim.epochs"):
         require(_lookup(config, name) >= 1, name, "must be >= 1")
     require(
+        config.model.chunk_mb is None or config.model.chunk_mb > 0,
+        "model.chunk_mb",
+        "must be > 0 or null",
+    )
+    require(
         not (config.model.batch_norm and config.model.layer_norm),
         "model.batch_norm",
         "needs model.layer_norm: false (one norm per MLP layer)",

@@ -48,7 +48,6 @@ from partgnn.memory.meters import (
     resident_meter_available,
 )
 from partgnn.models.build import build_model
-from partgnn.models.chunked_edge_mlp import MIN_CHUNK_EDGES, min_chunk_edges
 from partgnn.models.replayed_exchange import ReceivedRows
 from partgnn.train.config import TrainConfig
 from partgnn.train.events import TrainItem
@@ -58,6 +57,11 @@ from partgnn.train.step import StepSettings, forward_backward
 #: Probe graphs ``(nodes, edges)``: two edge densities and two sizes, so edges, nodes and the
 #: constant are told apart. Every one has >= 16 * 4096 edges (chunks of E / 16).
 PROBE_GRAPHS: tuple[tuple[int, int], ...] = ((16_384, 131_072), (8_192, 131_072), (16_384, 262_144))
+
+#: On GPUs the probe graphs are this much larger: their edge MLPs run in one chunk, as an
+#: event's do there (:mod:`~partgnn.models.chunk_size`: up to 1e6 edges of width 128 on a GPU of
+#: 32 GB), and the allocator's rounding is small next to what they allocate.
+GPU_PROBE_SCALE = 4
 
 #: The graph that measures what the process holds per live byte has edge tensors ``(E, H)`` of
 #: at least this many float32 bytes: twice glibc's largest mmap threshold (32 MiB), so that, as
@@ -169,10 +173,8 @@ def measure_footprint(
 
 
 def probe_graphs(device: torch.device) -> tuple[tuple[int, int], ...]:
-    """:data:`PROBE_GRAPHS`, scaled so that their edge MLPs run in :data:`EDGE_CHUNKS` chunks
-    on ``device`` as an event's do (GPUs take larger chunks:
-    :func:`~partgnn.models.chunked_edge_mlp.min_chunk_edges`)."""
-    scale = max(1, min_chunk_edges(device) // MIN_CHUNK_EDGES)
+    """:data:`PROBE_GRAPHS`, :data:`GPU_PROBE_SCALE` times larger on GPUs."""
+    scale = GPU_PROBE_SCALE if device.type == "cuda" else 1
     return tuple((nodes * scale, edges * scale) for nodes, edges in PROBE_GRAPHS)
 
 

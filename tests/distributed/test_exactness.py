@@ -88,6 +88,14 @@ def test_fused_partitioned_run_equals_fused_full_graph(graphs_file, tmp_path):
     _compare(ranks, reference, 2)
 
 
+#: How far a partitioned float32 run of the reference-style model may be from float64, in
+#: multiples of the full-graph float32 run's own distance: the edge encoder's gradient through
+#: the graph's BatchNorm is noise-dominated in float32 (its error against float64 moves with
+#: the order of the sums: 5e-6 to 4.6e-3 across the partitions, the full run's 1.2e-3, when
+#: the node MLPs' first layer became one matmul; issue 49). A wrong halo or statistic is O(1).
+FLOAT32_NOISE = 10
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_reference_style_partitioned_run_equals_full_graph(graphs_file, tmp_path, world_size):
@@ -96,8 +104,8 @@ def test_reference_style_partitioned_run_equals_full_graph(graphs_file, tmp_path
     step) on 2 and 3 ranks (METIS and phi sectors; checkpointing on and off; overlap asked for,
     which such a model computes without) equals the single-process full-graph run within the
     same bounds in float64. In float32 the single-process run itself is only within ~1e-3 of
-    float64 (BatchNorm's backward subtracts means of the gradients): the bound there is three
-    times that run's own error (against float64) instead of 1e-5."""
+    float64 (BatchNorm's backward subtracts means of the gradients): the bound there is
+    :data:`FLOAT32_NOISE` times that run's own error (against float64) instead of 1e-5."""
     reference = _full_graph_reference(graphs_file, fused=False, reference_style=True)
     float32_error = max(
         _errors(reference[("float32", checkpoint)], reference[("float64", checkpoint)])
@@ -111,7 +119,7 @@ def test_reference_style_partitioned_run_equals_full_graph(graphs_file, tmp_path
         graphs_file, tmp_path, world_size, "tests.distributed.exactness_worker", ("metis", "phi"),
         cases, worker_args=("--reference-style", "--transports", "all_to_all"),
     )  # fmt: skip
-    tolerance = {**TOLERANCE, "float32": 3 * float32_error}
+    tolerance = {**TOLERANCE, "float32": FLOAT32_NOISE * float32_error}
     _compare(ranks, reference, world_size, initial_exchanges=1, tolerance=tolerance)
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from partgnn.memory.heap_release import ALWAYS_RELEASE_HEAP, DEFAULT_HEAP_RELEASE
-from partgnn.models import chunked_edge_mlp
+from partgnn.models import chunk_size, chunked_edge_mlp
 from partgnn.models.chunked_edge_mlp import EdgeNodes, edge_mlp
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.mlp import make_mlp
@@ -67,7 +67,7 @@ def _graph(n_owned=50, n_halo=12, n_edges=700, seed=0):
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(chunked_edge_mlp, "MIN_CHUNK_EDGES", 32)
+    monkeypatch.setattr(chunk_size, "MIN_CHUNK_EDGES", 32)
 
 
 @pytest.mark.parametrize("recompute", [False, True])
@@ -168,24 +168,51 @@ def test_a_recomputed_edge_mlp_releases_its_heap_as_its_policy_says(monkeypatch,
     assert released == ([torch.device("cpu")] * 2 if releases else [])
 
 
-def test_chunks_are_larger_on_gpus():
+def test_chunks_are_sized_from_the_memory_a_chunk_may_take(monkeypatch):
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
-    assert chunked_edge_mlp.min_chunk_edges(cpu) == chunked_edge_mlp.MIN_CHUNK_EDGES
-    assert chunked_edge_mlp.min_chunk_edges(cuda) == chunked_edge_mlp.MIN_CHUNK_EDGES_CUDA
-    assert chunked_edge_mlp.MIN_CHUNK_EDGES_CUDA > chunked_edge_mlp.MIN_CHUNK_EDGES
-    # 1e6 edges: 16 chunks on both; 1e5 edges: 16 on CPUs, 2 on GPUs.
-    for edges, n_cpu, n_cuda in ((1_000_000, 16, 16), (100_000, 16, 2)):
-        for device, expected in ((cpu, n_cpu), (cuda, n_cuda)):
-            chunks = chunked_edge_mlp._chunks(
-                0, edges, min_edges=chunked_edge_mlp.min_chunk_edges(device)
-            )
-            assert len(chunks) == expected and chunks[-1][1] == edges
+    per_edge = chunk_size.CHUNK_VALUES_PER_EDGE * 64 * 4  # width 64, float32
+    # Without a setting on a CPU: 16 chunks per event, of >= MIN_CHUNK_EDGES edges.
+    for edges, expected in ((1_000_000, 16), (100_000, 16), (20_000, 5), (3_000, 1)):
+        size = chunk_size.chunk_edges(edges, 64, 4, None, cpu)
+        assert len(chunked_edge_mlp._chunks(0, edges, size)) == expected
+    # A chunk memory: the largest chunk that fits, on any device; one when the MLP fits.
+    for device in (cpu, cuda):
+        assert chunk_size.chunk_edges(1_000_000, 64, 4, 1_000_000 * per_edge, device) == 1_000_000
+        size = chunk_size.chunk_edges(1_000_000, 64, 4, 250_000 * per_edge + 1, device)
+        assert len(chunked_edge_mlp._chunks(0, 1_000_000, size)) == 4
+        assert chunk_size.chunk_edges(10, 64, 4, 1, device) == 1  # never an empty chunk
+    # Without a setting on a GPU: a quarter of its memory (80 GB: one chunk at 1e6 edges).
+    monkeypatch.setattr(chunk_size, "device_memory", lambda device: 80 * 10**9)
+    assert chunk_size.chunk_edges(1_000_000, 128, 4, None, cuda) >= 1_000_000
+    monkeypatch.setattr(chunk_size, "device_memory", lambda device: 2 * 10**9)
+    size = chunk_size.chunk_edges(1_000_000, 128, 4, None, cuda)
+    assert size == int(chunk_size.GPU_CHUNK_SHARE * 2e9) // (12 * 128 * 4)
+
+
+def test_one_chunk_per_mlp_computes_what_many_do():
+    edge_index, _, send_index, h0 = _graph()
+    h0 = torch.cat([h0, h0[send_index]])  # owned and halo rows
+    src, dst = edge_index
+    mlp = make_mlp(3 * H, H, H).double()
+    rows0 = torch.randn(edge_index.shape[1], H, dtype=torch.float64)
+    results = []
+    for chunk_bytes in (None, 10**9, 64 * 12 * H * 8):  # 11 chunks, one, 11 of 64 edges
+        h = h0.clone().requires_grad_()
+        rows = rows0.clone().requires_grad_()
+        compute = ComputePolicy(recompute=True, chunk_bytes=chunk_bytes)
+        out = edge_mlp(mlp, rows, EdgeNodes(h, src, dst), residual=True, compute=compute)
+        out.square().sum().backward()
+        results.append((out.detach(), h.grad, rows.grad, mlp[0].weight.grad.clone()))
+        mlp.zero_grad()
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
 def test_the_backward_recomputation_runs_each_chunks_layer_norms_once(monkeypatch):
     """A chunk recomputed in the backward pass is back-propagated at once: its element-wise
     outputs are kept for that (a chunk's worth), not recomputed a second time (issue 26)."""
-    monkeypatch.setattr(chunked_edge_mlp, "MIN_CHUNK_EDGES", 64)
+    monkeypatch.setattr(chunk_size, "MIN_CHUNK_EDGES", 64)
     edge_index = _graph()[0]
     src, dst = edge_index
     rows = torch.randn(edge_index.shape[1], H, dtype=torch.float64)
@@ -196,7 +223,9 @@ def test_the_backward_recomputation_runs_each_chunks_layer_norms_once(monkeypatc
     monkeypatch.setattr(torch.nn.LayerNorm, "forward",
                         lambda self, x: calls.append(1) or layer_norm(self, x))  # fmt: skip
     out = edge_mlp(mlp, rows, EdgeNodes(h, src, dst), compute=RECOMPUTE)
-    chunks = len(chunked_edge_mlp._chunks(0, rows.shape[0]))
+    size = chunk_size.chunk_edges(rows.shape[0], H, 8, None, rows.device)
+    chunks = len(chunked_edge_mlp._chunks(0, rows.shape[0], size))
+    assert chunks > 1
     assert len(calls) == 2 * chunks  # the forward pass
     calls.clear()
     out.sum().backward()

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch_geometric.utils import scatter
 
-from partgnn.models import edge_aggregation
+from partgnn.models import chunk_size
 from partgnn.models.edge_aggregation import AGGREGATIONS, aggregate_both_ways
 
 N_NODES, N_EDGES, H = 30, 500, 6
@@ -25,7 +25,7 @@ def _reference(e, src, dst, n_nodes, aggregation):
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
 def test_aggregate_both_ways_equals_pyg_scatter(monkeypatch, aggregation):
-    monkeypatch.setattr(edge_aggregation, "MIN_GATHER_ROWS", 32)  # several chunks
+    monkeypatch.setattr(chunk_size, "MIN_CHUNK_EDGES", 32)  # several chunks
     generator = torch.Generator().manual_seed(5)
     e = torch.randn(N_EDGES, H, dtype=torch.float64, generator=generator, requires_grad=True)
     # Nodes 0..4 have no edges: zeros (and a mean of zero).

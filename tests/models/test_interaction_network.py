@@ -12,7 +12,7 @@ import torch
 from torch_geometric.utils import scatter
 
 from partgnn.memory.meters import HeapMeter, heap_meter_available
-from partgnn.models import chunked_edge_mlp, edge_aggregation
+from partgnn.models import chunk_size
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.interaction_network import AGGREGATIONS, InteractionNetwork
 
@@ -84,8 +84,7 @@ def _assert_equals_the_plain_model(
 @pytest.mark.parametrize("checkpoint", [False, True])
 @pytest.mark.parametrize("variant", ["default", "per-step weights, no residual"])
 def test_lean_model_equals_the_plain_model(monkeypatch, aggregation, checkpoint, variant):
-    monkeypatch.setattr(chunked_edge_mlp, "MIN_CHUNK_EDGES", 128)  # several chunks of edges
-    monkeypatch.setattr(edge_aggregation, "MIN_GATHER_ROWS", 128)
+    monkeypatch.setattr(chunk_size, "MIN_CHUNK_EDGES", 128)  # several chunks of edges
     graph = _graph(60, 900)
     torch.manual_seed(7)
     model = InteractionNetwork(
@@ -100,6 +99,54 @@ def test_lean_model_equals_the_plain_model(monkeypatch, aggregation, checkpoint,
         compute=ComputePolicy(recompute=checkpoint),
     ).double()
     _assert_equals_the_plain_model(model, graph)
+
+
+#: One chunk per edge MLP (as on a GPU of any size at this graph's).
+ONE_CHUNK = ComputePolicy(recompute=True, chunk_bytes=10**9)
+
+
+@pytest.mark.parametrize("aggregation", ["sum", "sum_max"])
+@pytest.mark.parametrize("steps", [3, 4])
+@pytest.mark.parametrize("variant", ["default", "per-step weights, no residual"])
+def test_one_chunk_per_mlp_with_recomputation_equals_the_plain_model(aggregation, steps, variant):
+    """With one chunk per edge MLP a region's recomputation keeps its edge MLPs' graphs for
+    the backward pass, and the edge head keeps its own: the same logits and gradients."""
+    graph = _graph(60, 900)
+    torch.manual_seed(7)
+    model = InteractionNetwork(
+        node_features=3, edge_features=4, hidden=8, steps=steps, activation="silu",
+        aggregation=aggregation, shared_weights=variant == "default",
+        residual=variant == "default", compute=ONE_CHUNK,
+    ).double()  # fmt: skip
+    _assert_equals_the_plain_model(model, graph)
+
+
+@pytest.mark.parametrize("compute", [ONE_CHUNK, ComputePolicy(recompute=True)])
+def test_recomputation_evaluates_each_edge_mlp_twice_with_one_chunk(monkeypatch, compute):
+    """Issue 49: a training step evaluates each message-passing step's edge MLP in the forward
+    pass and once more in its region's recomputation, not a third time in its backward pass;
+    the edge head once. In chunks (a CPU's default), the backward pass recomputes them."""
+    monkeypatch.setattr(chunk_size, "MIN_CHUNK_EDGES", 128)  # 900 edges: 8 chunks by default
+    graph = _graph(60, 900)
+    steps = 4
+    model = InteractionNetwork(node_features=3, edge_features=4, hidden=8, steps=steps,
+                               shared_weights=True, compute=compute).double()  # fmt: skip
+    rows = {"edge": 0, "node": 0, "head": 0}
+
+    def counting(kind):
+        def hook(module, inputs, output):
+            rows[kind] += inputs[0].shape[0]
+
+        return hook
+
+    model.edge_mlps[0][1].register_forward_hook(counting("edge"))  # its first LayerNorm
+    model.node_mlps[0][1].register_forward_hook(counting("node"))
+    model.edge_head[1].register_forward_hook(counting("head"))
+    model(*graph).sum().backward()
+    if compute is ONE_CHUNK:
+        assert rows == {"edge": 2 * steps * 900, "node": 2 * steps * 60, "head": 900}
+    else:
+        assert rows == {"edge": 3 * steps * 900, "node": 2 * steps * 60, "head": 2 * 900}
 
 
 @pytest.mark.parametrize("checkpoint", [False, True])
@@ -154,7 +201,7 @@ def test_bytes_kept_per_edge_and_peak_memory(monkeypatch):
     only, 4 (z1, the 2nd Linear's input, z2, the latents) plus the encoder's and the head's
     share (~0.6 at 8 steps) and node rows. Checkpointing's peak is below 0.25 of the other's
     at 8 steps (16 chunks of edges, as on an event graph)."""
-    monkeypatch.setattr(chunked_edge_mlp, "MIN_CHUNK_EDGES", 1250)
+    monkeypatch.setattr(chunk_size, "MIN_CHUNK_EDGES", 1250)
     hidden, steps = 32, 8
     graph = _graph(2_000, 20_000, dtype=torch.float32)
     row = hidden * 4

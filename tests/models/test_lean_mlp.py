@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from partgnn.models import chunked_edge_mlp
+from partgnn.models import chunk_size, chunked_edge_mlp
 from partgnn.models.chunked_edge_mlp import EdgeNodes, edge_mlp
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.lean_mlp import first_layer, in_autocast_dtype, mlp_tail
@@ -30,7 +30,7 @@ def graph():
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Several chunks on a small graph (forward and backward loop over them)."""
-    monkeypatch.setattr(chunked_edge_mlp, "MIN_CHUNK_EDGES", 64)
+    monkeypatch.setattr(chunk_size, "MIN_CHUNK_EDGES", 64)
 
 
 def _mlps(in_features: int, out_features: int = H, *, output_activation: bool = True):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from partgnn.models import chunked_edge_mlp
+from partgnn.models import chunk_size
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.models.replayed_exchange import ReplayedExchange
@@ -91,7 +91,7 @@ def _partition(seed: int = 0):
 def test_checkpointed_regions_equal_no_checkpointing_and_never_exchange_again(
     monkeypatch, exchange_kind, steps
 ):
-    monkeypatch.setattr(chunked_edge_mlp, "MIN_CHUNK_EDGES", 64)
+    monkeypatch.setattr(chunk_size, "MIN_CHUNK_EDGES", 64)
     send_index, n_owned, graph = _partition()
     results = {}
     for checkpoint in (False, True):

@@ -48,7 +48,7 @@ ARGUMENTS = {
 IN_PROCESS = {
     "bench_data", "bench_partition", "bench_tracks", "bench_simulation_realism",
     "bench_module_map", "bench_roofline", "bench_work_model", "flip_sweep", "figures_page",
-    "bench_freed_heap",
+    "bench_freed_heap", "bench_scaling_model",
 }  # fmt: skip
 #: Tools run by a test of their own below.
 OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts", "bench_gpu",
@@ -173,6 +173,11 @@ def test_bench_launch_budget_counts_partgnn_and_names_a_missing_peer_source(tmp_
     off = [r for r in result["rows"] if r["model"] == "partgnn (recompute off)"]
     assert on and all(a["operations"] > b["operations"] > 100 for a, b in zip(on, off, strict=True))
     assert all("step_s" in r for r in result["rows"] if r["edges"] == 500)
+    assert all(sum(r["phases"].values()) == r["operations"] for r in result["rows"])
+    assert all(r["phases"]["backward"] > r["phases"]["forward"] > 0 for r in on)
+    breakdown = result["breakdown"]
+    assert breakdown["per_step"] > 0 and breakdown["per_chunk"] > 0
+    assert breakdown["outside_steps"] + 8 * breakdown["per_step"] == breakdown["operations"]
     done = run_command(
         [sys.executable, str(TOOLS / "bench_launch_budget.py"), "--tiny", "--out", str(out),
          "--acorn-src", str(tmp_path)],

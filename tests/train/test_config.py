@@ -183,9 +183,9 @@ BAD_FIELDS = [
     ),
     (
         GRAPHS + "model: {hiden: 32}\n",
-        "unknown field model.hiden (known: activation, aggregation, batch_norm, concat_initial, "
-        "fused, hidden, kwargs, layer_norm, mlp_layers, recompute, residual, shared_weights, "
-        "steps, target)",
+        "unknown field model.hiden (known: activation, aggregation, batch_norm, chunk_mb, "
+        "concat_initial, fused, hidden, kwargs, layer_norm, mlp_layers, recompute, residual, "
+        "shared_weights, steps, target)",
     ),
     (
         GRAPHS + "model: {batch_norm: true}\n",
@@ -252,6 +252,7 @@ BAD_FIELDS = [
     (GRAPHS + "optim: {warmup_steps: -1}\n", "optim.warmup_steps must be >= 0 (got -1)"),
     (GRAPHS + "optim: {max_steps: 0}\n", "optim.max_steps must be >= 1 or null (got 0)"),
     (GRAPHS + "optim: {grad_clip: 0}\n", "optim.grad_clip must be > 0 or null (got 0.0)"),
+    (GRAPHS + "model: {chunk_mb: 0}\n", "model.chunk_mb must be > 0 or null (got 0.0)"),
     (GRAPHS + "loss: {pos_weight: 0}\n", "loss.pos_weight must be > 0 (got 0.0)"),
     (GRAPHS + "loss: {target_pt: -1}\n", "loss.target_pt must be >= 0 or null (got -1.0)"),
     (

@@ -126,10 +126,14 @@ def test_garbage_left_from_before_does_not_lower_a_probe_peak(monkeypatch):
 
 
 def test_probes_run_in_as_many_chunks_as_an_event_on_every_device():
-    from partgnn.models.chunked_edge_mlp import EDGE_CHUNKS, min_chunk_edges
+    """16 chunks per edge MLP on a CPU (an event's too); one on a GPU of 32 GB at width 128."""
+    from partgnn.models import chunk_size
 
-    for device in (torch.device("cpu"), torch.device("cuda", 0)):
-        graphs = footprint.probe_graphs(device)
-        assert len(graphs) == len(footprint.PROBE_GRAPHS)
-        assert all(edges // EDGE_CHUNKS >= min_chunk_edges(device) for _, edges in graphs)
-    assert footprint.probe_graphs(torch.device("cpu")) == footprint.PROBE_GRAPHS
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert footprint.probe_graphs(cpu) == footprint.PROBE_GRAPHS
+    for _, edges in footprint.probe_graphs(cpu):
+        size = chunk_size.chunk_edges(edges, 64, 4, None, cpu)
+        assert chunk_size.chunk_count(edges, size) == chunk_size.EDGE_CHUNKS
+    gpu_chunk = int(chunk_size.GPU_CHUNK_SHARE * 32e9)
+    for _, edges in footprint.probe_graphs(cuda):
+        assert chunk_size.chunk_edges(edges, 128, 4, gpu_chunk, cuda) >= edges
