@@ -122,7 +122,8 @@ def edge_mlp(
             pages go back to the system (not where the chunks' graphs are kept).
         kept: With ``recompute`` inside a recomputed region of steps, the MLP's
             :class:`KeptGraphs`: the same object in the region's forward pass and in its
-            recomputation, which keeps its chunks' autograd graphs there for the backward pass
+            recomputation, which (``kept.replaying``: the region's last edge MLP, whose backward
+            pass comes at once) keeps its chunks' autograd graphs there for the backward pass
             when the MLP runs in one chunk per part (then it is not computed a third time; the
             graphs hold what that third computation would, a little earlier).
         backward_follows: With ``recompute``, the backward pass follows this MLP at once (the
@@ -171,8 +172,9 @@ class KeptGraphs:
     handing them the tensors the recomputation saved; nothing else of the recomputation
     reaches them. The region's forward pass and its recomputation call the edge MLP with the
     same object (made in the forward pass, handed out again in order in the recomputation): the
-    recomputation puts its chunks' graphs here (``replaying``), and the forward pass's node
-    takes them in its backward pass instead of computing the chunks once more.
+    recomputation puts its chunks' graphs here where told to (``replaying``: the region's last
+    edge MLP), and the forward pass's node takes them in its backward pass instead of computing
+    the chunks once more.
     """
 
     def __init__(self) -> None:
@@ -284,6 +286,23 @@ class _Piece:
     rows: torch.Tensor
     node_terms: torch.Tensor | None
 
+    def release_values(self, *, out: bool = True) -> None:
+        """Frees the values of the output (unless not ``out``, or its own operation saved it:
+        a last ReLU keeps its result for its gradient) and of the node terms: the graph needs
+        these tensors, not their values (no operation of a chunk saves the node terms it
+        adds)."""
+        free_out = out and not _saves_its_result(self.out)
+        for tensor in (self.out if free_out else None, self.node_terms):
+            if tensor is not None and tensor._base is None:
+                tensor.untyped_storage().resize_(0)
+
+
+def _saves_its_result(tensor: torch.Tensor) -> bool:
+    """Whether the operation that made ``tensor`` saved it for its backward pass (ReLU,
+    sigmoid, tanh: ``_saved_result``)."""
+    function = tensor.grad_fn
+    return function is not None and hasattr(function, "_saved_result")
+
 
 class _ChunkedEdgeMLP(torch.autograd.Function):
     """An edge MLP over chunks of edges; see the module docstring."""
@@ -329,12 +348,7 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
                 if not whole:
                     out[start:end] = piece.out.detach()
                 if call.keep_graphs:
-                    # The graph needs these tensors, not their values (no operation of a
-                    # chunk saves the chunk's output or the node terms it adds): their memory
-                    # goes now.
-                    for tensor in (None if whole else piece.out, piece.node_terms):
-                        if tensor is not None and tensor._base is None:
-                            tensor.untyped_storage().resize_(0)
+                    piece.release_values(out=not whole)  # (the whole's output is the result)
                     pieces.append(piece)
 
         run(interior)
@@ -383,6 +397,7 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
                     with _recording(ctx.autocast):
                         piece = _compute(call.edge, nodes, rows, src, dst, start, end,
                                          grad_rows_wanted, used_at_once=True)  # fmt: skip
+                    piece.release_values()
                 grads.add_piece(piece, grad_out[piece.start : piece.end])
 
         # Boundary edges first: then the halo rows' gradient is complete and goes back to its
@@ -435,7 +450,8 @@ def _compute(
         with torch.no_grad():
             node_terms = EdgeMLP.gather(nodes.all, src[start:end], dst[start:end])
         node_terms.requires_grad_(recording)
-    out = edge.rows(piece_rows, node_terms, recompute_elementwise=recording and not used_at_once)
+    out = edge.rows(piece_rows, node_terms, recompute_elementwise=recording and not used_at_once,
+                    release_node_terms=True)  # fmt: skip
     return _Piece(start, end, out, piece_rows, node_terms)
 
 

@@ -418,7 +418,10 @@ class _Graph:
         if not self._kept:
             raise RuntimeError("a recomputed region calls more edge MLPs than its forward pass")
         kept = self._kept.popleft()
-        kept.replaying = True
+        # Only the region's last edge MLP keeps its graph: its backward pass comes first, at
+        # once; an earlier one's graph would be held through the later steps' backward passes
+        # (one MLP's activations more at the step's peak), so it is recomputed there instead.
+        kept.replaying = not self._kept
         return kept
 
     def nodes(self, h: torch.Tensor) -> EdgeNodes:

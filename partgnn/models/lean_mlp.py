@@ -251,6 +251,7 @@ class EdgeMLP:
         node_terms: torch.Tensor | None = None,
         *,
         recompute_elementwise: bool = False,
+        release_node_terms: bool = False,
     ) -> torch.Tensor:
         """The MLP of some edges.
 
@@ -259,6 +260,9 @@ class EdgeMLP:
             node_terms: Their :meth:`gather` ``(M, H_out)``; ``None`` for an MLP of the rows
                 alone.
             recompute_elementwise: See :func:`mlp_tail`.
+            release_node_terms: Free the node terms' values once the first layer has added
+                them (the caller's own tensor, read by nothing else; no operation saves a
+                summand): one ``M x H_out`` tensor less while the rest of the MLP runs.
 
         Returns:
             ``(M, out_features)``.
@@ -276,6 +280,8 @@ class EdgeMLP:
             z = functional.linear(rows, row_weight, linear.bias)
             if node_terms is not None:
                 z = z + node_terms
+        if release_node_terms and node_terms is not None and node_terms._base is None:
+            node_terms.untyped_storage().resize_(0)
         return mlp_tail(
             self.mlp, z, recompute_elementwise=recompute_elementwise, fused=self.fused,
             residual=rows if self.residual else None, shift=shift,
