@@ -29,7 +29,8 @@ EDGE_CHUNKS = 16
 MIN_CHUNK_EDGES = 4096
 #: Bytes a chunk's recomputation holds per edge, in values of the MLP's width: the gathered
 #: node terms, each layer's output before and after its LayerNorm and activation, and their
-#: gradients (measured: tests/models/test_chunk_size.py).
+#: gradients (counted from the layers of a 2-layer MLP, rounded up; a whole recomputed MLP
+#: measured 6.6 rows of ``E x H`` above the rest of the step, docs/history/gpu.md).
 CHUNK_VALUES_PER_EDGE = 12
 #: Without a chunk memory on a GPU, a chunk may take this share of the device's memory.
 GPU_CHUNK_SHARE = 0.25
@@ -65,11 +66,10 @@ def chunk_count(n_edges: int, edges_per_chunk: int) -> int:
 
 
 @cache
-def _total_memory(device_type: str, index: int) -> int:
+def _total_memory(index: int) -> int:
     return torch.cuda.get_device_properties(index).total_memory
 
 
 def device_memory(device: torch.device) -> int:
     """Total memory of a GPU in bytes (asked once per device; no synchronisation)."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return _total_memory(device.type, index)
+    return _total_memory(device.index if device.index is not None else torch.cuda.current_device())

@@ -343,9 +343,9 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
                 whole = (start, end) == (0, n_edges)
                 if whole:  # one chunk: its output is the result (no copy)
                     out = piece.out.detach()
-                elif out is None:
-                    out = piece.out.new_empty((n_edges, *piece.out.shape[1:]))
-                if not whole:
+                else:
+                    if out is None:
+                        out = piece.out.new_empty((n_edges, *piece.out.shape[1:]))
                     out[start:end] = piece.out.detach()
                 if call.keep_graphs:
                     piece.release_values(out=not whole)  # (the whole's output is the result)

@@ -106,13 +106,10 @@ class _EdgeSums(torch.autograd.Function):
         grad_e = grad_incoming.index_select(0, dst)
         if grad_outgoing is not None:
             size = _chunk_rows(grad_e, ctx.chunk_bytes)
-            if size >= src.shape[0]:
-                grad_e += grad_outgoing.index_select(0, src)
-            else:
-                for start in range(0, src.shape[0], size):
-                    grad_e[start : start + size] += grad_outgoing.index_select(
-                        0, src[start : start + size]
-                    )
+            for start in range(0, src.shape[0], size):  # (add_ on the view: no copy back)
+                grad_e[start : start + size].add_(
+                    grad_outgoing.index_select(0, src[start : start + size])
+                )
         return grad_e, None, None, None, None, None
 
 

@@ -207,7 +207,8 @@ class InteractionNetwork(nn.Module):
             # Regions of STEPS_PER_REGION steps are recomputed in the backward pass from their
             # first step's latents: the edge latents of the other steps are not kept. The
             # recomputation gets the halo rows (and the BatchNorm statistics) the forward pass
-            # received (no communication again), and is told it is one (``graph.replaying``).
+            # received (no communication again), and the region's last edge MLP keeps its
+            # recomputed graph for the backward pass (``graph.kept_graphs``).
             graph.exchange = replay = ReplayedExchange(exchange, n_owned)
             graph.in_regions = True
             regions = [replay, graph] if statistics is None else [replay, statistics, graph]
