@@ -76,10 +76,10 @@ def reference_model(graph: dict, hidden: int, checkpoint: bool) -> tuple[torch.n
 
 def partgnn_model(
     hidden: int, checkpoint: bool, *, reference: bool, chunk_mb: float | None = None,
-    steps: int = 8, mlp_layers: int = 2,
+    steps: int = 8, mlp_layers: int = 2, fused: bool = False,
 ) -> torch.nn.Module:  # fmt: skip
     """partgnn's Interaction Network as the full recipe trains it (``reference``: with the CTD
-    2023 model's settings); ``chunk_mb`` is ``model.chunk_mb``."""
+    2023 model's settings); ``chunk_mb`` is ``model.chunk_mb``, ``fused`` ``model.fused``."""
     from partgnn.models.build import build_model
     from partgnn.train.config import ModelConfig
 
@@ -87,11 +87,11 @@ def partgnn_model(
         config = ModelConfig(hidden=hidden, steps=8, mlp_layers=3, activation="relu",
                              residual=False, layer_norm=False, batch_norm=True,
                              concat_initial=True, shared_weights=False,
-                             recompute=checkpoint)  # fmt: skip
+                             recompute=checkpoint, fused=fused)  # fmt: skip
     else:
         config = ModelConfig(hidden=hidden, steps=steps, mlp_layers=mlp_layers,
                              activation="silu", layer_norm=True, shared_weights=True,
-                             recompute=checkpoint, chunk_mb=chunk_mb)  # fmt: skip
+                             recompute=checkpoint, chunk_mb=chunk_mb, fused=fused)  # fmt: skip
     torch.manual_seed(0)
     return build_model(config, 12 if reference else 3, 4)
 

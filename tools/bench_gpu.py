@@ -4,9 +4,11 @@
   real model source from ``--acorn-src``) and partgnn's Interaction Network on the same random
   graphs (``--edges``, nodes = edges / 10, 3 node features) with the same hyper-parameters
   (``--hidden``, 8 iterations, 2-layer MLPs, SiLU, LayerNorm, sum aggregation, shared weights),
-  float32 and bf16 autocast; partgnn with activation checkpointing on and off, the peer as it
-  runs (checkpointing always on). Then the reference's own model, acorn's InteractionGNN2 with
-  its CTD 2023 settings (hidden 128, 3-layer MLPs, BatchNorm, ReLU, concat, separate weights per
+  float32 and bf16 autocast; partgnn with activation checkpointing on and off, each with and
+  without ``model.fused`` (on a GPU: LayerNorm + activation compiled by torch.compile, sums by
+  ``embedding_bag``), the peer as it runs (checkpointing always on). Then the reference's own
+  model, acorn's InteractionGNN2 with its CTD 2023 settings (hidden 128, 3-layer MLPs, BatchNorm,
+  ReLU, concat, separate weights per
   iteration), beside partgnn's reference-style model (``model.batch_norm``,
   ``model.concat_initial``) on the largest graph, checkpointing on and off.
 - ``largest``: the largest graph one GPU trains (hidden 64, checkpointing, bf16, mode full):
@@ -107,11 +109,12 @@ def _peer(args: argparse.Namespace, device: torch.device) -> list[dict]:
                 settings = {"edges": edges, "hidden": hidden, "precision": precision}
                 peer = _measure(*peer_model(graph, hidden), graph, device, args.steps, precision)
                 rows.append({**settings, "model": "acorn InteractionGNN (ckpt)", **peer})
-                for checkpoint in (True, False):
-                    model = partgnn_model(hidden, checkpoint, reference=False)
+                for checkpoint, fused in ((True, False), (True, True), (False, False),
+                                          (False, True)):  # fmt: skip
+                    model = partgnn_model(hidden, checkpoint, reference=False, fused=fused)
                     ours = _measure(*partgnn_run(model, graph), graph, device, args.steps,
                                     precision)  # fmt: skip
-                    name = f"partgnn (ckpt {'on' if checkpoint else 'off'})"
+                    name = f"partgnn (ckpt {'on' if checkpoint else 'off'}{', fused' * fused})"
                     rows.append({**settings, "model": name, **ours, **_ratios(ours, peer)})
     edges, hidden = max(args.edges), max(args.hidden)
     graph = random_graph(edges // 10, edges, device)
@@ -169,8 +172,8 @@ def _ratios(ours: dict, peer: dict) -> dict:
 
 
 def _profile(args: argparse.Namespace, device: torch.device) -> list[dict]:
-    """The kernels of one partgnn step (checkpointing on, the largest graph, the smallest
-    width), float32 and bf16: the ops that take the most device time, and the step's
+    """The kernels of one partgnn step (checkpointing on, ``model.fused``, the largest graph, the
+    smallest width), float32 and bf16: the ops that take the most device time, and the step's
     kernel launches."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -178,7 +181,8 @@ def _profile(args: argparse.Namespace, device: torch.device) -> list[dict]:
     graph = random_graph(edges // 10, edges, device)
     rows = []
     for precision in ("float32", "bf16"):
-        model, logits = partgnn_run(partgnn_model(hidden, True, reference=False), graph)
+        model = partgnn_model(hidden, True, reference=False, fused=True)
+        model, logits = partgnn_run(model, graph)
         step = training_step(model, logits, graph["y"], device, precision)
         step()
         _synchronize(device)

@@ -7,7 +7,10 @@ recomputation, the AdamW step; each is about one kernel launch on a GPU), for pa
 Interaction Network and the peer's model (acorn's InteractionGNN through ../shared/peer: the
 reference) on the same random graph, taking the code paths a GPU takes: the chunks of edges a GPU
 of ``--gpu-memory-gb`` gets by default (or ``--chunk-edges``), AdamW's multi-tensor
-implementation (CUDA's default), no CPU-only fused kernels. Per setting it gives the operations
+implementation (CUDA's default), and with ``model.fused`` (``--fused``) the fused LayerNorm +
+activation compiled as on a GPU (:func:`~partgnn.models.kernel_choice.gpu_kernel_paths`: one
+operator forward, one backward; inductor's C++ here, Triton there), not the C++ CPU kernels.
+Per setting it gives the operations
 by phase, the LayerNorm rows normalised, the peak of live tensor bytes during the step (the C
 heap, :class:`~partgnn.memory.meters.HeapMeter`) and, on a tiny graph (``--tiny-edges``), the
 step time, which there is the per-operation overhead. ``--breakdown`` says where partgnn's
@@ -37,12 +40,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from partgnn.memory.meters import HeapMeter, heap_meter_available
 from partgnn.models.chunk_size import CHUNK_VALUES_PER_EDGE, GPU_CHUNK_SHARE
+from partgnn.models.kernel_choice import gpu_kernel_paths
 
 PEER_DIR = Path(__file__).resolve().parents[2] / "shared" / "peer"
 #: Operations listed per setting: those dispatched most.
 TOP_OPERATIONS = 8
 REFERENCE = "reference (acorn InteractionGNN, ckpt)"
-LAYER_NORMS = ("aten.native_layer_norm",)
+#: Operations that normalise rows (forward passes and recomputations; the fused operator's
+#: forward when it normalises; backward passes are not counted, as for the reference's
+#: ``native_layer_norm_backward``).
+LAYER_NORMS = ("aten.native_layer_norm", "partgnn_compiled.norm_activation_forward")
 #: Operations that launch no kernel on a GPU: reading a CPU scalar (AdamW's step counters stay
 #: on the CPU) and the profiler's markers.
 NOT_KERNELS = frozenset({"aten._local_scalar_dense", "profiler._record_function_enter_new",
@@ -71,9 +78,14 @@ class OperationCounter(TorchDispatchMode):
         if not func.is_view and name not in NOT_KERNELS:
             self.counts[name] += 1
             self.phases[self.current] += 1
-            if name in LAYER_NORMS:
+            if name in LAYER_NORMS and _normalises(name, args):
                 self.layer_norm_rows += args[0].numel() // args[0].shape[-1]
         return func(*args, **(kwargs or {}))
+
+
+def _normalises(name: str, args: tuple) -> bool:
+    """Whether a :data:`LAYER_NORMS` operation normalises (the fused one: its ``norm`` flag)."""
+    return name == "aten.native_layer_norm" or bool(args[5])
 
 
 def count_step(step: Callable[..., None]) -> OperationCounter:
@@ -134,6 +146,8 @@ def main() -> None:
     parser.add_argument("--breakdown-edges", type=int, default=20_000,
                         help="the graph the breakdown is counted on (0: no breakdown)")  # fmt: skip
     parser.add_argument("--no-memory", action="store_true", help="operations only")
+    parser.add_argument("--fused", choices=["off", "on", "both"], default="both",
+                        help="partgnn with model.fused (the compiled GPU kernels)")  # fmt: skip
     parser.add_argument(
         "--no-reference", action="store_true", help="partgnn alone (no peer source needed)"
     )
@@ -152,15 +166,16 @@ def main() -> None:
     device = torch.device("cpu")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for edges in [*args.edges, args.tiny_edges]:
-        tiny = edges == args.tiny_edges
-        graph = random_graph(max(edges // 10, 2), edges, device)
-        for hidden in args.hidden:
-            for precision in args.precisions:
-                rows += _setting(graph, edges, hidden, precision, tiny, args)
-    breakdown = None
-    if args.breakdown_edges:
-        breakdown = _breakdown(args.breakdown_edges, args.hidden[0], args.precisions[0])
+    with gpu_kernel_paths():
+        for edges in [*args.edges, args.tiny_edges]:
+            tiny = edges == args.tiny_edges
+            graph = random_graph(max(edges // 10, 2), edges, device)
+            for hidden in args.hidden:
+                for precision in args.precisions:
+                    rows += _setting(graph, edges, hidden, precision, tiny, args)
+        breakdown = None
+        if args.breakdown_edges:
+            breakdown = _breakdown(args.breakdown_edges, args.hidden[0], args.precisions[0])
     result = {"command": " ".join(["bench_launch_budget.py", *sys.argv[1:]]),
               "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
               "threads": args.threads, "chunks": _chunk_words(args), "rows": rows,
@@ -185,10 +200,13 @@ def _setting(
     models = {}
     if not args.no_reference:
         models[REFERENCE] = peer_model(graph, hidden)
+    fused_settings = {"off": [False], "on": [True], "both": [False, True]}[args.fused]
     for recompute in (True, False):
-        name = f"partgnn (recompute {'on' if recompute else 'off'})"
-        model = partgnn_model(hidden, recompute, reference=False, chunk_mb=chunk_mb(args, hidden))
-        models[name] = partgnn_run(model, graph)
+        for fused in fused_settings:
+            name = f"partgnn (recompute {'on' if recompute else 'off'}{', fused' if fused else ''})"
+            model = partgnn_model(hidden, recompute, reference=False, fused=fused,
+                                  chunk_mb=chunk_mb(args, hidden))  # fmt: skip
+            models[name] = partgnn_run(model, graph)
     rows, first = [], None
     for name, (model, logits) in models.items():
         step = training_step(model, logits, graph["y"], torch.device("cpu"), precision)
@@ -241,7 +259,8 @@ def markdown(result: dict) -> str:
         f"Command: `{result['command']}`; torch {result['torch']}, {result['threads']} threads, "
         f"{result['date']}. Operations: aten operations dispatched by one training step "
         f"(forward, backward, AdamW) that are not views, {result['chunks']}, AdamW multi-tensor, "
-        "no fused CPU kernels. Peak: most live tensor bytes during the step (C heap).",
+        "no C++ CPU kernels (fused: LayerNorm + activation compiled as on a GPU). Peak: most "
+        "live tensor bytes during the step (C heap).",
         "",
         "| edges | hidden | precision | model | operations (fwd / bwd / opt) | x ref "
         "| LayerNorm rows x ref | peak MB | x ref | step s (tiny) | x ref |",

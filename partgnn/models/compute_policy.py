@@ -28,8 +28,9 @@ class ComputePolicy:
             still recomputed (about four rows of ``H`` per edge per step; faster on small
             graphs).
         fused: Each MLP's LayerNorm and activation (and an edge update's residual) in one pass
-            per row on CPUs (:mod:`~partgnn.models.fused_norm_activation`), and edge rows summed
-            into their nodes node by node (:mod:`~partgnn.models.node_sums`).
+            per row (:mod:`~partgnn.models.fused_norm_activation`: a C++ kernel on CPUs,
+            compiled by ``torch.compile`` on GPUs), and edge rows summed into their nodes node
+            by node (:mod:`~partgnn.models.node_sums`).
         heap_release: After which recomputed edge MLPs the freed C-heap pages go back to the
             system (default: event-sized ones; :mod:`~partgnn.memory.heap_release`).
         chunk_bytes: The memory one chunk of a recomputed edge MLP may take (``model.chunk_mb``):

@@ -72,9 +72,10 @@ class ModelConfig(Architecture):
         recompute: Activation recomputation (:attr:`ComputePolicy.recompute`; formerly
             ``model.checkpoint``). The same model computed in less memory: a checkpoint resumes
             and scores either way.
-        fused: LayerNorm and activation in one pass per row on CPUs (a C++ kernel compiled
-            once per machine on first use; :attr:`ComputePolicy.fused`). The same model
-            computed faster: a checkpoint resumes and scores either way.
+        fused: LayerNorm and activation in one pass per row (on CPUs a C++ kernel compiled
+            once per machine on first use, on GPUs ``torch.compile``;
+            :attr:`ComputePolicy.fused`). The same model computed faster: a checkpoint
+            resumes and scores either way.
         chunk_mb: With ``recompute``, the memory [MB, 10^6 bytes] one chunk of edges of an edge
             MLP may take (:attr:`ComputePolicy.chunk_bytes`): the largest chunk that fits, one
             per MLP when the whole MLP does (fewest kernel launches); ``null``: the device's

@@ -2,14 +2,16 @@
 
 The sum's backward is a gather per direction, ``grad_e = grad_in[dst] + grad_out[src]``; done by
 autograd it allocates both gathers and their sum (three ``E x H`` tensors at once). Here both
-sums run in one function whose backward writes one ``E x H`` gradient and adds the second
-gather into it chunk by chunk. Half-precision latents (bf16 autocast) are summed in float32,
-chunk by chunk (a node with many edges would lose their small terms in bf16's 8-bit mantissa),
-and the sums returned in the latents' dtype. Mean divides the sums by the degrees; max (and the
-max half of ``sum_max``) is PyG's scatter. Given the edges listed by node
-(:class:`~partgnn.models.node_sums.Incidence`, ``model.fused`` on CPUs), the sums are the
-kernel's (:func:`~partgnn.models.node_sums.sums_by_node`: node by node, bf16 in float32, both
-directions in one call).
+sums run in one function whose backward writes one ``E x H`` gradient, the sum of each edge's
+two rows, in one ``embedding_bag`` kernel (no second gather). Half-precision latents (bf16
+autocast) are summed in float32, chunk by chunk (a node with many edges would lose their small
+terms in bf16's 8-bit mantissa), and the sums returned in the latents' dtype. Mean divides the
+sums by the degrees; max (and the max half of ``sum_max``) is PyG's scatter. Given the edges
+listed by node (:class:`~partgnn.models.node_sums.Incidence`, ``model.fused``), the sums are
+the C++ kernel's on CPUs (:func:`~partgnn.models.node_sums.sums_by_node`: node by node, bf16 in
+float32, both directions in one call) and ``embedding_bag``'s elsewhere
+(:func:`~partgnn.models.node_sums.bag_sums`: one bag per node, no float32 copy of bf16 rows, no
+atomic adds).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 import torch
+from torch.nn import functional
 from torch_geometric.utils import scatter
 
 from partgnn.models.chunk_size import chunk_edges
-from partgnn.models.node_sums import Incidence, sums_by_node
+from partgnn.models.node_sums import Incidence, bag_sums, sums_by_node
 
 Aggregation = Literal["sum", "mean", "max", "sum_max"]
 AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
@@ -45,17 +48,18 @@ def aggregate_both_ways(
         n_nodes: Rows of the result (nodes without edges get zeros).
         aggregation: ``sum``, ``mean``, ``max`` or ``sum_max`` (sum and max side by side).
         incidence: The edges listed by node (of ``n_nodes`` nodes): the sums are then the
-            kernel's where it applies.
+            C++ kernel's where it applies, else ``embedding_bag``'s
+            (:func:`~partgnn.models.node_sums.bag_sums`).
         chunk_bytes: The memory a chunk of edges may take (``model.chunk_mb``; ``None``: the
             device's default, :func:`~partgnn.models.chunk_size.chunk_edges`): the chunks of
-            the half-precision sums and of the backward pass's second gather.
+            the half-precision sums.
 
     Returns:
         ``(incoming, outgoing)``, each ``(n_nodes, H)`` (``(n_nodes, 2 H)`` for ``sum_max``).
     """
     if aggregation == "max":
         return _max(e, dst, n_nodes), _max(e, src, n_nodes)
-    if incidence is not None and not incidence.serves(e, n_nodes):
+    if incidence is not None and incidence.n_nodes != n_nodes:
         incidence = None
     incoming, outgoing = _EdgeSums.apply(e, src, dst, n_nodes, incidence, chunk_bytes)
     if aggregation == "mean":
@@ -80,9 +84,10 @@ class _EdgeSums(torch.autograd.Function):
     @staticmethod
     def forward(ctx, e, src, dst, n_nodes, incidence, chunk_bytes):
         ctx.save_for_backward(src, dst)
-        ctx.chunk_bytes = chunk_bytes
         if incidence is not None:
-            return sums_by_node(e, incidence)
+            if incidence.serves(e, n_nodes):
+                return sums_by_node(e, incidence)
+            return bag_sums(e, incidence)
         if e.dtype not in (torch.bfloat16, torch.float16):
             incoming = e.new_zeros((n_nodes, *e.shape[1:])).index_add_(0, dst, e)
             outgoing = e.new_zeros((n_nodes, *e.shape[1:])).index_add_(0, src, e)
@@ -103,18 +108,25 @@ class _EdgeSums(torch.autograd.Function):
             return None, None, None, None, None, None
         if grad_incoming is None:
             return grad_outgoing.index_select(0, src), None, None, None, None, None
-        grad_e = grad_incoming.index_select(0, dst)
-        if grad_outgoing is not None:
-            size = _chunk_rows(grad_e, ctx.chunk_bytes)
-            for start in range(0, src.shape[0], size):  # (add_ on the view: no copy back)
-                grad_e[start : start + size].add_(
-                    grad_outgoing.index_select(0, src[start : start + size])
-                )
-        return grad_e, None, None, None, None, None
+        if grad_outgoing is None:
+            return grad_incoming.index_select(0, dst), None, None, None, None, None
+        return _gather_both(grad_incoming, grad_outgoing, src, dst), None, None, None, None, None
+
+
+def _gather_both(
+    grad_incoming: torch.Tensor, grad_outgoing: torch.Tensor, src: torch.Tensor, dst: torch.Tensor
+) -> torch.Tensor:
+    """``grad_incoming[dst] + grad_outgoing[src]`` ``(E, H)`` without a second ``E x H`` gather:
+    one ``embedding_bag`` sum over bags of two rows of the stacked node gradients ``(2 N, H)``
+    (one kernel; the bags' indices take 16 bytes per edge while it runs)."""
+    n_nodes = grad_incoming.shape[0]
+    table = torch.cat([grad_incoming, grad_outgoing.to(grad_incoming.dtype)])
+    bags = torch.stack([dst, src + n_nodes], dim=1)
+    return functional.embedding_bag(bags, table, mode="sum")
 
 
 def _chunk_rows(e: torch.Tensor, chunk_bytes: int | None) -> int:
-    """Rows of ``e`` ``(E, H)`` per chunk of the half-precision sums and of the backward
-    pass's second gather: an edge MLP's chunk (:func:`~partgnn.models.chunk_size.chunk_edges`
+    """Rows of ``e`` ``(E, H)`` per chunk of the half-precision sums: an edge MLP's chunk
+    (:func:`~partgnn.models.chunk_size.chunk_edges`
     at the latents' width in float32, which holds more per edge), one chunk where it fits."""
     return chunk_edges(e.shape[0], e.shape[-1], 4, chunk_bytes, e.device)

@@ -1,21 +1,24 @@
-"""LayerNorm and activation fused into one pass over the rows, on CPUs (``model.fused``).
+"""LayerNorm and activation fused into one pass over the rows (``model.fused``).
 
 An MLP layer of the Interaction Network is ``act(LayerNorm(z))`` after a Linear layer, where
 ``z`` is an ``E x H`` matrix; with ``H = 64`` the element-wise work per row (two row
 reductions, an exponential per value) costs about as much as the 64 x 64 matmul before it, and
 done op by op it is one pass through memory per operation (add, LayerNorm, SiLU, residual add,
-and their gradients). :func:`norm_activation` computes ``act(LayerNorm(z + shift)) + post`` row
-by row while each row sits in registers (the C++ kernel in ``kernels/norm_activation.cpp``,
-vectorised with ATen's ``at::vec`` for the CPU's instruction set), and its backward pass
-recomputes the row's statistics and activation from ``z``: it keeps only ``z``, as
+and their gradients), one kernel launch each on a GPU. :func:`norm_activation` computes
+``act(LayerNorm(z + shift)) + post`` in one operator forward and one backward, whose backward
+pass recomputes the row's statistics and activation from ``z``: it keeps only ``z``, as
 :func:`~partgnn.models.lean_mlp.mlp_tail`'s ``recompute_elementwise`` does. The gradients of the
 bias and the LayerNorm parameters are summed in float32 (float64 for float64 rows), also for
-bf16 rows.
+bf16 rows. On a CPU the operators are a C++ kernel that computes row by row while each row sits
+in registers (``kernels/norm_activation.cpp``, vectorised with ATen's ``at::vec`` for the CPU's
+instruction set); on other devices (CUDA) the same function compiled by ``torch.compile``
+(:mod:`~partgnn.models.compiled_norm_activation`; :mod:`~partgnn.models.kernel_choice` says
+which).
 
-The kernel is compiled the first time it is used and cached (:mod:`~partgnn.models.cpu_kernels`);
-a run with ``model.fused: false`` never builds it. GPU tensors,
-rows wider than the kernel's registers and other modules take the plain path (the same
-function, op by op).
+The C++ kernel is compiled the first time it is used and cached
+(:mod:`~partgnn.models.cpu_kernels`); a run with ``model.fused: false`` never builds it. CPU rows
+wider than the kernel's registers and other modules take the plain path (the same function, op
+by op).
 
 Glossary: ``z`` rows ``(M, W)``, the output of a Linear layer without its bias; ``shift`` that
 bias ``(W,)``, added before the norm (so the matmul writes its output once instead of first
@@ -27,13 +30,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from partgnn.models.compiled_norm_activation import OPERATORS as COMPILED_OPERATORS
 from partgnn.models.cpu_kernels import load_kernels
+from partgnn.models.kernel_choice import cpp_kernels_on
 
 #: Activations the kernel computes, by module type (its ``int activation`` argument).
 KERNEL_ACTIVATIONS: dict[type[nn.Module], int] = {nn.ReLU: 1, nn.SiLU: 2}
 #: The widest row the kernel holds in registers (16 vectors of 16 float32 / 8 float64 lanes).
 MAX_KERNEL_WIDTH = {torch.float64: 128}
 MAX_KERNEL_WIDTH_DEFAULT = 256
+#: Devices whose rows take the compiled operators (where the C++ kernel does not run).
+COMPILED_DEVICES = ("cuda", "cpu")
 
 
 def fusable(modules: list[nn.Module]) -> bool:
@@ -50,13 +57,18 @@ def fusable(modules: list[nn.Module]) -> bool:
 
 
 def kernel_applies(z: torch.Tensor, post: torch.Tensor | None = None) -> bool:
-    """Whether the kernel computes rows ``z`` (and ``post`` of their shape and dtype): CPU
-    tensors of float64, float32 or bf16 no wider than its registers hold."""
+    """Whether the fused operators compute rows ``z`` (and ``post`` of their shape and dtype):
+    float64, float32 or bf16 rows on a CPU (the C++ kernel: no wider than its registers hold)
+    or on CUDA (compiled)."""
     width = z.shape[-1] if z.dim() else 0
-    limit = MAX_KERNEL_WIDTH.get(z.dtype, MAX_KERNEL_WIDTH_DEFAULT)
+    if cpp_kernels_on(z.device):
+        limit = MAX_KERNEL_WIDTH.get(z.dtype, MAX_KERNEL_WIDTH_DEFAULT)
+    elif z.device.type in COMPILED_DEVICES:
+        limit = width
+    else:
+        return False
     return (
-        z.device.type == "cpu"
-        and z.dtype in (torch.float64, torch.float32, torch.bfloat16)
+        z.dtype in (torch.float64, torch.float32, torch.bfloat16)
         and 0 < width <= limit
         and (post is None or (post.dtype == z.dtype and post.shape == z.shape))
     )
@@ -88,7 +100,6 @@ def norm_activation(
     if shift is not None and shift.shape != z.shape[-1:]:
         raise ValueError(f"norm_activation: shift of shape {tuple(shift.shape)} for rows of "
                          f"{z.shape[-1]}")  # fmt: skip
-    load_kernels()
     norm = modules[0] if isinstance(modules[0], nn.LayerNorm) else None
     activation = modules[-1] if type(modules[-1]) in KERNEL_ACTIVATIONS else None
     weight = bias = None
@@ -99,14 +110,23 @@ def norm_activation(
     return _NormActivation.apply(z, shift, weight, bias, post, norm is not None, eps, code)
 
 
+def _operators(z: torch.Tensor):
+    """The operators for rows ``z``: the C++ kernel's (built or loaded now) or the compiled."""
+    if cpp_kernels_on(z.device):
+        load_kernels()
+        return torch.ops.partgnn
+    return COMPILED_OPERATORS
+
+
 class _NormActivation(torch.autograd.Function):
-    """The kernel's forward and backward pass (keeps ``z``, recomputes the rest)."""
+    """The operators' forward and backward pass (keeps ``z``, recomputes the rest)."""
 
     @staticmethod
     def forward(ctx, z, shift, weight, bias, post, norm, eps, activation):
         ctx.save_for_backward(z, shift, weight, bias)
         ctx.settings = (norm, eps, activation)
-        return torch.ops.partgnn.norm_activation_forward(
+        ctx.operators = _operators(z)
+        return ctx.operators.norm_activation_forward(
             z, shift, weight, bias, post, norm, eps, activation
         )
 
@@ -114,7 +134,7 @@ class _NormActivation(torch.autograd.Function):
     def backward(ctx, grad_out):
         z, shift, weight, bias = ctx.saved_tensors
         wanted = ctx.needs_input_grad
-        grad_z, grad_shift, grad_weight, grad_bias = torch.ops.partgnn.norm_activation_backward(
+        grad_z, grad_shift, grad_weight, grad_bias = ctx.operators.norm_activation_backward(
             grad_out.contiguous(), z, shift, weight, bias, *ctx.settings, any(wanted[1:4])
         )
         return (

@@ -198,7 +198,7 @@ class InteractionNetwork(nn.Module):
         src, dst = edge_index
         graph = _Graph(
             src, dst, n_owned, exchange, overlap, n_interior if overlap else None,
-            listed_by_node=fused and src.device.type == "cpu", chunked=chunked,
+            listed_by_node=fused, chunked=chunked,
         )  # fmt: skip
         if self.architecture.concat_initial:
             # The initial encodings, with their halo rows (exchanged once).
@@ -353,7 +353,7 @@ class _Graph:
     """The local edges of one forward pass and how a step gets the halo rows.
 
     ``listed_by_node``: the edges' :class:`~partgnn.models.node_sums.Incidence` (made once, on
-    first use) serves the sums into nodes (``model.fused`` on CPUs). ``chunked``: the edge MLPs
+    first use) serves the sums into nodes (``model.fused``). ``chunked``: the edge MLPs
     run in chunks of edges, recomputed in the backward pass (the first encodes the edges).
     """
 

@@ -91,7 +91,7 @@ def mlp_tail(
         recompute_elementwise: Keep only the input of each run of element-wise modules for
             the backward pass and recompute the run there (while autograd records).
         fused: Runs of ``[LayerNorm, activation]`` in one pass per row where the kernel
-            applies (:mod:`~partgnn.models.fused_norm_activation`: CPUs; they keep only their
+            applies (:mod:`~partgnn.models.fused_norm_activation`; they keep only their
             input), each adding the bias of the Linear layer before it; the others as without.
         residual: Returns ``residual + mlp(z)`` (fused into the last run when it can be).
         shift: The bias of ``mlp[0]``, when ``z`` is without it ``(H,)``.
@@ -138,11 +138,11 @@ def _run_takes_bias(
     modules: list[nn.Module], index: int, z: torch.Tensor, linear: nn.Linear
 ) -> bool:
     """Whether the run of element-wise modules at ``index`` (after ``linear``) can add the
-    layer's bias in the fused kernel (a CPU run the kernel computes)."""
+    layer's bias in the fused kernel (a run the kernel computes)."""
     end = _run_end(modules, index)
     return (
-        linear.bias is not None and z.device.type == "cpu" and end > index
-        and fusable(modules[index:end])
+        linear.bias is not None and end > index and fusable(modules[index:end])
+        and kernel_applies(z)
     )  # fmt: skip
 
 

@@ -88,6 +88,27 @@ def test_fused_partitioned_run_equals_fused_full_graph(graphs_file, tmp_path):
     _compare(ranks, reference, 2)
 
 
+@pytest.mark.slow
+def test_compiled_fused_partitioned_run_equals_full_graph(graphs_file, reference, tmp_path):
+    """``model.fused`` on the GPU's paths (LayerNorm + activation compiled by torch.compile,
+    here inductor's C++; issue 49) on 2 ranks, float64, checkpointing and overlap each on and
+    off, equals the plain single-process full-graph run within the float64 bound, and every
+    variant was compiled (none fell back to op by op)."""
+    cases = set(
+        itertools.product(("metis",), ("float64",), (False, True), ("all_to_all",), (False, True))
+    )
+    ranks = run_on_shards(
+        graphs_file, tmp_path, 2, "tests.distributed.exactness_worker", ("metis",), cases,
+        worker_args=("--fused", "--gpu-kernel-paths", "--transports", "all_to_all",
+                     "--dtypes", "float64"),
+    )  # fmt: skip
+    for rank in ranks:
+        for result in rank.values():
+            compiled, op_by_op = result["compiled_variants"]
+            assert compiled > 0 and op_by_op == 0, result["compiled_variants"]
+    _compare(ranks, reference, 2)
+
+
 #: How far a partitioned float32 run of the reference-style model may be from float64, in
 #: multiples of the full-graph float32 run's own distance: the edge encoder's gradient through
 #: the graph's BatchNorm is noise-dominated in float32 (its error against float64 moves with

@@ -14,30 +14,13 @@ from partgnn.models.fused_norm_activation import fusable, kernel_applies, norm_a
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.models.lean_mlp import mlp_tail
 from partgnn.models.mlp import make_mlp
+from tests.models.norm_activation_cases import float64_case
+from tests.models.norm_activation_cases import modules as _modules
+from tests.models.norm_activation_cases import plain as _plain
 
 # A row of 64 values is the fixed-width path (4 float32 / 8 float64 vectors); 20 is the
 # any-width path with a partial last vector.
 WIDTHS = (64, 20)
-
-
-def _modules(kind: str, width: int) -> list[nn.Module]:
-    norm = nn.LayerNorm(width)
-    with torch.no_grad():
-        norm.weight.uniform_(0.5, 1.5)
-        norm.bias.uniform_(-0.5, 0.5)
-    return {
-        "norm_silu": [norm, nn.SiLU()],
-        "norm_relu": [norm, nn.ReLU()],
-        "norm": [norm],
-        "silu": [nn.SiLU()],
-    }[kind]
-
-
-def _plain(z, modules, shift, post):
-    z = z + shift if shift is not None else z
-    for module in modules:
-        z = module(z)
-    return post + z if post is not None else z
 
 
 @pytest.mark.parametrize("kind", ["norm_silu", "norm_relu", "norm", "silu"])
@@ -46,15 +29,8 @@ def _plain(z, modules, shift, post):
 def test_float64_values_and_gradients_equal_the_plain_modules(kind, width, addends):
     torch.manual_seed(0)
     modules = [m.double() for m in _modules(kind, width)]
-    rows = (37, width)  # not a multiple of a thread's share
-    z = torch.randn(rows, dtype=torch.float64, requires_grad=True)
-    shift = torch.randn(width, dtype=torch.float64, requires_grad=True)
-    post = torch.randn(rows, dtype=torch.float64, requires_grad=True)
-    shift = shift if addends in ("shift", "both") else None
-    post = post if addends in ("post", "both") else None
-    grad_out = torch.randn(rows, dtype=torch.float64)
-    inputs = [t for t in (z, shift, post) if t is not None]
-    inputs += [p for m in modules for p in m.parameters()]
+    # rows: not a multiple of a thread's share
+    z, shift, post, grad_out, inputs = float64_case(modules, 37, width, addends)
 
     fused = norm_activation(z, modules, shift=shift, post=post)
     plain = _plain(z, modules, shift, post)
