@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 from partgnn import json_files
@@ -21,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "shards (or graphs file) and model settings: the process, the decoded events and "
             "one training step, whose bytes per edge and per node are measured on four "
             "random probe graphs (~15 s). With --memory-gb, also the fewest ranks "
-            "the largest event needs on a device of that size."
+            "the largest event needs on a device of that size, and whether the run needs "
+            "activation recomputation there (the footprint measured both ways)."
         ),
     )
     plan.add_argument("--config", required=True, help="YAML run configuration (path or name)")
@@ -85,8 +87,15 @@ def run_plan(args: argparse.Namespace) -> int:
     item_size = ItemSize.of(config, node_features, edge_features)
     ranks = plan_ranks(shapes, footprint, base, config.data.cache_mb * MIB, item_size)
     peak = max(r.total_bytes for r in ranks)
-    needed = None
+    needed = choice = None
     method = _method(config)
+    if args.memory_gb is not None and config.model.target is None:
+        choice = _recompute_choice(
+            config, footprint, (node_features, edge_features, device),
+            lambda fp: max(r.total_bytes for r in plan_ranks(
+                shapes, fp, base, config.data.cache_mb * MIB, item_size)),
+            args.memory_gb * 1e9, args.headroom,
+        )  # fmt: skip
     if graphs_path is not None:
         with GraphFile(graphs_path) as graphs:
             needed = ranks_needed(
@@ -121,6 +130,7 @@ def run_plan(args: argparse.Namespace) -> int:
                         "headroom": args.headroom,
                         "n_parts": needed.n_parts,
                     },
+                    "recompute_choice": choice,
                 },
                 indent=2,
             )
@@ -156,6 +166,8 @@ def run_plan(args: argparse.Namespace) -> int:
     print()
     print(_table(ranks))
     print(f"\npredicted peak of the largest rank: {peak / MIB:.0f} MiB")
+    if choice is not None:
+        print(_choice_line(choice, args.memory_gb, args.headroom))
     if needed is not None:
         event = f"the largest event ({needed.event.nodes:,} nodes, {needed.event.edges:,} edges)"
         kept = f"{args.headroom:.0%} of the prediction kept free"
@@ -171,6 +183,47 @@ def run_plan(args: argparse.Namespace) -> int:
             f"({method}; largest rank {largest / MIB:.0f} MiB, {kept})"
         )
     return 0
+
+
+def _recompute_choice(
+    config, footprint, widths: tuple, largest_rank, budget_bytes: float, headroom: float
+) -> dict:
+    """Whether the run should recompute on devices of ``budget_bytes``: the largest rank's
+    peak measured with ``model.recompute`` off and on (the config's footprint and one more,
+    measured with the other setting), and :func:`~partgnn.train.memory_plan.choose_recompute`'s
+    answer."""
+    import torch
+
+    from partgnn.train.footprint import measure_footprint
+    from partgnn.train.memory_plan import choose_recompute
+
+    other = not config.model.recompute
+    flipped = dataclasses.replace(config, model=dataclasses.replace(config.model, recompute=other))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        other_footprint = measure_footprint(flipped, *widths)
+    finally:
+        torch.set_num_threads(threads)
+    peaks = {config.model.recompute: largest_rank(footprint), other: largest_rank(other_footprint)}
+    return {
+        "peak_bytes": {"off": peaks[False], "on": peaks[True]},
+        "recompute": choose_recompute(peaks, budget_bytes, headroom),
+    }
+
+
+def _choice_line(choice: dict, memory_gb: float, headroom: float) -> str:
+    """One line: the recomputation setting for devices of ``memory_gb`` and why."""
+    off, on = (choice["peak_bytes"][k] / MIB for k in ("off", "on"))
+    sizes = f"largest rank {off:.0f} MiB without recomputation, {on:.0f} MiB with"
+    kept = f"{headroom:.0%} of the prediction kept free"
+    if choice["recompute"] is None:
+        return (f"recomputation: neither setting fits {memory_gb:g} GB per rank at this world "
+                f"size ({sizes}; {kept}): more ranks per graph")  # fmt: skip
+    setting = "true" if choice["recompute"] else "false"
+    why = "it fits without" if not choice["recompute"] else "it does not fit without"
+    return (f"recomputation for {memory_gb:g} GB per rank: {'on' if choice['recompute'] else 'off'}"
+            f" ({why}: {sizes}; {kept}): --set model.recompute={setting}")  # fmt: skip
 
 
 def _table(ranks) -> str:

@@ -18,7 +18,8 @@ A rank's peak is the sum of three parts, each from something known before the ru
   live byte (:func:`~partgnn.train.footprint.measure_footprint`).
 
 :func:`ranks_needed` answers the inverse question (how many ranks does an event need on a device
-with X GB) by partitioning the event for growing P and predicting each rank.
+with X GB) by partitioning the event for growing P and predicting each rank;
+:func:`choose_recompute` whether the run needs activation recomputation on such a device.
 """
 
 from __future__ import annotations
@@ -227,6 +228,26 @@ def data_bytes(item_bytes: list[float], cache_bytes: float, read_ahead_bytes: fl
     total = float(sum(item_bytes))
     held = total if total <= cache_bytes else cache_bytes + 2.0 * max(item_bytes)
     return held + read_ahead_bytes
+
+
+def choose_recompute(
+    peak_bytes: dict[bool, float], budget_bytes: float, headroom: float = 0.0
+) -> bool | None:
+    """Whether a run should recompute activations on devices of ``budget_bytes``: not where the
+    largest rank fits without (recomputation costs time), else where it fits with it.
+
+    Args:
+        peak_bytes: The largest rank's predicted peak by ``model.recompute`` (``False``/``True``).
+        budget_bytes: Memory of one device.
+        headroom: Share of the prediction kept free on top of it (0.15: 15 %).
+
+    Returns:
+        ``False`` or ``True``; ``None`` when neither fits (more ranks: :func:`ranks_needed`).
+    """
+    for recompute in (False, True):
+        if peak_bytes[recompute] * (1.0 + headroom) <= budget_bytes:
+            return recompute
+    return None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from partgnn.train.footprint import Footprint
 from partgnn.train.item_cache import item_nbytes
 from partgnn.train.memory_plan import (
     ItemSize,
+    choose_recompute,
     data_bytes,
     plan_ranks,
     rank_shapes,
@@ -143,6 +144,36 @@ def test_partgnn_plan_prints_every_rank(dataset, tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "| rank | nodes (halo) |" in out and "predicted peak of the largest rank" in out
     assert np.isfinite(plan["footprint"]["per_edge_bytes"])
+
+
+def test_recomputation_is_chosen_only_where_the_run_does_not_fit_without():
+    peaks = {False: 2e9, True: 1e9}
+    assert choose_recompute(peaks, 2.3e9, headroom=0.15) is False
+    assert choose_recompute(peaks, 2.2e9, headroom=0.15) is True  # 2e9 x 1.15 > 2.2e9
+    assert choose_recompute(peaks, 1.1e9, headroom=0.15) is None
+    assert choose_recompute(peaks, 1.0e9) is True
+
+
+@pytest.mark.slow
+def test_partgnn_plan_measures_both_recomputation_settings_for_a_budget(
+    dataset, tmp_path, capsys, monkeypatch
+):
+    """With --memory-gb the plan measures the step both ways: recomputation keeps less; a
+    budget both fit takes it off, one only recomputation fits takes it on."""
+    monkeypatch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
+    config = write_config(
+        tmp_path / "c.yaml", model={"recompute": True, "hidden": 64},
+        data={"graphs": str(dataset["graphs"])}, run={"device": "cpu"},
+    )  # fmt: skip
+    assert main(["plan", "--config", str(config), "--json", "--memory-gb", "50"]) == 0
+    choice = json.loads(capsys.readouterr().out)["recompute_choice"]
+    off, on = choice["peak_bytes"]["off"], choice["peak_bytes"]["on"]
+    assert on < off and choice["recompute"] is False
+    between = f"{(on + off) / 2 * 1.15 / 1e9:.4g}"
+    assert main(["plan", "--config", str(config), "--memory-gb", between]) == 0
+    out = capsys.readouterr().out
+    assert f"recomputation for {float(between):g} GB per rank: on (it does not fit without" in out
+    assert "--set model.recompute=true" in out
 
 
 def test_partgnn_plan_with_a_missing_shard_directory_is_one_line(tmp_path, capsys):
