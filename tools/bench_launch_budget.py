@@ -13,7 +13,8 @@ operator forward, one backward; inductor's C++ here, Triton there), not the C++ 
 Per setting it gives the operations
 by phase, the LayerNorm rows normalised, the peak of live tensor bytes during the step (the C
 heap, :class:`~partgnn.memory.meters.HeapMeter`) and, on a tiny graph (``--tiny-edges``), the
-step time, which there is the per-operation overhead. ``--breakdown`` says where partgnn's
+step time, which there is the per-operation overhead (the median of ``--rounds`` rounds of
+every model in turn). ``--breakdown`` says where partgnn's
 operations come from, by difference: per message-passing step, per MLP layer, per chunk of
 edges. Writes ``OUT/launch_budget.json`` and ``.md``; ``--record`` puts the figures on the
 current-figures page::
@@ -132,7 +133,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--acorn-src", type=Path, default=Path("/tmp/acorn-src"))
     parser.add_argument("--peer-dir", type=Path, default=PEER_DIR)
-    parser.add_argument("--edges", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--edges", type=int, nargs="*", default=[100_000, 1_000_000],
+                        help="the counted graphs (none: the tiny graph alone)")  # fmt: skip
     parser.add_argument("--hidden", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--precisions", nargs="+", choices=["float32", "bf16"],
                         default=["float32", "bf16"])  # fmt: skip
@@ -142,6 +144,8 @@ def main() -> None:
                         help="chunks of this many edges (65536: before issue 49)")  # fmt: skip
     parser.add_argument("--tiny-edges", type=int, default=2000, help="the per-operation graph")
     parser.add_argument("--repeats", type=int, default=5, help="timed tiny-graph steps")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="tiny-graph rounds, every model in turn (the median)")  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--breakdown-edges", type=int, default=20_000,
                         help="the graph the breakdown is counted on (0: no breakdown)")  # fmt: skip
@@ -151,7 +155,7 @@ def main() -> None:
     parser.add_argument(
         "--no-reference", action="store_true", help="partgnn alone (no peer source needed)"
     )
-    parser.tiny(edges=[3000], hidden=[8], tiny_edges=500, repeats=1, breakdown_edges=600)
+    parser.tiny(edges=[3000], hidden=[8], tiny_edges=500, repeats=1, rounds=1, breakdown_edges=600)
     args = parser.parse_args()
     if args.record is not None and args.no_reference:
         parser.error("--record needs the reference (its figures are ratios to it)")
@@ -207,7 +211,7 @@ def _setting(
             model = partgnn_model(hidden, recompute, reference=False, fused=fused,
                                   chunk_mb=chunk_mb(args, hidden))  # fmt: skip
             models[name] = partgnn_run(model, graph)
-    rows, first = [], None
+    rows, steps = [], []
     for name, (model, logits) in models.items():
         step = training_step(model, logits, graph["y"], torch.device("cpu"), precision)
         counter = count_step(step)
@@ -216,16 +220,23 @@ def _setting(
                "top": counter.counts.most_common(TOP_OPERATIONS)}  # fmt: skip
         if not args.no_memory:
             row["peak_mb"] = (peak_bytes(step) or 0) / 1e6
-        if tiny:
-            row["step_s"] = step_seconds(step, args.repeats)
-        if name == REFERENCE:
-            first = row
-        elif first is not None:
+        rows.append(row)
+        steps.append(step)
+    if tiny:
+        # Rounds of every model in turn: this machine's speed drifts between minutes.
+        times: list[list[float]] = [[] for _ in steps]
+        for _ in range(args.rounds):
+            for step, measured in zip(steps, times, strict=True):
+                measured.append(step_seconds(step, args.repeats))
+        for row, measured in zip(rows, times, strict=True):
+            row["step_s"] = statistics.median(measured)
+    first = rows[0] if not args.no_reference else None
+    for row in rows:
+        if first is not None and row is not first:
             for key in ("operations", "layer_norm_rows", "peak_mb", "step_s"):
                 if row.get(key) is not None and first.get(key):
                     row[f"x_reference_{key}"] = row[key] / first[key]
         print(json.dumps({k: v for k, v in row.items() if k != "top"}), flush=True)
-        rows.append(row)
     return rows
 
 
