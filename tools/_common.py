@@ -85,6 +85,15 @@ class ToolParser(argparse.ArgumentParser):
         return parsed
 
 
+#: ``--fused`` and the like: which settings of a switch a tool measures.
+ON_OFF_CHOICES = ("off", "on", "both")
+
+
+def on_off_settings(choice: str) -> list[bool]:
+    """The settings of a switch an ``off``/``on``/``both`` option asks for (``both``: off first)."""
+    return {"off": [False], "on": [True], "both": [False, True]}[choice]
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A markdown table: ``header`` and one line per row (cells formatted with ``str``)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

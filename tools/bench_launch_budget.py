@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from _common import ToolParser, record_figures
+from _common import ON_OFF_CHOICES, ToolParser, on_off_settings, record_figures
 from _step_models import partgnn_model, partgnn_run, peer_model, random_graph, training_step
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -150,7 +150,7 @@ def main() -> None:
     parser.add_argument("--breakdown-edges", type=int, default=20_000,
                         help="the graph the breakdown is counted on (0: no breakdown)")  # fmt: skip
     parser.add_argument("--no-memory", action="store_true", help="operations only")
-    parser.add_argument("--fused", choices=["off", "on", "both"], default="both",
+    parser.add_argument("--fused", choices=ON_OFF_CHOICES, default="both",
                         help="partgnn with model.fused (the compiled GPU kernels)")  # fmt: skip
     parser.add_argument(
         "--no-reference", action="store_true", help="partgnn alone (no peer source needed)"
@@ -204,7 +204,7 @@ def _setting(
     models = {}
     if not args.no_reference:
         models[REFERENCE] = peer_model(graph, hidden)
-    fused_settings = {"off": [False], "on": [True], "both": [False, True]}[args.fused]
+    fused_settings = on_off_settings(args.fused)
     for recompute in (True, False):
         for fused in fused_settings:
             name = f"partgnn (recompute {'on' if recompute else 'off'}{', fused' if fused else ''})"

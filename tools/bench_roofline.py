@@ -24,7 +24,7 @@ import time
 from contextlib import nullcontext
 
 import torch
-from _common import ToolParser
+from _common import ON_OFF_CHOICES, ToolParser, on_off_settings
 from torch.utils.flop_counter import FlopCounterMode
 
 HIDDEN = 64
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed steps (after one warm-up)")
     parser.add_argument("--precisions", nargs="+", default=["float32", "bf16"])
     parser.add_argument(
-        "--fused", choices=["off", "on", "both"], default="both",
+        "--fused", choices=ON_OFF_CHOICES, default="both",
         help="model.fused: LayerNorm and activation in one pass per row (default: both rows)",
     )  # fmt: skip
     parser.add_argument(
@@ -68,7 +68,7 @@ def main() -> None:
         key = shape.split()[0]
         values = " | ".join(f"{peaks[p, key]:.0f}" for p in sorted({"float32", *args.precisions}))
         print(f"| {shape} | {values} |")
-    variants = {"off": [False], "on": [True], "both": [False, True]}[args.fused]
+    variants = on_off_settings(args.fused)
     if True in variants:
         from partgnn.models.cpu_kernels import KernelBuild, load_kernels
 

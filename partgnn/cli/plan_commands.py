@@ -53,12 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    import torch
-
     from partgnn.data.storage import GraphFile
     from partgnn.distributed.device import resolve_device
     from partgnn.train.config import load_config
-    from partgnn.train.footprint import measure_footprint
+    from partgnn.train.footprint import Footprint
     from partgnn.train.memory_plan import (
         ItemSize,
         largest_event,
@@ -75,25 +73,29 @@ def run_plan(args: argparse.Namespace) -> int:
     device = resolve_device(config.run.device, 0)
     shapes = rank_shapes(config)
     node_features, edge_features = _feature_widths(config)
+    widths = (node_features, edge_features)
     started = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        footprint = measure_footprint(config, node_features, edge_features, device)
-    finally:  # the command may run inside a longer process (the API, tests)
-        torch.set_num_threads(threads)
+    footprint = _measure_footprint(config, widths, device)
     probe_seconds = time.perf_counter() - started
     base = measure_base_bytes() if device.type == "cpu" else measure_cuda_context_bytes(device)
     item_size = ItemSize.of(config, node_features, edge_features)
-    ranks = plan_ranks(shapes, footprint, base, config.data.cache_mb * MIB, item_size)
+
+    def ranks_with(step: Footprint) -> list:
+        return plan_ranks(shapes, step, base, config.data.cache_mb * MIB, item_size)
+
+    ranks = ranks_with(footprint)
     peak = max(r.total_bytes for r in ranks)
     needed = choice = None
     method = _method(config)
     if args.memory_gb is not None and config.model.target is None:
+        other = dataclasses.replace(
+            config, model=dataclasses.replace(config.model, recompute=not config.model.recompute)
+        )
+        other_peak = max(
+            r.total_bytes for r in ranks_with(_measure_footprint(other, widths, device))
+        )
         choice = _recompute_choice(
-            config, footprint, (node_features, edge_features, device),
-            lambda fp: max(r.total_bytes for r in plan_ranks(
-                shapes, fp, base, config.data.cache_mb * MIB, item_size)),
+            {config.model.recompute: peak, other.model.recompute: other_peak},
             args.memory_gb * 1e9, args.headroom,
         )  # fmt: skip
     if graphs_path is not None:
@@ -185,27 +187,27 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recompute_choice(
-    config, footprint, widths: tuple, largest_rank, budget_bytes: float, headroom: float
-) -> dict:
-    """Whether the run should recompute on devices of ``budget_bytes``: the largest rank's
-    peak measured with ``model.recompute`` off and on (the config's footprint and one more,
-    measured with the other setting), and :func:`~partgnn.train.memory_plan.choose_recompute`'s
-    answer."""
+def _measure_footprint(config, widths: tuple[int, int], device):
+    """:func:`~partgnn.train.footprint.measure_footprint` with torch on one thread, the caller's
+    thread count restored after."""
     import torch
 
     from partgnn.train.footprint import measure_footprint
-    from partgnn.train.memory_plan import choose_recompute
 
-    other = not config.model.recompute
-    flipped = dataclasses.replace(config, model=dataclasses.replace(config.model, recompute=other))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        other_footprint = measure_footprint(flipped, *widths)
-    finally:
+        return measure_footprint(config, *widths, device)
+    finally:  # the command may run inside a longer process (the API, tests)
         torch.set_num_threads(threads)
-    peaks = {config.model.recompute: largest_rank(footprint), other: largest_rank(other_footprint)}
+
+
+def _recompute_choice(peaks: dict[bool, float], budget_bytes: float, headroom: float) -> dict:
+    """Whether the run should recompute on devices of ``budget_bytes``, from the largest rank's
+    peak with ``model.recompute`` off and on (:func:`~partgnn.train.memory_plan.choose_recompute`),
+    with the peaks."""
+    from partgnn.train.memory_plan import choose_recompute
+
     return {
         "peak_bytes": {"off": peaks[False], "on": peaks[True]},
         "recompute": choose_recompute(peaks, budget_bytes, headroom),

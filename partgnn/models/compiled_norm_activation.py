@@ -33,6 +33,8 @@ from partgnn.errors import first_line
 
 #: Activations by the operators' ``activation`` code (the C++ kernel's).
 IDENTITY, RELU, SILU = 0, 1, 2
+#: The devices the operators are registered for (``torch.device.type``).
+DEVICES = ("cpu", "cuda")
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -145,9 +147,9 @@ def _fake_backward(grad_out, z, shift, weight, bias, norm, eps, activation, para
     return torch.empty_like(z), summed(shift, False), summed(weight, True), summed(bias, True)
 
 
-for _device in ("CPU", "CUDA"):
-    _LIBRARY.impl("norm_activation_forward", _forward_operator, _device)
-    _LIBRARY.impl("norm_activation_backward", _backward_operator, _device)
+for _device in DEVICES:
+    _LIBRARY.impl("norm_activation_forward", _forward_operator, _device.upper())
+    _LIBRARY.impl("norm_activation_backward", _backward_operator, _device.upper())
 torch.library.register_fake("partgnn_compiled::norm_activation_forward", _fake_forward)
 torch.library.register_fake("partgnn_compiled::norm_activation_backward", _fake_backward)
 
@@ -171,11 +173,8 @@ class _Variant:
             return self.body(*args)
         # Plain tensors: dynamo's guards tell a Parameter from a tensor and one requires_grad
         # from another (each would be a graph of its own); the operators run below autograd.
-        args = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
         # Rows dynamic (marked on each call's tensors: a mark lives on the tensor object).
-        for tensor in args[:5]:
-            if isinstance(tensor, Tensor) and tensor.dim() > 1:
-                torch._dynamo.maybe_mark_dynamic(tensor, 0)
+        args = tuple(_plain_rows(a) if isinstance(a, Tensor) else a for a in args)
         try:
             # One dispatch state for every call (the operator is reached with autograd's keys
             # excluded or not, and dynamo's guards check them).
@@ -188,6 +187,14 @@ class _Variant:
                 f"{self.device} ({first_line(err)}); computing it op by op", stacklevel=2,
             )  # fmt: skip
             return self.body(*args)
+
+
+def _plain_rows(tensor: Tensor) -> Tensor:
+    """``tensor`` detached, its rows (first dimension) dynamic for dynamo where it has rows."""
+    tensor = tensor.detach()
+    if tensor.dim() > 1:
+        torch._dynamo.maybe_mark_dynamic(tensor, 0)
+    return tensor
 
 
 #: The variants by body, device, dtype, which optional inputs are given, the flags and

@@ -127,6 +127,6 @@ def _gather_both(
 
 def _chunk_rows(e: torch.Tensor, chunk_bytes: int | None) -> int:
     """Rows of ``e`` ``(E, H)`` per chunk of the half-precision sums: an edge MLP's chunk
-    (:func:`~partgnn.models.chunk_size.chunk_edges`
-    at the latents' width in float32, which holds more per edge), one chunk where it fits."""
+    (:func:`~partgnn.models.chunk_size.chunk_edges` at the latents' width in float32, which
+    holds more per edge), one chunk where it fits."""
     return chunk_edges(e.shape[0], e.shape[-1], 4, chunk_bytes, e.device)

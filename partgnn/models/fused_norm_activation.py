@@ -30,6 +30,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from partgnn.models.compiled_norm_activation import DEVICES as COMPILED_DEVICES
 from partgnn.models.compiled_norm_activation import OPERATORS as COMPILED_OPERATORS
 from partgnn.models.cpu_kernels import load_kernels
 from partgnn.models.kernel_choice import cpp_kernels_on
@@ -39,8 +40,6 @@ KERNEL_ACTIVATIONS: dict[type[nn.Module], int] = {nn.ReLU: 1, nn.SiLU: 2}
 #: The widest row the kernel holds in registers (16 vectors of 16 float32 / 8 float64 lanes).
 MAX_KERNEL_WIDTH = {torch.float64: 128}
 MAX_KERNEL_WIDTH_DEFAULT = 256
-#: Devices whose rows take the compiled operators (where the C++ kernel does not run).
-COMPILED_DEVICES = ("cuda", "cpu")
 
 
 def fusable(modules: list[nn.Module]) -> bool:
