@@ -6,7 +6,8 @@ what it saw, so the test checks every rank. Modes:
 - ``allreduce``: all-reduce ``rank + 1`` over the whole world.
 - ``groups P``: graph-parallel groups of ``P``; all-reduce in the graph and data-parallel groups.
 - ``silent_peer T`` / ``exiting_peer T``: timeout ``T`` s; rank 1 never joins the collective
-  (sleeps, or exits right after init); rank 0's all-reduce must raise, so it exits non-zero.
+  (sleeps, or exits once rank 0's init is done); rank 0's all-reduce must raise, so it exits
+  non-zero.
 - ``missing_peer T``: run alone while the environment promises a bigger world; init must raise
   ``DistributedError`` within ``T`` s.
 """
@@ -91,7 +92,13 @@ def main() -> int:
     if mode in ("silent_peer", "exiting_peer"):
         timeout_s = float(arg)
         ctx = init_distributed(device="cpu", timeout_s=timeout_s)
-        if ctx.global_rank != 0:
+        # The peer goes silent or exits only once rank 0 has finished init: exiting while rank
+        # 0 still connects its groups made init fail instead of the collective (a race).
+        store = dist.distributed_c10d._get_default_store()
+        if ctx.global_rank == 0:
+            store.set("initialised", "1")
+        else:
+            store.wait(["initialised"])
             if mode == "exiting_peer":
                 os._exit(0)  # Like a crash: no destroy, sockets closed by the kernel.
             time.sleep(timeout_s + 60)  # Alive but never joins; the test kills it.
