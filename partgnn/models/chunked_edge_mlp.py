@@ -396,7 +396,8 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
                 if piece is None:
                     with _recording(ctx.autocast):
                         piece = _compute(call.edge, nodes, rows, src, dst, start, end,
-                                         grad_rows_wanted, used_at_once=True)  # fmt: skip
+                                         grad_rows_wanted, used_at_once=True,
+                                         output_read=False)  # fmt: skip
                     piece.release_values()
                 grads.add_piece(piece, grad_out[piece.start : piece.end])
 
@@ -436,12 +437,15 @@ def _compute(
     grad_rows: bool,
     *,
     used_at_once: bool = False,
+    output_read: bool = True,
 ) -> _Piece:
     """The MLP of edges ``[start, end)`` (an autograd graph if recording).
 
     ``used_at_once``: the piece's graph is back-propagated right away (the backward pass's
     recomputation), so its element-wise outputs are kept for that (a chunk's worth) rather than
-    recomputed once more.
+    recomputed once more. ``output_read=False``: only the graph of the piece's output is used,
+    not its values (the backward pass's recomputation): a last fused LayerNorm + activation
+    records its graph without computing them (:meth:`EdgeMLP.rows`).
     """
     recording = torch.is_grad_enabled()
     piece_rows = rows[start:end].detach().requires_grad_(grad_rows and recording)
@@ -451,7 +455,7 @@ def _compute(
             node_terms = EdgeMLP.gather(nodes.all, src[start:end], dst[start:end])
         node_terms.requires_grad_(recording)
     out = edge.rows(piece_rows, node_terms, recompute_elementwise=recording and not used_at_once,
-                    release_node_terms=True)  # fmt: skip
+                    release_node_terms=True, output_read=output_read)  # fmt: skip
     return _Piece(start, end, out, piece_rows, node_terms)
 
 

@@ -79,6 +79,7 @@ def norm_activation(
     *,
     shift: torch.Tensor | None = None,
     post: torch.Tensor | None = None,
+    values: bool = True,
 ) -> torch.Tensor:
     """``modules(z + shift) + post`` in one pass per row, for a :func:`fusable` run of modules
     and rows the kernel computes (:func:`kernel_applies`).
@@ -89,6 +90,8 @@ def norm_activation(
         shift: A row ``(W,)`` added to every row first: the bias of the Linear layer before,
             so that layer's matmul writes its output once (``None``: nothing).
         post: Added after the modules (``None``: nothing).
+        values: ``False`` where only the result's autograd graph is used (a backward pass's
+            recomputation): the forward kernel is not run and the result's values are unset.
 
     Returns:
         ``(M, W)`` in ``z``'s dtype.
@@ -106,7 +109,7 @@ def norm_activation(
     if norm is not None:
         weight, bias, eps = norm.weight, norm.bias, norm.eps
     code = 0 if activation is None else KERNEL_ACTIVATIONS[type(activation)]
-    return _NormActivation.apply(z, shift, weight, bias, post, norm is not None, eps, code)
+    return _NormActivation.apply(z, shift, weight, bias, post, norm is not None, eps, code, values)
 
 
 def _operators(z: torch.Tensor):
@@ -121,10 +124,12 @@ class _NormActivation(torch.autograd.Function):
     """The operators' forward and backward pass (keeps ``z``, recomputes the rest)."""
 
     @staticmethod
-    def forward(ctx, z, shift, weight, bias, post, norm, eps, activation):
+    def forward(ctx, z, shift, weight, bias, post, norm, eps, activation, values):
         ctx.save_for_backward(z, shift, weight, bias)
         ctx.settings = (norm, eps, activation)
         ctx.operators = _operators(z)
+        if not values:  # only the graph is wanted (the backward needs z alone)
+            return torch.empty_like(z)
         return ctx.operators.norm_activation_forward(
             z, shift, weight, bias, post, norm, eps, activation
         )
@@ -142,6 +147,7 @@ class _NormActivation(torch.autograd.Function):
             _as(grad_weight, weight) if wanted[2] else None,
             _as(grad_bias, bias) if wanted[3] else None,
             grad_out if wanted[4] else None,
+            None,
             None,
             None,
             None,

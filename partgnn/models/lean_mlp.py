@@ -82,6 +82,7 @@ def mlp_tail(
     fused: bool = False,
     residual: torch.Tensor | None = None,
     shift: torch.Tensor | None = None,
+    output_read: bool = True,
 ) -> torch.Tensor:
     """Applies ``mlp`` after its first Linear layer to ``z + shift``, that layer's output.
 
@@ -95,6 +96,9 @@ def mlp_tail(
             input), each adding the bias of the Linear layer before it; the others as without.
         residual: Returns ``residual + mlp(z)`` (fused into the last run when it can be).
         shift: The bias of ``mlp[0]``, when ``z`` is without it ``(H,)``.
+        output_read: ``False`` when only the result's autograd graph is used, not its values
+            (a backward pass's recomputation): a last fused run then records its graph
+            without computing its values (they are left unset).
     """
     modules = list(mlp)[1:]
     index = 0
@@ -112,7 +116,7 @@ def mlp_tail(
         last = end == len(modules)
         post = residual if last else None
         if fused and fusable(run) and kernel_applies(z, post):
-            z = norm_activation(z, run, shift=shift, post=post)
+            z = norm_activation(z, run, shift=shift, post=post, values=output_read or not last)
             if last:
                 residual = None
         else:
@@ -252,6 +256,7 @@ class EdgeMLP:
         *,
         recompute_elementwise: bool = False,
         release_node_terms: bool = False,
+        output_read: bool = True,
     ) -> torch.Tensor:
         """The MLP of some edges.
 
@@ -263,6 +268,7 @@ class EdgeMLP:
             release_node_terms: Free the node terms' values once the first layer has added
                 them (the caller's own tensor, read by nothing else; no operation saves a
                 summand): one ``M x H_out`` tensor less while the rest of the MLP runs.
+            output_read: See :func:`mlp_tail`.
 
         Returns:
             ``(M, out_features)``.
@@ -284,7 +290,7 @@ class EdgeMLP:
             node_terms.untyped_storage().resize_(0)
         return mlp_tail(
             self.mlp, z, recompute_elementwise=recompute_elementwise, fused=self.fused,
-            residual=rows if self.residual else None, shift=shift,
+            residual=rows if self.residual else None, shift=shift, output_read=output_read,
         )  # fmt: skip
 
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import pytest
 import torch
 from torch import nn
 
 from partgnn.errors import InputError
-from partgnn.models import cpu_kernels
+from partgnn.models import chunk_size, cpu_kernels, fused_norm_activation
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.cpu_kernels import load_kernels
 from partgnn.models.fused_norm_activation import fusable, kernel_applies, norm_activation
 from partgnn.models.interaction_network import InteractionNetwork
+from partgnn.models.kernel_choice import gpu_kernel_paths
 from partgnn.models.lean_mlp import mlp_tail
 from partgnn.models.mlp import make_mlp
 from tests.models.norm_activation_cases import float64_case
@@ -145,3 +148,47 @@ def test_interaction_network_fused_equals_plain_in_float64(checkpoint):
     torch.testing.assert_close(fused, plain, rtol=1e-10, atol=1e-12)
     for got, want in zip(fused_grads, plain_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("paths", ["cpp", "compiled"])
+@pytest.mark.parametrize("chunks", ["one", "eight"])
+def test_a_backward_recomputation_runs_no_last_norm_activation_forward(monkeypatch, paths, chunks):
+    """Issue 49: where an edge MLP is recomputed in its backward pass, its output's values are
+    never read (only its graph): the last fused LayerNorm + activation records its graph
+    without running the forward kernel. The gradients are those of the plain model (float64);
+    the forward kernel is skipped once per recomputed chunk: every edge MLP's chunks (8 per
+    MLP) where they run in chunks, else the first edge MLP of each region of 2 steps (the
+    region's last keeps its recomputed graph)."""
+    if chunks == "eight":
+        monkeypatch.setattr(chunk_size, "MIN_CHUNK_EDGES", 128)  # 900 edges: 8 chunks
+    skipped = []
+    forward = fused_norm_activation._NormActivation.forward
+
+    def counting(ctx, *args):
+        if not args[-1]:
+            skipped.append(args[0].shape[0])
+        return forward(ctx, *args)
+
+    monkeypatch.setattr(fused_norm_activation._NormActivation, "forward", staticmethod(counting))
+    generator = torch.Generator().manual_seed(5)
+    x = torch.randn(60, 3, generator=generator, dtype=torch.float64)
+    edge_index = torch.randint(0, 60, (2, 900), generator=generator)
+    edge_attr = torch.randn(900, 4, generator=generator, dtype=torch.float64)
+    steps = 4
+    chunk_bytes = 10**9 if chunks == "one" else None
+    results = []
+    with gpu_kernel_paths() if paths == "compiled" else nullcontext():
+        for fused in (False, True):
+            torch.manual_seed(6)
+            model = InteractionNetwork(
+                node_features=3, edge_features=4, hidden=16, steps=steps, activation="silu",
+                compute=ComputePolicy(recompute=True, fused=fused, chunk_bytes=chunk_bytes),
+            ).double()  # fmt: skip
+            logits = model(x, edge_index, edge_attr)
+            results.append(torch.autograd.grad(logits.sin().sum(), list(model.parameters())))
+    for got, want in zip(*reversed(results), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+    if chunks == "one":
+        assert skipped == [900] * (steps // 2)
+    else:
+        assert len(skipped) == 8 * steps and sum(skipped) == 900 * steps
