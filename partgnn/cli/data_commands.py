@@ -38,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulate.add_argument("--first-event-id", type=int, default=0, help="id of the first event")
     simulate.add_argument("--noise-fraction", type=fraction, default=None, help="noise hits")
     simulate.add_argument("--geometry", default=None, help=geometry_help)
+    _add_realism_options(simulate)
     simulate.add_argument("--out", required=True, type=Path, help="output events file (.h5)")
     simulate.add_argument(
         "--overwrite",
@@ -74,6 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit.add_argument(
         "--workers", type=positive_int, default=1, help="processes simulating --simulate events"
     )
+    _add_realism_options(fit, "--simulate events: ")
     fit.add_argument("--out", required=True, type=Path, help="output module map (.npz)")
     fit.add_argument(
         "--pt-min", type=non_negative_float, default=0.0,
@@ -171,6 +173,20 @@ def _refuse_replacing_another_file(out: Path, simulation_sha256: str) -> None:
     )
 
 
+def _add_realism_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--field-profile`` and ``--module-planes``: the simulation's realism switches (issue 50)."""
+    parser.add_argument(
+        "--field-profile", action="store_true",
+        help=f"{prefix}tracks bend in the geometry's measured field Bz(|z|) (issue 50), not a "
+        "uniform one",
+    )  # fmt: skip
+    parser.add_argument(
+        "--module-planes", action="store_true",
+        help=f"{prefix}hits on the detector's module planes where tracks cross them (overlaps "
+        "from the modules' layout; issue 50), not on ideal cylinders and disks",
+    )  # fmt: skip
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -182,6 +198,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     overrides = {"pileup": args.pileup}
     if args.noise_fraction is not None:
         overrides["noise_fraction"] = args.noise_fraction
+    if args.module_planes:
+        overrides["module_planes"] = True
+    if args.field_profile:
+        overrides["field_profile"] = True
     config = SimulationConfig(**overrides)
     events = simulate_events(
         geometry,
@@ -194,7 +214,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         "source": "simulation",
         "seed": args.seed,
         "geometry": geometry.name,
-        "config": dataclasses.asdict(config),
+        "config": json.loads(config.to_json()),
     }
     provenance["simulation_sha256"] = _simulation_sha256(provenance, args)
     if not args.overwrite:
@@ -279,7 +299,9 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
         inputs.append((path.name, total, lambda p=path: file_doublets(p, geometry, **options)))
     for run in runs:
         inputs.append((str(run), run.events, lambda r=run: simulated_doublets(
-            r, args.geometry, pileup=args.pileup, workers=args.workers, **options)))  # fmt: skip
+            r, args.geometry, pileup=args.pileup, workers=args.workers,
+            module_planes=args.module_planes, field_profile=args.field_profile,
+            **options)))  # fmt: skip
     records = [SourceRecord() for _ in inputs]
     if runs:
         print(_expected_fit_time(sum(run.events for run in runs), args.pileup, args.workers),

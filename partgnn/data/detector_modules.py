@@ -14,12 +14,19 @@ the real sample).
 
 On the real TrackML sample event this rule gives every hit its recorded ``module_id``
 (5,527 of 5,527 hits).
+
+Real hits lie on their module's plane, not on an ideal cylinder or disk: barrel modules are
+flat and staggered in radius, disk modules sit a few mm in front of or behind the disk
+(:meth:`DetectorModules.crossed` follows a track from its crossing of the ideal surface to
+the plane of every module it passes through; issue 50).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +49,13 @@ MODULE_COLUMNS: tuple[str, ...] = (
 _CANDIDATES = 5
 #: Score offsets [mm] ranking a module whose outline misses the point, and an excluded one.
 _OUTSIDE, _EXCLUDED = 1e6, 1e12
+#: Longest path [mm] from a crossing of a layer's ideal surface to a module plane it is
+#: followed to (grazing tracks would reach far planes of the same layer; the parabola's error
+#: there is 0.16 mm at pT 0.1 GeV).
+MAX_PLANE_PATH = 30.0
+#: Nearest module centres whose planes a track is followed to from its crossing of the ideal
+#: surface (overlapping modules are neighbours; 8 covers the disks' front and back rings).
+_CROSSED_CANDIDATES = 8
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,82 @@ class LayerModules:
         score = score + np.where(self.module_id[nearest] == exclude[:, None], _EXCLUDED, 0.0)
         pick = np.argmin(score, axis=1)
         return self.module_id[nearest[np.arange(len(position)), pick]]
+
+    def crossed(
+        self, position: np.ndarray, direction: np.ndarray, bend: np.ndarray
+    ) -> ModuleCrossings:
+        """The modules of this layer a track passes through near each of its crossings of the
+        layer's ideal surface, and where.
+
+        The track is followed from ``position`` to each of the nearest module planes as a
+        parabola, ``x(t) = position + t direction + t^2 / 2 bend`` (the helix to second order;
+        the path is a few mm, 9 mm for 99 % of a pile-up event's crossings, where the
+        neglected ``t^3 / (6 R^2)`` is below a micrometre for pT > 0.3 GeV), at most
+        :data:`MAX_PLANE_PATH`; a module is crossed where that point lies inside its outline.
+
+        Args:
+            position: Crossings of the ideal surface ``(N, 3)`` [mm].
+            direction: Unit momentum direction there ``(N, 3)``.
+            bend: ``d direction / d path`` there ``(N, 3)`` [1/mm].
+
+        Returns:
+            One row per crossed module, ordered by crossing and then along the track.
+        """
+        k = min(_CROSSED_CANDIDATES, len(self.module_id))
+        _, nearest = self.tree.query(position, k=k)
+        nearest = np.asarray(nearest).reshape(len(position), k)
+        normal = self.rotation[nearest][..., 2]  # the w axes (N, k, 3)
+        start, unit, curve = position[:, None, :], direction[:, None, :], bend[:, None, :]
+        to_plane = np.einsum("nkj,nkj->nk", self.centre[nearest] - start, normal)
+        speed = np.einsum("nkj,nkj->nk", unit, normal)
+        turn = np.einsum("nkj,nkj->nk", curve, normal)
+        # The root of turn t^2 / 2 + speed t = to_plane nearest the crossing (the straight
+        # line's to_plane / speed as turn -> 0), in the form that loses no digits.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            root = np.sqrt(speed**2 + 2.0 * turn * to_plane)
+            path = 2.0 * to_plane / (speed + np.copysign(root, speed))
+        path = np.nan_to_num(path, nan=np.inf, posinf=np.inf, neginf=np.inf)
+        finite = np.abs(path) <= MAX_PLANE_PATH
+        step = np.where(finite, path, 0.0)[..., None]
+        point = start + step * unit + 0.5 * step**2 * curve
+        local = np.einsum("nkji,nkj->nki", self.rotation[nearest], point - self.centre[nearest])
+        hv = self.half_v[nearest]
+        low_u, high_u = self.half_u[nearest, 0], self.half_u[nearest, 1]
+        hu = low_u + (high_u - low_u) * (local[..., 1] + hv) / (2 * hv)
+        inside = finite & (np.abs(local[..., 0]) <= hu) & (np.abs(local[..., 1]) <= hv)
+        crossing, column = np.nonzero(inside)
+        order = np.lexsort((path[crossing, column], crossing))
+        crossing, column = crossing[order], column[order]
+        row = nearest[crossing, column]
+        return ModuleCrossings(
+            crossing, self.module_id[row], point[crossing, column], self.rotation[row],
+        )  # fmt: skip
+
+    def onto_plane(self, module_id: np.ndarray, position: np.ndarray) -> np.ndarray:
+        """``position`` ``(N, 3)`` moved along each module's normal onto the plane of its
+        ``module_id`` ``(N,)`` of this layer."""
+        order = np.argsort(self.module_id, kind="stable")
+        row = order[np.searchsorted(self.module_id[order], module_id)]
+        normal = self.rotation[row][..., 2]
+        height = np.einsum("nj,nj->n", position - self.centre[row], normal)
+        return position - height[:, None] * normal
+
+
+@dataclass(frozen=True)
+class ModuleCrossings:
+    """Where tracks pass through modules: one row per crossed module.
+
+    Attributes:
+        source: The ideal-surface crossing each row comes from ``(M,)``.
+        module_id: ``(M,)`` int64.
+        position: On the module's plane ``(M, 3)`` [mm].
+        rotation: The module's local-to-global rotation ``(M, 3, 3)`` (columns u, v, w).
+    """
+
+    source: np.ndarray
+    module_id: np.ndarray
+    position: np.ndarray
+    rotation: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -158,13 +248,54 @@ class DetectorModules:
         """
         module = np.zeros(len(layer), dtype=np.int64)
         exclude = np.zeros(len(layer), dtype=np.int64) if exclude is None else exclude
+        for modules, rows in self._by_layer(layer):
+            module[rows] = modules.assign(position[rows], exclude[rows])
+        return module
+
+    def _by_layer(self, layer: np.ndarray) -> Iterator[tuple[LayerModules, np.ndarray]]:
+        """Each layer's modules with the rows of ``layer`` ``(N,)`` on it (layers with rows)."""
         order = np.argsort(layer, kind="stable")
         bounds = np.searchsorted(layer[order], np.arange(len(self.layers) + 1))
         for index, modules in enumerate(self.layers):
             rows = order[bounds[index] : bounds[index + 1]]
             if len(rows):
-                module[rows] = modules.assign(position[rows], exclude[rows])
-        return module
+                yield modules, rows
+
+    def onto_planes(
+        self, layer: np.ndarray, module_id: np.ndarray, position: np.ndarray
+    ) -> np.ndarray:
+        """Points ``(N, 3)`` of layers ``(N,)`` moved onto the planes of their modules ``(N,)``
+        (:meth:`LayerModules.onto_plane`)."""
+        moved = np.array(position, dtype=np.float64, copy=True)
+        for modules, rows in self._by_layer(layer):
+            moved[rows] = modules.onto_plane(module_id[rows], position[rows])
+        return moved
+
+    def crossed(
+        self, layer: np.ndarray, position: np.ndarray, direction: np.ndarray, bend: np.ndarray
+    ) -> ModuleCrossings:
+        """The modules tracks pass through at their crossings of the layers' ideal surfaces
+        (:meth:`LayerModules.crossed`), for crossings of any layers.
+
+        Args:
+            layer: Layer index of each crossing ``(N,)``.
+            position: ``(N, 3)`` [mm]; direction: unit ``(N, 3)``; bend: ``(N, 3)`` [1/mm].
+
+        Returns:
+            Rows ordered by crossing, then along the track.
+        """
+        parts = []
+        for modules, rows in self._by_layer(layer):
+            found = modules.crossed(position[rows], direction[rows], bend[rows])
+            parts.append(dataclasses.replace(found, source=rows[found.source]))
+        if not parts:
+            return ModuleCrossings(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                   np.zeros((0, 3)), np.zeros((0, 3, 3)))  # fmt: skip
+        joined = ModuleCrossings(*(np.concatenate([getattr(p, f.name) for p in parts])
+                                   for f in dataclasses.fields(ModuleCrossings)))  # fmt: skip
+        by_crossing = np.argsort(joined.source, kind="stable")
+        return ModuleCrossings(*(getattr(joined, f.name)[by_crossing]
+                                 for f in dataclasses.fields(ModuleCrossings)))  # fmt: skip
 
 
 @functools.lru_cache(maxsize=4)

@@ -84,6 +84,26 @@ def smear(
     return np.stack([r * np.cos(phi), r * np.sin(phi), z], 1)
 
 
+def smear_on_planes(
+    geometry: DetectorGeometry,
+    layer: np.ndarray,
+    position: np.ndarray,
+    rotation: np.ndarray,
+    scale: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Gaussian resolution within each hit's module plane: the layer's ``sigma_rphi`` along the
+    module's u axis, ``sigma_v`` along its v axis (the measured hit stays on the plane, as in
+    real events).
+
+    Shapes: ``layer (N,)``, ``position (N, 3)``, ``rotation (N, 3, 3)`` (columns u, v, w) ->
+    measured positions ``(N, 3)``.
+    """
+    sigma = scale * np.array([la.resolution for la in geometry.layers], dtype=np.float64)
+    noise = rng.normal(size=(len(layer), 2)) * sigma.reshape(-1, 2)[layer]
+    return position + noise[:, :1] * rotation[..., 0] + noise[:, 1:] * rotation[..., 1]
+
+
 def noise_hits(
     geometry: DetectorGeometry,
     config: SimulationConfig,

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from partgnn.data.magnetic_field import FieldProfile
 from partgnn.errors import InputError, first_line
 from partgnn.resources import detector_geometry_path
 from partgnn.yaml_files import load_yaml
@@ -84,12 +85,16 @@ class DetectorGeometry:
         name: A label for provenance.
         modules: Path of a TrackML detectors file listing the layers' real modules (simulation
             numbers its hits with them: :mod:`partgnn.data.detector_modules`), or ``None``.
+        field_profile: The measured ``Bz(|z|)`` of the real detector
+            (:class:`~partgnn.data.magnetic_field.FieldProfile`; simulation uses it with
+            ``field_profile: true``), or ``None``.
     """
 
     layers: tuple[Layer, ...]
     b_field: float = 2.0
     name: str = "trackml"
     modules: str | None = None
+    field_profile: FieldProfile | None = None
 
     def __post_init__(self) -> None:
         keys = [(layer.volume_id, layer.layer_id) for layer in self.layers]
@@ -169,11 +174,15 @@ class DetectorGeometry:
                 raise InputError(f"{path}: volumes[{i}] lacks field {missing[0]!r}")
             layers.extend(_layers_of_volume(volume, where=f"{path}: volumes[{i}]"))
         modules = spec.get("modules")
+        profile = spec.get("b_field_profile")
         return cls(
             layers=tuple(layers),
             b_field=float(spec.get("b_field", 2.0)),
             name=str(spec.get("name", path.stem)),
             modules=None if modules is None else str(path.parent / str(modules)),
+            field_profile=None
+            if profile is None
+            else FieldProfile.from_spec(profile, where=str(path)),
         )
 
     @classmethod

@@ -113,11 +113,16 @@ def simulated_doublets(
     pt_min: float,
     triplets: bool,
     workers: int = 1,
+    module_planes: bool = False,
+    field_profile: bool = False,
 ) -> Iterator[tuple[int, dict[str, Any], EventDoublets]]:
     """``(event_id, attrs, doublets)`` of each event of ``run``, simulated with the default
     :class:`~partgnn.data.simulation.SimulationConfig` at ``pileup`` (what ``partgnn simulate``
-    writes), in event order; ``workers`` processes simulate events side by side."""
-    task = _SimulationTask(geometry_spec, pileup, pt_min, triplets, run.seed)
+    writes; ``module_planes`` and ``field_profile`` as its options), in event order;
+    ``workers`` processes simulate events side by side."""
+    task = _SimulationTask(
+        geometry_spec, pileup, pt_min, triplets, run.seed, module_planes, field_profile
+    )
     event_ids = range(run.first_event_id, run.first_event_id + run.events)
     if workers <= 1 or run.events <= 1:
         yield from map(task, event_ids)
@@ -136,13 +141,22 @@ class _SimulationTask:
     pt_min: float
     triplets: bool
     seed: int
+    module_planes: bool = False
+    field_profile: bool = False
 
     def __call__(self, event_id: int) -> tuple[int, dict[str, Any], EventDoublets]:
         from partgnn.data.simulation import SimulationConfig, simulate_event
 
         geometry = _geometry(self.geometry_spec)
         event: Event = simulate_event(
-            geometry, SimulationConfig(pileup=self.pileup), event_id=event_id, seed=self.seed
+            geometry,
+            SimulationConfig(
+                pileup=self.pileup,
+                module_planes=self.module_planes,
+                field_profile=self.field_profile,
+            ),
+            event_id=event_id,
+            seed=self.seed,
         )
         found = module_doublets(event, geometry, pt_min=self.pt_min, triplets=self.triplets)
         return event_id, event.attrs, found

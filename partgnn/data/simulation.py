@@ -18,9 +18,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from partgnn.data.digitisation import assign_modules, noise_hits, overlap_hits, smear
+from partgnn.data.detector_modules import DetectorModules, detector_modules
+from partgnn.data.digitisation import (
+    assign_modules,
+    noise_hits,
+    overlap_hits,
+    smear,
+    smear_on_planes,
+)
 from partgnn.data.event import Event
 from partgnn.data.geometry import DetectorGeometry
+from partgnn.data.magnetic_field import FieldProfile
 from partgnn.data.particles import generate_particles
 from partgnn.data.propagation import propagate
 from partgnn.data.simulation_config import SimulationConfig
@@ -60,6 +68,11 @@ def simulate_event(
         raise InputError(f"simulation: seed and event_id must be >= 0 (got {seed}, {event_id})")
     if geometry.b_field == 0:
         raise InputError(f"geometry {geometry.name!r}: simulation needs a non-zero b_field")
+    if config.field_profile and geometry.field_profile is None:
+        raise InputError(
+            f"geometry {geometry.name!r}: field_profile needs a geometry with a b_field_profile"
+        )
+    field = geometry.field_profile if config.field_profile else None
     rng = np.random.default_rng(np.random.SeedSequence([seed, event_id]))
 
     particles = generate_particles(config, rng)
@@ -71,6 +84,7 @@ def simulate_event(
         masses=particles["mass"],
         multiple_scattering=config.multiple_scattering,
         rng=rng,
+        field=field,
     )
 
     efficiency = np.array(
@@ -84,15 +98,26 @@ def simulate_event(
     layer = crossings.layer[seen]
     true_position = crossings.position[seen]
     momentum = crossings.momentum[seen]
-    overlap = overlap_hits(geometry, layer, true_position, momentum, config.overlap_scale, rng)
-    particle = np.concatenate([particle, particle[overlap.source]])
-    layer = np.concatenate([layer, layer[overlap.source]])
-    true_position = np.concatenate([true_position, overlap.position])
-    momentum = np.concatenate([momentum, momentum[overlap.source]])
-    second_module = np.arange(len(layer)) >= len(layer) - len(overlap.source)
-    measured = smear(geometry, layer, true_position, config.resolution_scale, rng)
+    modules = detector_modules(geometry) if config.module_planes else None
+    if modules is not None:
+        particle, layer, true_position, momentum, signal_module, measured = _on_module_planes(
+            geometry, modules, config, particles["q"], particle, layer, true_position, momentum,
+            rng, field,
+        )  # fmt: skip
+    else:
+        overlap = overlap_hits(geometry, layer, true_position, momentum, config.overlap_scale,
+                               rng)  # fmt: skip
+        particle = np.concatenate([particle, particle[overlap.source]])
+        layer = np.concatenate([layer, layer[overlap.source]])
+        true_position = np.concatenate([true_position, overlap.position])
+        momentum = np.concatenate([momentum, momentum[overlap.source]])
+        second_module = np.arange(len(layer)) >= len(layer) - len(overlap.source)
+        measured = smear(geometry, layer, true_position, config.resolution_scale, rng)
 
     noise_layer, noise_position = noise_hits(geometry, config, len(particle), rng)
+    if modules is not None:
+        noise_module = modules.assign(noise_layer, noise_position)
+        noise_position = modules.onto_planes(noise_layer, noise_module, noise_position)
     n_noise = len(noise_layer)
     layer = np.concatenate([layer, noise_layer])
     measured = np.concatenate([measured, noise_position])
@@ -100,12 +125,14 @@ def simulate_event(
     momentum = np.concatenate([momentum, np.zeros((n_noise, 3))])
     # -1 marks noise until particle ids are looked up.
     particle = np.concatenate([particle, np.full(n_noise, -1)])
-    second_module = np.concatenate([second_module, np.zeros(n_noise, dtype=bool)])
-
-    module = assign_modules(
-        geometry, layer, true_position, measured, second_module, overlap.source,
-        config.module_size,
-    )  # fmt: skip
+    if modules is not None:
+        module = np.concatenate([signal_module, noise_module])
+    else:
+        second_module = np.concatenate([second_module, np.zeros(n_noise, dtype=bool)])
+        module = assign_modules(
+            geometry, layer, true_position, measured, second_module, overlap.source,
+            config.module_size,
+        )  # fmt: skip
     # Random order within a module, so that a hit's position in the file (e.g. noise appended
     # last) says nothing about its truth.
     order = np.lexsort((rng.random(len(layer)), module, layer))
@@ -114,6 +141,48 @@ def simulate_event(
 
     hits = _HitArrays(layer, module, particle, measured, true_position, momentum)
     return _event(geometry, config, particles, hits, event_id=event_id, seed=seed)
+
+
+def _on_module_planes(
+    geometry: DetectorGeometry,
+    modules: DetectorModules,
+    config: SimulationConfig,
+    charge: np.ndarray,
+    particle: np.ndarray,
+    layer: np.ndarray,
+    position: np.ndarray,
+    momentum: np.ndarray,
+    rng: np.random.Generator,
+    field: FieldProfile | None = None,
+) -> tuple[np.ndarray, ...]:
+    """The hits of crossings of the layers' ideal surfaces on the module planes the tracks
+    pass through (:meth:`DetectorModules.crossed`): the first module of each crossing, each
+    further one with probability ``config.overlap_scale``; a crossing through no module (a
+    gap between modules) leaves no hit. ``field``: the field the tracks bend in (``None``: the
+    geometry's uniform one).
+
+    Shapes: ``charge`` per particle; ``particle, layer (N,)``, ``position, momentum (N, 3)``.
+
+    Returns:
+        ``particle, layer, true position, momentum, module id, measured position`` per hit.
+    """
+    p = np.linalg.norm(momentum, axis=1)
+    direction = momentum / p[:, None]
+    # d direction / d path = 0.3 q B / p (direction x z) per metre (force q v x B, B along z).
+    bz = geometry.b_field if field is None else field.at(position[:, 2])
+    curvature = 0.3 * charge[particle] * bz / (p * 1000.0)
+    bend = curvature[:, None] * np.cross(direction, [0.0, 0.0, 1.0])
+    crossed = modules.crossed(layer, position, direction, bend)
+    first = np.ones(len(crossed.source), dtype=bool)
+    first[1:] = crossed.source[1:] != crossed.source[:-1]
+    kept = first | (rng.random(len(first)) < config.overlap_scale)
+    source = crossed.source[kept]
+    true_position, rotation = crossed.position[kept], crossed.rotation[kept]
+    measured = smear_on_planes(
+        geometry, layer[source], true_position, rotation, config.resolution_scale, rng
+    )
+    return (particle[source], layer[source], true_position, momentum[source],
+            crossed.module_id[kept], measured)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,17 @@ class SimulationConfig:
             :func:`~partgnn.data.digitisation.grid_module_ids`.
         overlap_scale: Multiplies every layer's probability of a second hit on an overlapping
             module (:attr:`~partgnn.data.geometry.Layer.overlap`, measured on the real sample);
-            0 turns overlapping modules off.
+            0 turns overlapping modules off. With ``module_planes`` it is the probability of
+            keeping each further module a track crosses on one layer (at most 1).
+        module_planes: Hits lie on the detector's module planes, where the track crosses them
+            (a geometry with a module table, such as the default TrackML one): each crossing of
+            a layer leaves a hit on every module the track passes through, so overlaps follow
+            from the modules' layout (the layers' ``overlap`` probabilities are not used), and
+            the resolution smears the hit within its module's plane (u, v). Off: hits on the
+            layers' ideal cylinders and disks (before issue 50).
+        field_profile: Tracks bend in the geometry's measured field ``Bz(|z|)``
+            (:attr:`~partgnn.data.geometry.DetectorGeometry.field_profile`; the default TrackML
+            geometry has the real detector's) instead of its uniform ``b_field``.
     """
 
     pileup: float = 200.0
@@ -58,6 +68,8 @@ class SimulationConfig:
     efficiency: float | None = None
     module_size: tuple[float, float] = (30.0, 80.0)
     overlap_scale: float = 1.0
+    module_planes: bool = False
+    field_profile: bool = False
 
     def __post_init__(self) -> None:
         # Accept lists (YAML, JSON) for the tuple fields, so configs round-trip through JSON.
@@ -100,6 +112,11 @@ class SimulationConfig:
                 "two values > 0",
             ),
             (not 0 <= self.overlap_scale <= 10, "overlap_scale", "in [0, 10]"),
+            (
+                self.module_planes and self.overlap_scale > 1,
+                "overlap_scale",
+                "in [0, 1] with module_planes (the probability of keeping each further module)",
+            ),
         ]
         for bad, name, expected in problems:
             if bad:
@@ -108,5 +125,11 @@ class SimulationConfig:
                 raise InputError(f"simulation config: {name} must be {expected}{got}")
 
     def to_json(self) -> str:
-        """The configuration as a JSON object (sorted keys), for provenance attributes."""
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        """The configuration as a JSON object (sorted keys), for provenance attributes
+        (``module_planes`` and ``field_profile`` only when on: events simulated before them keep
+        their record)."""
+        fields = dataclasses.asdict(self)
+        for name in ("module_planes", "field_profile"):
+            if not fields[name]:
+                del fields[name]
+        return json.dumps(fields, sort_keys=True)

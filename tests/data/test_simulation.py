@@ -450,3 +450,18 @@ def test_the_simulation_is_bitwise_the_same_with_numpy_on_lesser_instruction_set
     assert len(here) > 10
     for level, disabled in NUMPY_AS_ON.items():
         assert _column_hashes({"NPY_DISABLE_CPU_FEATURES": disabled}) == here, level
+
+
+def test_module_planes_settings():
+    """``module_planes`` keeps further modules with probability ``overlap_scale`` (at most 1),
+    and is recorded only when on (events simulated before it keep their record)."""
+    with pytest.raises(InputError, match=r"overlap_scale must be in \[0, 1\] with module_planes"):
+        SimulationConfig(module_planes=True, overlap_scale=2.0)
+    assert "module_planes" not in json.loads(SimulationConfig().to_json())
+    assert json.loads(SimulationConfig(module_planes=True).to_json())["module_planes"] is True
+    geometry = default_geometry()
+    config = SimulationConfig(pileup=5, module_planes=True, overlap_scale=0.0)
+    one = simulate_event(geometry, config, event_id=2, seed=3)
+    truth = one.hits.merge(one.truth, on="hit_id")
+    truth = truth[truth["particle_id"] != 0]
+    assert truth.groupby(["particle_id", "volume_id", "layer_id"]).size().max() == 1

@@ -1,0 +1,135 @@
+"""Where a module map loses the target doublets of real and simulated events (issue 50).
+
+For every true doublet of a particle above ``--pt-min`` (1 GeV) of the real TrackML sample
+event and of ``--events`` simulated pile-up events, the first reason the map does not build it:
+its module pair is not recorded; its features fall outside the pair's windows (which: z0,
+dphi, phi_slope, deta; a doublet can fail several); or it is inside them but in no accepted
+triplet (the map's triplet windows on how z0 and the phi slope change along a track). Per
+source, the shares of all target doublets, then by volume pair the losses::
+
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py                # shipped map
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --field-profile --module-planes
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --map MAP.npz --by-volume
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from _common import ToolParser
+from _paths import sample_dir
+
+from partgnn.data.geometry import default_geometry
+from partgnn.data.graph_builder import particle_properties, true_consecutive_pairs
+from partgnn.data.module_map import WINDOW_FEATURES, ModuleMap, module_keys, pair_features
+from partgnn.data.module_map_edges import module_map_edges
+from partgnn.data.pretrained_maps import resolve_map
+from partgnn.data.simulation import SimulationConfig, simulate_event
+from partgnn.data.trackml_reader import read_trackml_events
+
+
+def main() -> None:
+    parser = ToolParser(__doc__.split("\n\n")[0])
+    parser.add_argument("--map", default=None, help="module map (default: pretrained:trackml-full)")
+    parser.add_argument("--events", type=int, default=1, help="simulated events")
+    parser.add_argument("--pileup", type=float, default=200.0)
+    parser.add_argument("--seed", type=int, default=2001, help="first simulated event's seed")
+    parser.add_argument("--module-planes", action="store_true")
+    parser.add_argument("--field-profile", action="store_true")
+    parser.add_argument("--pt-min", type=float, default=1.0)
+    parser.add_argument("--by-volume", action="store_true", help="also by volume pair")
+    parser.tiny(pileup=5.0)
+    args = parser.parse_args()
+    geometry = default_geometry()
+    module_map = ModuleMap.load(resolve_map(args.map or "pretrained:trackml-full"))
+    sources = []
+    sample = sample_dir()
+    if sample is not None:
+        sources.append(("real TrackML sample", [next(read_trackml_events(sample))]))
+    config = SimulationConfig(pileup=args.pileup, module_planes=args.module_planes,
+                              field_profile=args.field_profile)  # fmt: skip
+    label = (f"simulated pile-up {args.pileup:g}" + ", module planes" * args.module_planes
+             + ", field profile" * args.field_profile + f" ({args.events} events)")  # fmt: skip
+    simulated = (simulate_event(geometry, config, event_id=args.seed + k, seed=args.seed + k)
+                 for k in range(args.events))  # fmt: skip
+    sources.append((label, simulated))
+    print("| events | target doublets | kept | no recorded pair | outside a doublet window "
+          "(z0 / dphi / phi_slope / deta) | no accepted triplet |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    by_volume = []
+    for label, events in sources:
+        losses = [losses_of(event, geometry, module_map, args.pt_min) for event in events]
+        joined = {key: np.concatenate([loss[key] for loss in losses]) for key in losses[0]}
+        outside = joined["outside"]
+        each = " / ".join(f"{outside[:, j].mean():.4f}" for j in range(len(WINDOW_FEATURES)))
+        print(f"| {label} | {len(joined['kept']):,} | {joined['kept'].mean():.4f} "
+              f"| {joined['no_pair'].mean():.4f} | {joined['window'].mean():.4f} ({each}) "
+              f"| {joined['triplet'].mean():.4f} |")  # fmt: skip
+        by_volume.append((label, joined))
+    if args.by_volume:
+        for label, joined in by_volume:
+            print(f"\n{label}: losses by volume pair (share of the pair's targets)\n")
+            print("| volumes | targets | lost | no pair | window | triplet |")
+            print("|---|---|---|---|---|---|")
+            for pair in np.unique(joined["volumes"]):
+                mine = joined["volumes"] == pair
+                print(f"| {pair // 100}->{pair % 100} | {mine.sum()} "
+                      f"| {1 - joined['kept'][mine].mean():.3f} "
+                      f"| {joined['no_pair'][mine].mean():.3f} "
+                      f"| {joined['window'][mine].mean():.3f} "
+                      f"| {joined['triplet'][mine].mean():.3f} |")  # fmt: skip
+
+
+def losses_of(event, geometry, module_map: ModuleMap, pt_min: float) -> dict[str, np.ndarray]:
+    """Per target doublet of ``event``: kept, and the first reason it is not."""
+    hits = event.hits
+    layer = geometry.layer_index(hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy())
+    particle = event.truth["particle_id"].to_numpy().astype(np.int64)
+    pt, vertex = particle_properties(event, particle)
+    xyz = hits[["x", "y", "z"]].to_numpy(np.float64)
+    pairs = true_consecutive_pairs(particle, layer, np.linalg.norm(xyz - vertex, axis=1))
+    pairs = pairs[pt[pairs[:, 0]] > pt_min]
+    module = module_keys(layer, hits["module_id"].to_numpy())
+    kept = _built(module_map, module, xyz, pairs)
+    by_doublets = _built(dataclasses.replace(module_map, triplets=None), module, xyz, pairs)
+    row, recorded = _pair_rows(module_map, module[pairs[:, 0]], module[pairs[:, 1]])
+    features = pair_features(xyz, pairs[:, 0], pairs[:, 1])
+    outside = recorded[:, None] & (
+        (features < module_map.low[row]) | (features > module_map.high[row])
+    )
+    volume = hits["volume_id"].to_numpy()
+    return {
+        "kept": kept,
+        "no_pair": ~recorded,
+        "outside": outside,
+        "window": outside.any(axis=1),
+        "triplet": by_doublets & ~kept,
+        "volumes": volume[pairs[:, 0]] * 100 + volume[pairs[:, 1]],
+    }
+
+
+def _built(module_map: ModuleMap, module, xyz, pairs: np.ndarray) -> np.ndarray:
+    """Which of ``pairs`` ``(M, 2)`` the map builds as edges."""
+    first, second = module_map_edges(module_map, module, xyz)
+    n = len(xyz)
+    edges = np.unique(first * n + second)
+    keys = pairs[:, 0] * n + pairs[:, 1]
+    if len(edges) == 0:
+        return np.zeros(len(pairs), dtype=bool)
+    return edges[np.minimum(np.searchsorted(edges, keys), len(edges) - 1)] == keys
+
+
+def _pair_rows(module_map: ModuleMap, source, target) -> tuple[np.ndarray, np.ndarray]:
+    """The map's row of each module pair and whether it is recorded (16-byte keys)."""
+    as_void = np.dtype((np.void, 16))
+    keys = np.ascontiguousarray(np.stack([module_map.source, module_map.target], 1))
+    keys = keys.view(as_void).ravel()
+    order = np.argsort(keys, kind="stable")
+    wanted = np.ascontiguousarray(np.stack([source, target], 1)).view(as_void).ravel()
+    position = np.minimum(np.searchsorted(keys[order], wanted), len(keys) - 1)
+    return order[position], keys[order][position] == wanted
+
+
+if __name__ == "__main__":
+    main()
