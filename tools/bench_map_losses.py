@@ -5,7 +5,9 @@ event and of ``--events`` simulated pile-up events, the first reason the map doe
 its module pair is not recorded; its features fall outside the pair's windows (which: z0,
 dphi, phi_slope, deta; a doublet can fail several); or it is inside them but in no accepted
 triplet (the map's triplet windows on how z0 and the phi slope change along a track). Per
-source, the shares of all target doublets, then by volume pair the losses::
+source, the shares of all target doublets, and what is kept of the doublets of particles made
+near the beam line (production vertex radius below 1 mm: the collisions' own particles) and of
+displaced ones (secondaries: our simulation has none); then by volume pair the losses::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py                # shipped map
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --field-profile --module-planes
@@ -27,6 +29,9 @@ from partgnn.data.module_map_edges import module_map_edges
 from partgnn.data.pretrained_maps import resolve_map
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.data.trackml_reader import read_trackml_events
+
+#: Production vertex radius [mm] above which a particle counts as displaced (a secondary).
+DISPLACED_MM = 1.0
 
 
 def main() -> None:
@@ -55,8 +60,9 @@ def main() -> None:
                  for k in range(args.events))  # fmt: skip
     sources.append((label, simulated))
     print("| events | target doublets | kept | no recorded pair | outside a doublet window "
-          "(z0 / dphi / phi_slope / deta) | no accepted triplet |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+          "(z0 / dphi / phi_slope / deta) | no accepted triplet | kept: vertex r < 1 mm "
+          "/ displaced (share of targets) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     by_volume = []
     for label, events in sources:
         losses = [losses_of(event, geometry, module_map, args.pt_min) for event in events]
@@ -65,7 +71,8 @@ def main() -> None:
         each = " / ".join(f"{outside[:, j].mean():.4f}" for j in range(len(WINDOW_FEATURES)))
         print(f"| {label} | {len(joined['kept']):,} | {joined['kept'].mean():.4f} "
               f"| {joined['no_pair'].mean():.4f} | {joined['window'].mean():.4f} ({each}) "
-              f"| {joined['triplet'].mean():.4f} |")  # fmt: skip
+              f"| {joined['triplet'].mean():.4f} | {_kept(joined, False)} / "
+              f"{_kept(joined, True)} ({joined['displaced'].mean():.3f}) |")  # fmt: skip
         by_volume.append((label, joined))
     if args.by_volume:
         for label, joined in by_volume:
@@ -106,7 +113,13 @@ def losses_of(event, geometry, module_map: ModuleMap, pt_min: float) -> dict[str
         "window": outside.any(axis=1),
         "triplet": by_doublets & ~kept,
         "volumes": volume[pairs[:, 0]] * 100 + volume[pairs[:, 1]],
+        "displaced": np.hypot(vertex[pairs[:, 0], 0], vertex[pairs[:, 0], 1]) > DISPLACED_MM,
     }
+
+
+def _kept(joined: dict[str, np.ndarray], displaced: bool) -> str:
+    mine = joined["displaced"] == displaced
+    return f"{joined['kept'][mine].mean():.4f}" if mine.any() else "-"
 
 
 def _built(module_map: ModuleMap, module, xyz, pairs: np.ndarray) -> np.ndarray:
