@@ -19,7 +19,8 @@ construction limit). Prints markdown tables for docs/BENCHMARKS.md::
         --map data/full/map.npz --minutes 60
 
 ``--set key=value`` is passed to training; ``--tables-only`` re-prints a finished run's tables;
-``--no-train`` scores the last checkpoint without another sitting.
+``--no-train`` scores the last checkpoint without another sitting; ``--realism module-planes
+field-profile secondaries`` simulates with those switches of ``partgnn simulate`` (issue 50).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from partgnn.train.checkpoints import load_checkpoint
 #: One partgnn command, echoed to stderr; data preparation runs in this process.
 _partgnn = partial(partgnn, echo=True, threads=None)
 CONFIG = shipped_config("full-recipe")
+#: The simulation's realism switches (``partgnn simulate --NAME``).
+REALISM = ("module-planes", "field-profile", "secondaries")
 #: name -> (seed, first event id) of the simulated datasets; the event counts are arguments.
 DATASETS = {"train": (11, 0), "val": (12, 1000), "test": (13, 2000)}
 
@@ -62,6 +65,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-full"))
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     parser.add_argument("--tables-only", action="store_true")
+    parser.add_argument(
+        "--realism", nargs="+", default=[], choices=REALISM,
+        help="simulate with these switches of partgnn simulate (--module-planes, ...)",
+    )  # fmt: skip
     parser.add_argument(
         "--map", type=Path, default=None,
         help="build the graphs with this module map (build-graphs --method module-map)",
@@ -91,7 +98,7 @@ def main() -> None:
             "test": args.test_events,
         }
         for name, n_events in counts.items():
-            _make_graphs(out, name, n_events, args.pileup, args.map)
+            _make_graphs(out, name, n_events, args.pileup, args.map, args.realism)
         shards = out / f"{args.method}{args.ranks}"
         if not (shards / "meta.json").exists():
             _partgnn(
@@ -111,14 +118,19 @@ def main() -> None:
 
 
 def _make_graphs(
-    out: Path, name: str, n_events: int, pileup: float, module_map: Path | None
+    out: Path,
+    name: str,
+    n_events: int,
+    pileup: float,
+    module_map: Path | None,
+    realism: list[str],
 ) -> None:
     seed, first = DATASETS[name]
     events, graphs = out / f"events-{name}.h5", out / f"graphs-{name}.h5"
     if graphs.exists():
         return
     if not events.exists():  # (a sitting stopped between the two keeps its events)
-        _simulate(events, seed, first, n_events, pileup)
+        _simulate(events, seed, first, n_events, pileup, realism)
     with EventFile(events) as held:
         if len(held) != n_events:
             sys.exit(f"{events} holds {len(held)} events, not {n_events}: remove it, or ask that")
@@ -126,7 +138,9 @@ def _make_graphs(
     _partgnn("build-graphs", str(events), *method, "--out", str(graphs))
 
 
-def _simulate(events: Path, seed: int, first: int, n_events: int, pileup: float) -> None:
+def _simulate(
+    events: Path, seed: int, first: int, n_events: int, pileup: float, realism: list[str]
+) -> None:
     _partgnn(
         "simulate",
         "--events",
@@ -137,6 +151,7 @@ def _simulate(events: Path, seed: int, first: int, n_events: int, pileup: float)
         str(seed),
         "--first-event-id",
         str(first),
+        *(f"--{switch}" for switch in realism),
         "--out",
         str(events),
     )

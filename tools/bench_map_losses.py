@@ -7,10 +7,12 @@ dphi, phi_slope, deta; a doublet can fail several); or it is inside them but in 
 triplet (the map's triplet windows on how z0 and the phi slope change along a track). Per
 source, the shares of all target doublets, and what is kept of the doublets of particles made
 near the beam line (production vertex radius below 1 mm: the collisions' own particles) and of
-displaced ones (secondaries: our simulation has none); then by volume pair the losses::
+displaced ones (secondaries: simulated with ``--secondaries``); then by volume pair the losses::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py                # shipped map
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --field-profile --module-planes
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --field-profile --module-planes \\
+        --secondaries --events 3
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --map MAP.npz --by-volume
 """
 
@@ -42,6 +44,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2001, help="first simulated event's seed")
     parser.add_argument("--module-planes", action="store_true")
     parser.add_argument("--field-profile", action="store_true")
+    parser.add_argument("--secondaries", action="store_true")
     parser.add_argument("--pt-min", type=float, default=1.0)
     parser.add_argument("--by-volume", action="store_true", help="also by volume pair")
     parser.tiny(pileup=5.0)
@@ -53,9 +56,11 @@ def main() -> None:
     if sample is not None:
         sources.append(("real TrackML sample", [next(read_trackml_events(sample))]))
     config = SimulationConfig(pileup=args.pileup, module_planes=args.module_planes,
-                              field_profile=args.field_profile)  # fmt: skip
+                              field_profile=args.field_profile,
+                              secondaries=args.secondaries)  # fmt: skip
     label = (f"simulated pile-up {args.pileup:g}" + ", module planes" * args.module_planes
-             + ", field profile" * args.field_profile + f" ({args.events} events)")  # fmt: skip
+             + ", field profile" * args.field_profile + ", secondaries" * args.secondaries
+             + f" ({args.events} events)")  # fmt: skip
     simulated = (simulate_event(geometry, config, event_id=args.seed + k, seed=args.seed + k)
                  for k in range(args.events))  # fmt: skip
     sources.append((label, simulated))

@@ -174,7 +174,8 @@ def _refuse_replacing_another_file(out: Path, simulation_sha256: str) -> None:
 
 
 def _add_realism_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """``--field-profile`` and ``--module-planes``: the simulation's realism switches (issue 50)."""
+    """``--field-profile``, ``--module-planes`` and ``--secondaries``: the simulation's realism
+    switches (issue 50)."""
     parser.add_argument(
         "--field-profile", action="store_true",
         help=f"{prefix}tracks bend in the geometry's measured field Bz(|z|) (issue 50), not a "
@@ -184,6 +185,11 @@ def _add_realism_options(parser: argparse.ArgumentParser, prefix: str = "") -> N
         "--module-planes", action="store_true",
         help=f"{prefix}hits on the detector's module planes where tracks cross them (overlaps "
         "from the modules' layout; issue 50), not on ideal cylinders and disks",
+    )  # fmt: skip
+    parser.add_argument(
+        "--secondaries", action="store_true",
+        help=f"{prefix}hadrons interact in the layers' material and emit charged secondaries "
+        "(issue 50); without it, primaries only",
     )  # fmt: skip
 
 
@@ -202,6 +208,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         overrides["module_planes"] = True
     if args.field_profile:
         overrides["field_profile"] = True
+    if args.secondaries:
+        overrides["secondaries"] = True
     config = SimulationConfig(**overrides)
     events = simulate_events(
         geometry,
@@ -301,7 +309,7 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
         inputs.append((str(run), run.events, lambda r=run: simulated_doublets(
             r, args.geometry, pileup=args.pileup, workers=args.workers,
             module_planes=args.module_planes, field_profile=args.field_profile,
-            **options)))  # fmt: skip
+            secondaries=args.secondaries, **options)))  # fmt: skip
     records = [SourceRecord() for _ in inputs]
     if runs:
         print(_expected_fit_time(sum(run.events for run in runs), args.pileup, args.workers),

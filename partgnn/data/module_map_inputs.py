@@ -115,14 +115,16 @@ def simulated_doublets(
     workers: int = 1,
     module_planes: bool = False,
     field_profile: bool = False,
+    secondaries: bool = False,
 ) -> Iterator[tuple[int, dict[str, Any], EventDoublets]]:
     """``(event_id, attrs, doublets)`` of each event of ``run``, simulated with the default
     :class:`~partgnn.data.simulation.SimulationConfig` at ``pileup`` (what ``partgnn simulate``
-    writes; ``module_planes`` and ``field_profile`` as its options), in event order;
-    ``workers`` processes simulate events side by side."""
+    writes; ``module_planes``, ``field_profile`` and ``secondaries`` as its options), in event
+    order; ``workers`` processes simulate events side by side."""
     task = _SimulationTask(
-        geometry_spec, pileup, pt_min, triplets, run.seed, module_planes, field_profile
-    )
+        geometry_spec, pileup, pt_min, triplets, run.seed, module_planes, field_profile,
+        secondaries,
+    )  # fmt: skip
     event_ids = range(run.first_event_id, run.first_event_id + run.events)
     if workers <= 1 or run.events <= 1:
         yield from map(task, event_ids)
@@ -143,6 +145,7 @@ class _SimulationTask:
     seed: int
     module_planes: bool = False
     field_profile: bool = False
+    secondaries: bool = False
 
     def __call__(self, event_id: int) -> tuple[int, dict[str, Any], EventDoublets]:
         from partgnn.data.simulation import SimulationConfig, simulate_event
@@ -154,6 +157,7 @@ class _SimulationTask:
                 pileup=self.pileup,
                 module_planes=self.module_planes,
                 field_profile=self.field_profile,
+                secondaries=self.secondaries,
             ),
             event_id=event_id,
             seed=self.seed,

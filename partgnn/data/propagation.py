@@ -161,6 +161,29 @@ def propagate(
     return Crossings(particle=particle, layer=layer, position=position, momentum=momentum)
 
 
+def propagate_particles(
+    geometry: DetectorGeometry,
+    particles: dict[str, np.ndarray],
+    *,
+    multiple_scattering: bool,
+    rng: np.random.Generator,
+    field: FieldProfile | None,
+) -> Crossings:
+    """:func:`propagate` of particle arrays as
+    :func:`~partgnn.data.particles.generate_particles` makes them (``vertex``, ``momentum``,
+    ``q``, ``mass``)."""
+    return propagate(
+        geometry,
+        vertices=particles["vertex"],
+        momenta=particles["momentum"],
+        charges=particles["q"],
+        masses=particles["mass"],
+        multiple_scattering=multiple_scattering,
+        rng=rng,
+        field=field,
+    )
+
+
 @dataclass(frozen=True)
 class _Surfaces:
     """The layers as the helix stepping needs them: barrel cylinders and endcap disks."""
@@ -270,6 +293,22 @@ class _Helix:
         return nearest, tau[np.arange(len(turn)), nearest]
 
 
+def traversed_material(
+    mom: np.ndarray, pos: np.ndarray, material: np.ndarray, is_barrel: np.ndarray
+) -> np.ndarray:
+    """The material a crossing traverses [radiation lengths]: the layer's thickness at normal
+    incidence over the cosine of the incidence angle (at least :data:`MIN_COS_INCIDENCE`).
+
+    Shapes: ``mom, pos (N, 3)``; ``material, is_barrel (N,)``; returns ``(N,)``.
+    """
+    unit = mom / np.linalg.norm(mom, axis=1)[:, None]
+    r = np.hypot(pos[:, 0], pos[:, 1])
+    normal_component = np.where(
+        is_barrel, (pos[:, 0] * unit[:, 0] + pos[:, 1] * unit[:, 1]) / r, unit[:, 2]
+    )
+    return material / np.maximum(np.abs(normal_component), MIN_COS_INCIDENCE)
+
+
 def scatter(
     mom: np.ndarray,
     pos: np.ndarray,
@@ -284,11 +323,7 @@ def scatter(
     """
     p = np.linalg.norm(mom, axis=1)
     unit = mom / p[:, None]
-    r = np.hypot(pos[:, 0], pos[:, 1])
-    normal_component = np.where(
-        is_barrel, (pos[:, 0] * unit[:, 0] + pos[:, 1] * unit[:, 1]) / r, unit[:, 2]
-    )
-    thickness = material / np.maximum(np.abs(normal_component), MIN_COS_INCIDENCE)
+    thickness = traversed_material(mom, pos, material, is_barrel)
     beta = p / np.sqrt(p**2 + mass**2)
     with np.errstate(divide="ignore", invalid="ignore"):
         theta0 = (

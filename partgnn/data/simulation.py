@@ -6,6 +6,7 @@ exactly the TrackML columns, interchangeable with a real event.
 
 The stages, each in its module: :mod:`~partgnn.data.particles` (the collisions' primary
 particles), :mod:`~partgnn.data.propagation` (helices through the field, multiple scattering),
+:mod:`~partgnn.data.secondaries` (hadronic interactions in the layers, when switched on),
 :mod:`~partgnn.data.digitisation` (overlaps, resolution, noise, modules); the settings are a
 :class:`~partgnn.data.simulation_config.SimulationConfig`.
 """
@@ -30,7 +31,8 @@ from partgnn.data.event import Event
 from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.magnetic_field import FieldProfile
 from partgnn.data.particles import generate_particles
-from partgnn.data.propagation import propagate
+from partgnn.data.propagation import propagate_particles
+from partgnn.data.secondaries import with_secondaries
 from partgnn.data.simulation_config import SimulationConfig
 from partgnn.errors import InputError
 
@@ -76,16 +78,11 @@ def simulate_event(
     rng = np.random.default_rng(np.random.SeedSequence([seed, event_id]))
 
     particles = generate_particles(config, rng)
-    crossings = propagate(
-        geometry,
-        vertices=particles["vertex"],
-        momenta=particles["momentum"],
-        charges=particles["q"],
-        masses=particles["mass"],
-        multiple_scattering=config.multiple_scattering,
-        rng=rng,
-        field=field,
+    crossings = propagate_particles(
+        geometry, particles, multiple_scattering=config.multiple_scattering, rng=rng, field=field
     )
+    if config.secondaries:
+        particles, crossings = with_secondaries(geometry, config, particles, crossings, rng, field)
 
     efficiency = np.array(
         [

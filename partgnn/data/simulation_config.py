@@ -9,6 +9,16 @@ from dataclasses import dataclass
 
 from partgnn.errors import InputError
 
+#: Switches added after events had been simulated: recorded only when on.
+_RECORDED_WHEN_ON = ("module_planes", "field_profile", "secondaries")
+#: Settings of the secondaries, recorded only with them.
+_SECONDARY_SETTINGS = (
+    "interaction_length",
+    "secondary_multiplicity",
+    "secondary_pt_rel",
+    "secondary_proton_fraction",
+)
+
 
 @dataclass(frozen=True)
 class SimulationConfig:
@@ -51,6 +61,13 @@ class SimulationConfig:
         field_profile: Tracks bend in the geometry's measured field ``Bz(|z|)``
             (:attr:`~partgnn.data.geometry.DetectorGeometry.field_profile`; the default TrackML
             geometry has the real detector's) instead of its uniform ``b_field``.
+        secondaries: Hadrons interact inelastically in the layers' material and emit charged
+            secondaries (:mod:`~partgnn.data.secondaries`); off: primaries only, never stopped.
+        secondary_multiplicity: Mean number of charged secondaries per interaction (Poisson).
+        secondary_pt_rel: Mean transverse momentum of a secondary relative to its parent's
+            direction [GeV] (exponential).
+        secondary_proton_fraction: Fraction of secondaries that are knocked-out protons (the
+            rest: pions of either charge).
     """
 
     pileup: float = 200.0
@@ -70,6 +87,11 @@ class SimulationConfig:
     overlap_scale: float = 1.0
     module_planes: bool = False
     field_profile: bool = False
+    secondaries: bool = False
+    interaction_length: float = 1.5
+    secondary_multiplicity: float = 1.5
+    secondary_pt_rel: float = 0.3
+    secondary_proton_fraction: float = 0.4
 
     def __post_init__(self) -> None:
         # Accept lists (YAML, JSON) for the tuple fields, so configs round-trip through JSON.
@@ -113,6 +135,18 @@ class SimulationConfig:
             ),
             (not 0 <= self.overlap_scale <= 10, "overlap_scale", "in [0, 10]"),
             (
+                not 0 < self.secondary_multiplicity <= 100,
+                "secondary_multiplicity",
+                "in (0, 100]",
+            ),
+            (not self.secondary_pt_rel > 0, "secondary_pt_rel", "> 0"),
+            (not self.interaction_length > 0, "interaction_length", "> 0"),
+            (
+                not 0 <= self.secondary_proton_fraction <= 1,
+                "secondary_proton_fraction",
+                "in [0, 1]",
+            ),
+            (
                 self.module_planes and self.overlap_scale > 1,
                 "overlap_scale",
                 "in [0, 1] with module_planes (the probability of keeping each further module)",
@@ -126,10 +160,13 @@ class SimulationConfig:
 
     def to_json(self) -> str:
         """The configuration as a JSON object (sorted keys), for provenance attributes
-        (``module_planes`` and ``field_profile`` only when on: events simulated before them keep
-        their record)."""
+        (``module_planes``, ``field_profile`` and ``secondaries`` with its settings only when on:
+        events simulated before them keep their record)."""
         fields = dataclasses.asdict(self)
-        for name in ("module_planes", "field_profile"):
+        for name in _RECORDED_WHEN_ON:
             if not fields[name]:
+                del fields[name]
+        if not self.secondaries:
+            for name in _SECONDARY_SETTINGS:
                 del fields[name]
         return json.dumps(fields, sort_keys=True)

@@ -133,19 +133,24 @@ def test_console_script_and_module_entry_points():
 
 
 def test_simulate_and_fit_with_the_real_detectors_planes_and_field(tmp_path: Path, capsys):
-    """Issue 50: ``--module-planes --field-profile`` simulate as the config says and record it;
-    a map fitted from ``--simulate`` with them equals one fitted from the file they wrote."""
+    """Issue 50: ``--module-planes --field-profile --secondaries`` simulate as the config says
+    and record it; a map fitted from ``--simulate`` with them equals one fitted from the file
+    they wrote."""
     events = tmp_path / "events.h5"
-    argv = ["simulate", "--events", "2", "--pileup", "2", "--seed", "4", "--module-planes",
-            "--field-profile", "--out", str(events)]  # fmt: skip
+    realism = ["--module-planes", "--field-profile", "--secondaries"]
+    argv = ["simulate", "--events", "2", "--pileup", "2", "--seed", "4", *realism,
+            "--out", str(events)]  # fmt: skip
     assert main(argv) == 0
     with EventFile(events) as written:
-        config = json.loads(next(iter(written)).attrs["config"])
+        event = next(iter(written))
+    config = json.loads(event.attrs["config"])
     assert config["module_planes"] is True and config["field_profile"] is True
+    assert config["secondaries"] is True
+    assert (event.particles.eval("sqrt(vx ** 2 + vy ** 2)") > 2.0).any()
     maps = [tmp_path / "from-file.npz", tmp_path / "simulated.npz"]
     assert main(["fit-module-map", str(events), "--out", str(maps[0])]) == 0
-    assert main(["fit-module-map", "--simulate", "4:0:2", "--pileup", "2", "--module-planes",
-                 "--field-profile", "--out", str(maps[1])]) == 0  # fmt: skip
+    assert main(["fit-module-map", "--simulate", "4:0:2", "--pileup", "2", *realism,
+                 "--out", str(maps[1])]) == 0  # fmt: skip
     first, second = (np.load(path) for path in maps)
     for name in ("source", "target", "low", "high", "count"):
         np.testing.assert_array_equal(first[name], second[name])

@@ -40,7 +40,7 @@ ARGUMENTS = {
     "bench_module_map": ["{data}/events.h5", "map={data}/map.npz", "--coverage"],
     "flip_sweep": ["{data}/graphs.h5"],
     "bench_data_path": ["--out", "out"],
-    "bench_full_recipe": ["--out", "out"],
+    "bench_full_recipe": ["--out", "out", "--realism", "secondaries"],
     "bench_full_variants": ["--out", "out"],
 }
 #: Tools that run in one process: run through ``runpy`` in the test's process (no process
@@ -49,6 +49,7 @@ IN_PROCESS = {
     "bench_data", "bench_partition", "bench_tracks", "bench_simulation_realism",
     "bench_module_map", "bench_roofline", "bench_work_model", "flip_sweep", "figures_page",
     "bench_freed_heap", "bench_scaling_model", "bench_field", "bench_map_losses",
+    "bench_secondaries",
 }  # fmt: skip
 #: Tools run by a test of their own below.
 OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts", "bench_gpu",
