@@ -85,6 +85,23 @@ class ToolParser(argparse.ArgumentParser):
         return parsed
 
 
+#: The simulation's realism switches (``partgnn simulate --NAME``, issue 50).
+REALISM_SWITCHES = ("module-planes", "field-profile", "secondaries")
+
+
+def add_realism_option(parser: argparse.ArgumentParser) -> None:
+    """``--realism NAME ...``: simulate with these switches of ``partgnn simulate``."""
+    parser.add_argument(
+        "--realism", nargs="+", default=[], choices=REALISM_SWITCHES,
+        help="simulate with these switches of partgnn simulate (--module-planes, ...)",
+    )  # fmt: skip
+
+
+def realism_arguments(switches: Sequence[str]) -> list[str]:
+    """The ``partgnn simulate`` options of ``--realism``'s switches."""
+    return [f"--{switch}" for switch in switches]
+
+
 #: ``--fused`` and the like: which settings of a switch a tool measures.
 ON_OFF_CHOICES = ("off", "on", "both")
 

@@ -34,7 +34,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from _common import ToolParser, partgnn, recorded_sitting
+from _common import ToolParser, add_realism_option, partgnn, realism_arguments, recorded_sitting
 from _paths import shipped_config
 
 from partgnn.data.h5_files import file_sha256
@@ -44,8 +44,6 @@ from partgnn.train.checkpoints import load_checkpoint
 #: One partgnn command, echoed to stderr; data preparation runs in this process.
 _partgnn = partial(partgnn, echo=True, threads=None)
 CONFIG = shipped_config("full-recipe")
-#: The simulation's realism switches (``partgnn simulate --NAME``).
-REALISM = ("module-planes", "field-profile", "secondaries")
 #: name -> (seed, first event id) of the simulated datasets; the event counts are arguments.
 DATASETS = {"train": (11, 0), "val": (12, 1000), "test": (13, 2000)}
 
@@ -65,10 +63,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-full"))
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     parser.add_argument("--tables-only", action="store_true")
-    parser.add_argument(
-        "--realism", nargs="+", default=[], choices=REALISM,
-        help="simulate with these switches of partgnn simulate (--module-planes, ...)",
-    )  # fmt: skip
+    add_realism_option(parser)
     parser.add_argument(
         "--map", type=Path, default=None,
         help="build the graphs with this module map (build-graphs --method module-map)",
@@ -151,7 +146,7 @@ def _simulate(
         str(seed),
         "--first-event-id",
         str(first),
-        *(f"--{switch}" for switch in realism),
+        *realism_arguments(realism),
         "--out",
         str(events),
     )

@@ -10,7 +10,8 @@ markdown tables for docs/BENCHMARKS.md (learning curve, held-out and real-event 
 
 ``--set key=value`` is passed to training (e.g. ``--set optim.epochs=2`` for a quick check);
 ``--map MAP.npz`` builds the graphs with a module map (``partgnn fit-module-map``) instead of
-the geometric builder.
+the geometric builder; ``--realism module-planes field-profile secondaries`` simulates with
+those switches of ``partgnn simulate`` (issue 50).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from _common import ToolParser, partgnn
+from _common import ToolParser, add_realism_option, partgnn, realism_arguments
 from _paths import sample_dir, shipped_config
 
 from partgnn.data.h5_files import file_sha256
@@ -49,6 +50,7 @@ def main() -> None:
     parser.add_argument(
         "--tables-only", action="store_true", help="re-print the tables of a finished run in --out"
     )
+    add_realism_option(parser)
     parser.tiny(
         train_events=2,
         val_events=1,
@@ -80,7 +82,9 @@ def main() -> None:
         datasets["sample"] = ("import-trackml", str(sample))
     for name, command in datasets.items():
         if not (out / f"graphs-{name}.h5").exists():
-            extra = ("--pileup", f"{args.pileup:g}") if command[0] == "simulate" else ()
+            extra = ()
+            if command[0] == "simulate":
+                extra = ("--pileup", f"{args.pileup:g}", *realism_arguments(args.realism))
             _partgnn(*command, *extra, "--out", str(out / f"events-{name}.h5"))
             _partgnn(
                 "build-graphs",

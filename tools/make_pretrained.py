@@ -49,6 +49,12 @@ def main() -> None:
     parser.add_argument("--summary", required=True, help="one line: what the model is for")
     parser.add_argument("--data", required=True, help="the commands that made the data")
     parser.add_argument("--training", default="", help="how it was trained (command, time)")
+    parser.add_argument(
+        "--simulation", default="", metavar="OPTIONS",
+        help="the partgnn simulate options its events were made with (e.g. '--module-planes "
+        "--field-profile --secondaries'): the card's simulation, with which the suite "
+        "simulates the new event it scores",
+    )  # fmt: skip
     parser.add_argument("--commit", default=None, help="the code that trained it (default: HEAD)")
     parser.add_argument(
         "--score-cut", type=float, default=None,
@@ -125,6 +131,7 @@ def main() -> None:
             "date": datetime.date.today().isoformat(),
         },
         "data": args.data,
+        **({"simulation": shlex.split(args.simulation)} if args.simulation else {}),
         **(
             {"construction": {**construction, "how": args.construction_how}} if construction else {}
         ),

@@ -1,16 +1,20 @@
 """Secondary particles from hadronic (nuclear) interactions in the detector's layers.
 
-A hadron crossing a layer interacts inelastically with probability ``1 - exp(-t / lambda_I)``,
-where ``t`` is the material it traverses (:func:`~partgnn.data.propagation.traversed_material`,
-in radiation lengths) and ``lambda_I`` the nuclear interaction length in radiation lengths
-(silicon: 46.52 cm / 9.37 cm = 4.96). The interacting particle leaves its hit on that layer and
-stops; the interaction emits a Poisson number of charged secondaries from the crossing point:
-pions of either charge and knocked-out protons, each with a fraction of the parent's momentum
-(``Beta(1, mean multiplicity)``: the momentum shared among the products) and a transverse
-momentum relative to the parent's direction drawn from an exponential (the soft scale of
-hadronic interactions). Secondaries are followed like primaries; they do not interact again
-(one generation). Every secondary is listed in the particle table with its production point as
-its vertex, so truth (and a target definition) can tell it from a primary.
+A hadron crossing a layer interacts inelastically with probability ``1 - exp(-t / L)``, where
+``t`` is the material it traverses (:func:`~partgnn.data.propagation.traversed_material`, in
+radiation lengths) and ``L`` the config's ``interaction_length`` in radiation lengths (silicon
+alone: 46.52 cm / 9.37 cm = 4.96; the default 1.5 is an effective value for sensors plus the
+supports and services the geometry does not list, chosen against the real sample's share of
+displaced particles). The interacting particle leaves its hit on that layer and stops; the
+interaction emits a Poisson number (``secondary_multiplicity``) of charged products from the
+crossing point: knocked-out protons (``secondary_proton_fraction``) and pions of either charge.
+The products share the parent's momentum (Dirichlet fractions, so it is conserved among them),
+each at an angle to the parent's direction from a transverse momentum drawn from an
+exponential (``secondary_pt_rel``, the soft scale of hadronic interactions). Secondaries are
+followed like primaries, on the outgoing branch of their helix (a product heading towards the
+beam line leaves hits only once it turns outward); they do not interact again (one
+generation). Every secondary is listed in the particle table with its production point as its
+vertex, so truth (and a target definition) can tell it from a primary.
 """
 
 from __future__ import annotations
@@ -24,9 +28,6 @@ from partgnn.data.magnetic_field import FieldProfile
 from partgnn.data.particles import PARTICLE_ID_SHIFT, PION, PROTON
 from partgnn.data.propagation import Crossings, propagate_particles, traversed_material
 from partgnn.data.simulation_config import SimulationConfig
-
-#: Nuclear interaction length of silicon in radiation lengths (PDG: 46.52 cm / 9.37 cm).
-INTERACTION_LENGTH_X0 = 4.96
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,10 @@ class SimulationConfig:
             geometry has the real detector's) instead of its uniform ``b_field``.
         secondaries: Hadrons interact inelastically in the layers' material and emit charged
             secondaries (:mod:`~partgnn.data.secondaries`); off: primaries only, never stopped.
+        interaction_length: The layers' material per nuclear interaction length, in radiation
+            lengths (an interaction's probability is ``1 - exp(-t / interaction_length)`` for
+            ``t`` radiation lengths traversed; silicon alone 4.96, the default an effective
+            value for the material the geometry does not list, issue 50).
         secondary_multiplicity: Mean number of charged secondaries per interaction (Poisson).
         secondary_pt_rel: Mean transverse momentum of a secondary relative to its parent's
             direction [GeV] (exponential).

@@ -64,12 +64,15 @@ def test_an_unknown_pretrained_name_is_one_line_naming_the_shipped_ones(capsys, 
 def test_a_model_scores_a_new_event_as_its_card_says(tmp_path: Path, capsys, name, build):
     """One simulated pile-up-200 event the models never saw (seed 97): its pT > 1 GeV graph for
     trackml-pt1, its full graph (every hit) built with the card's module map for trackml-full
-    (the map ships with the package: no fit); pT > 1 GeV targets for both."""
+    (the map ships with the package: no fit); pT > 1 GeV targets for both. Simulated with the
+    card's ``simulation`` options (the switches its training events were made with)."""
+    simulation = _card(name).get("simulation", [])
     card = _card(name)["held_out"]["simulated"]
     events, graphs = tmp_path / "events.h5", tmp_path / "graphs.h5"
     scores, metrics = tmp_path / "scores.h5", tmp_path / "metrics.json"
     for command in (
-        ["simulate", "--events", "1", "--pileup", "200", "--seed", "97", "--out", str(events)],
+        ["simulate", "--events", "1", "--pileup", "200", "--seed", "97", *simulation,
+         "--out", str(events)],
         ["build-graphs", str(events), "--out", str(graphs), *build],
         ["infer", "--checkpoint", f"pretrained:{name}", "--graphs", str(graphs), "--out",
          str(scores), "--device", "cpu"],
