@@ -24,6 +24,7 @@ from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import build_event_graph, module_doublets
 from partgnn.data.graph_config import GraphBuildConfig
 from partgnn.data.module_map import ModuleMap
+from partgnn.data.pretrained_maps import resolve_map
 from partgnn.data.storage import EventFile
 
 
@@ -40,7 +41,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     geometry = default_geometry()
-    maps = {name: ModuleMap.load(path) for name, path in (m.split("=", 1) for m in args.maps)}
+    maps = {
+        name: ModuleMap.load(resolve_map(path))
+        for name, path in (m.split("=", 1) for m in args.maps)
+    }
     rows: dict[str, list[tuple[float, ...]]] = {}
     coverage: dict[str, list[tuple[float, float]]] = {}
     with EventFile(args.events) as events:

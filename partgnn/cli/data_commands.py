@@ -82,6 +82,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="learn from particles of pT at least this [GeV] (default 0: every particle)",
     )  # fmt: skip
     fit.add_argument(
+        "--max-vertex-radius", type=non_negative_float, default=None, metavar="MM",
+        help="learn only from particles produced within this distance of the beam line [mm] "
+        "(default: every particle, secondaries too)",
+    )  # fmt: skip
+    fit.add_argument(
         "--window", choices=("minmax", "rms"), default="minmax",
         help="per pair: [min, max] widened by --width x its width, or mean +- --width x rms",
     )  # fmt: skip
@@ -299,7 +304,8 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
         raise InputError("fit-module-map: give events files, --simulate SEED:FIRST:EVENTS, or both")
     check_output_path(args.out)
     geometry = load_geometry(args.geometry)
-    options = {"pt_min": args.pt_min, "triplets": args.triplets}
+    options = {"pt_min": args.pt_min, "triplets": args.triplets,
+               "max_vertex_radius": args.max_vertex_radius}  # fmt: skip
     inputs = []
     for path in args.events:
         with EventFile(path) as events:
@@ -322,6 +328,8 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
                 yield found
 
     settings = {"pt_min": args.pt_min, "geometry": geometry.name}
+    if args.max_vertex_radius is not None:  # (maps fitted without it keep their settings)
+        settings["max_vertex_radius"] = args.max_vertex_radius
     module_map = fit_module_map(
         doublets(), window=args.window, width=args.width, settings=settings,
         floor=args.floor[0] if len(args.floor) == 1 else args.floor,

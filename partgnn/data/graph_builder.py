@@ -242,11 +242,17 @@ def particle_properties(event: Event, particle_id: np.ndarray) -> tuple[np.ndarr
 
 
 def module_doublets(
-    event: Event, geometry: DetectorGeometry, *, pt_min: float = 0.0, triplets: bool = False
+    event: Event,
+    geometry: DetectorGeometry,
+    *,
+    pt_min: float = 0.0,
+    triplets: bool = False,
+    max_vertex_radius: float | None = None,
 ) -> EventDoublets:
     """An event's true doublets for fitting a module map
     (:func:`~partgnn.data.module_map_fit.fit_module_map`): the modules of the earlier and later
-    hit of every true consecutive pair of a particle with ``pT >= pt_min`` [GeV], ``(M,)``
+    hit of every true consecutive pair of a particle with ``pT >= pt_min`` [GeV] (and, with
+    ``max_vertex_radius``, produced within that distance [mm] of the beam line), ``(M,)``
     each, and the pair's window features ``(M, 4)``; with ``triplets`` also the module
     triplets and their features (:func:`~partgnn.data.module_map.event_doublets`)."""
     hits = event.hits
@@ -258,6 +264,9 @@ def module_doublets(
     xyz = np.stack([hits[c].to_numpy() for c in ("x", "y", "z")], axis=1).astype(np.float64)
     pairs = true_consecutive_pairs(particle_id, layer, np.linalg.norm(xyz - vertex, axis=1))
     pairs = pairs[particle_pt[pairs[:, 0]] >= pt_min]
+    if max_vertex_radius is not None:
+        radius = np.hypot(vertex[pairs[:, 0], 0], vertex[pairs[:, 0], 1])
+        pairs = pairs[radius <= max_vertex_radius]
     module = module_keys(layer, hits["module_id"].to_numpy())
     return event_doublets(module, xyz, pairs, triplets=triplets)
 

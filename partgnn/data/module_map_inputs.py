@@ -94,14 +94,21 @@ class SourceRecord:
 
 
 def file_doublets(
-    path: Path, geometry: DetectorGeometry, *, pt_min: float, triplets: bool
+    path: Path,
+    geometry: DetectorGeometry,
+    *,
+    pt_min: float,
+    triplets: bool,
+    max_vertex_radius: float | None = None,
 ) -> Iterator[tuple[int, dict[str, Any], EventDoublets]]:
-    """``(event_id, attrs, doublets)`` of each event of an events file, in file order."""
+    """``(event_id, attrs, doublets)`` of each event of an events file, in file order (the
+    selection as :func:`~partgnn.data.graph_builder.module_doublets`)."""
     from partgnn.data.storage import EventFile
 
     with EventFile(path) as events:
         for event in events:
-            found = module_doublets(event, geometry, pt_min=pt_min, triplets=triplets)
+            found = module_doublets(event, geometry, pt_min=pt_min, triplets=triplets,
+                                    max_vertex_radius=max_vertex_radius)  # fmt: skip
             yield event.event_id, event.attrs, found
 
 
@@ -112,6 +119,7 @@ def simulated_doublets(
     pileup: float,
     pt_min: float,
     triplets: bool,
+    max_vertex_radius: float | None = None,
     workers: int = 1,
     module_planes: bool = False,
     field_profile: bool = False,
@@ -123,7 +131,7 @@ def simulated_doublets(
     order; ``workers`` processes simulate events side by side."""
     task = _SimulationTask(
         geometry_spec, pileup, pt_min, triplets, run.seed, module_planes, field_profile,
-        secondaries,
+        secondaries, max_vertex_radius,
     )  # fmt: skip
     event_ids = range(run.first_event_id, run.first_event_id + run.events)
     if workers <= 1 or run.events <= 1:
@@ -146,6 +154,7 @@ class _SimulationTask:
     module_planes: bool = False
     field_profile: bool = False
     secondaries: bool = False
+    max_vertex_radius: float | None = None
 
     def __call__(self, event_id: int) -> tuple[int, dict[str, Any], EventDoublets]:
         from partgnn.data.simulation import SimulationConfig, simulate_event
@@ -162,7 +171,8 @@ class _SimulationTask:
             event_id=event_id,
             seed=self.seed,
         )
-        found = module_doublets(event, geometry, pt_min=self.pt_min, triplets=self.triplets)
+        found = module_doublets(event, geometry, pt_min=self.pt_min, triplets=self.triplets,
+                                max_vertex_radius=self.max_vertex_radius)  # fmt: skip
         return event_id, event.attrs, found
 
 

@@ -13,8 +13,8 @@ from partgnn.data.graph_builder import build_event_graph, module_doublets
 from partgnn.data.module_map import ModuleMap, pair_features, triplet_features
 from partgnn.data.module_map_edges import module_map_edges
 from partgnn.data.module_map_fit import fit_module_map
-from partgnn.data.simulation import SimulationConfig, simulate_events
-from partgnn.data.storage import GraphFile
+from partgnn.data.simulation import SimulationConfig, simulate_event, simulate_events
+from partgnn.data.storage import GraphFile, write_events
 from partgnn.errors import InputError
 
 
@@ -230,3 +230,29 @@ def test_triplets_keep_every_true_doublet_of_a_triplet_and_drop_others(events, t
     true_triplets = consecutive_triplets(true_consecutive_pairs(truth, layer, distance))
     for a, b, c in true_triplets.tolist():
         assert (a, b) in edges and (b, c) in edges
+
+
+def test_a_fit_can_leave_out_particles_produced_away_from_the_beam_line(tmp_path: Path, capsys):
+    """``max_vertex_radius`` keeps the doublets of particles made within it (issue 50: a map
+    fitted on every secondary's doublets has windows too wide), recorded in the map's
+    settings only when given."""
+    geometry = default_geometry()
+    event = simulate_event(geometry, SimulationConfig(pileup=5, secondaries=True),
+                           event_id=0, seed=8)  # fmt: skip
+    particles = event.particles
+    radius = dict(zip(particles["particle_id"], np.hypot(particles["vx"], particles["vy"]),
+                      strict=True))  # fmt: skip
+    every = module_doublets(event, geometry)
+    near = module_doublets(event, geometry, max_vertex_radius=1.0)
+    displaced = sum(
+        max(n - 1, 0) for pid, n in zip(particles["particle_id"], particles["nhits"], strict=True)
+        if radius[pid] > 1.0
+    )  # fmt: skip
+    assert displaced > 0 and len(near[0]) < len(every[0])
+    events = tmp_path / "events.h5"
+    write_events(events, [event])
+    for extra, recorded in (([], None), (["--max-vertex-radius", "1"], 1.0)):
+        out = tmp_path / f"map{len(extra)}.npz"
+        assert main(["fit-module-map", str(events), *extra, "--out", str(out)]) == 0
+        assert ModuleMap.load(out).settings.get("max_vertex_radius") == recorded
+    capsys.readouterr()

@@ -49,7 +49,7 @@ IN_PROCESS = {
     "bench_data", "bench_partition", "bench_tracks", "bench_simulation_realism",
     "bench_module_map", "bench_roofline", "bench_work_model", "flip_sweep", "figures_page",
     "bench_freed_heap", "bench_scaling_model", "bench_field", "bench_map_losses",
-    "bench_secondaries",
+    "bench_secondaries", "bench_map_vertex_radius",
 }  # fmt: skip
 #: Tools run by a test of their own below.
 OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts", "bench_gpu",
