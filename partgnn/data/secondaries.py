@@ -29,6 +29,9 @@ from partgnn.data.particles import PARTICLE_ID_SHIFT, PION, PROTON
 from partgnn.data.propagation import Crossings, propagate_particles, traversed_material
 from partgnn.data.simulation_config import SimulationConfig
 
+#: Smallest secondary momentum [GeV]: below it a particle cannot reach the next layer anyway.
+MIN_SECONDARY_P = 1e-3
+
 
 @dataclass(frozen=True)
 class Interactions:
@@ -124,7 +127,7 @@ def emit_secondaries(
     collision = particles["particle_id"][parent] >> PARTICLE_ID_SHIFT
     # Number each collision's secondaries after its primaries.
     ids = particles["particle_id"]
-    last = np.zeros(int(ids.max() >> PARTICLE_ID_SHIFT) + 1, dtype=np.int64)
+    last = np.zeros(int(ids.max(initial=0) >> PARTICLE_ID_SHIFT) + 1, dtype=np.int64)
     np.maximum.at(last, ids >> PARTICLE_ID_SHIFT, ids & ((1 << PARTICLE_ID_SHIFT) - 1))
     order = np.argsort(collision, kind="stable")
     rank = np.empty(n, dtype=np.int64)
@@ -140,10 +143,6 @@ def emit_secondaries(
         "vertex": crossings.position[source],
         "momentum": momentum,
     }
-
-
-#: Smallest secondary momentum [GeV]: below it a particle cannot reach the next layer anyway.
-MIN_SECONDARY_P = 1e-3
 
 
 def with_secondaries(

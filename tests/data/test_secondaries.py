@@ -136,3 +136,13 @@ def test_secondaries_settings_are_checked_and_recorded_only_when_on():
     ]:
         with pytest.raises(InputError, match=rf"simulation config: {field} must be"):
             SimulationConfig(**{field: value})
+
+
+def test_an_event_without_particles_is_valid_with_secondaries():
+    empty = simulate_event(
+        GEOMETRY,
+        SimulationConfig(pileup=1, particles_per_pileup=1e-9, secondaries=True),
+        event_id=0,
+        seed=0,
+    )
+    assert len(empty.particles) == 0 and len(empty.hits) == 0
