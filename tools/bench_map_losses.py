@@ -103,8 +103,8 @@ def losses_of(event, geometry, module_map: ModuleMap, pt_min: float) -> dict[str
     pairs = true_consecutive_pairs(particle, layer, np.linalg.norm(xyz - vertex, axis=1))
     pairs = pairs[pt[pairs[:, 0]] > pt_min]
     module = module_keys(layer, hits["module_id"].to_numpy())
-    kept = _built(module_map, module, xyz, pairs)
-    by_doublets = _built(dataclasses.replace(module_map, triplets=None), module, xyz, pairs)
+    kept, n_edges = _built(module_map, module, xyz, pairs)
+    by_doublets, _ = _built(dataclasses.replace(module_map, triplets=None), module, xyz, pairs)
     row, recorded = _pair_rows(module_map, module[pairs[:, 0]], module[pairs[:, 1]])
     features = pair_features(xyz, pairs[:, 0], pairs[:, 1])
     outside = recorded[:, None] & (
@@ -119,6 +119,7 @@ def losses_of(event, geometry, module_map: ModuleMap, pt_min: float) -> dict[str
         "triplet": by_doublets & ~kept,
         "volumes": volume[pairs[:, 0]] * 100 + volume[pairs[:, 1]],
         "displaced": np.hypot(vertex[pairs[:, 0], 0], vertex[pairs[:, 0], 1]) > DISPLACED_MM,
+        "n_edges": np.array([n_edges]),
     }
 
 
@@ -127,15 +128,15 @@ def _kept(joined: dict[str, np.ndarray], displaced: bool) -> str:
     return f"{joined['kept'][mine].mean():.4f}" if mine.any() else "-"
 
 
-def _built(module_map: ModuleMap, module, xyz, pairs: np.ndarray) -> np.ndarray:
-    """Which of ``pairs`` ``(M, 2)`` the map builds as edges."""
+def _built(module_map: ModuleMap, module, xyz, pairs: np.ndarray) -> tuple[np.ndarray, int]:
+    """Which of ``pairs`` ``(M, 2)`` the map builds as edges, and how many edges it builds."""
     first, second = module_map_edges(module_map, module, xyz)
     n = len(xyz)
     edges = np.unique(first * n + second)
     keys = pairs[:, 0] * n + pairs[:, 1]
     if len(edges) == 0:
-        return np.zeros(len(pairs), dtype=bool)
-    return edges[np.minimum(np.searchsorted(edges, keys), len(edges) - 1)] == keys
+        return np.zeros(len(pairs), dtype=bool), 0
+    return edges[np.minimum(np.searchsorted(edges, keys), len(edges) - 1)] == keys, len(first)
 
 
 def _pair_rows(module_map: ModuleMap, source, target) -> tuple[np.ndarray, np.ndarray]:

@@ -24,8 +24,7 @@ from bench_map_losses import losses_of
 
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import module_doublets
-from partgnn.data.module_map import ModuleMap, module_keys
-from partgnn.data.module_map_edges import module_map_edges
+from partgnn.data.module_map import ModuleMap
 from partgnn.data.module_map_fit import fit_module_map
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.data.trackml_reader import read_trackml_events
@@ -78,14 +77,9 @@ def _event_doublets(k: int, *, config: SimulationConfig, radii: tuple[float, ...
 def _kept(event, module_map: ModuleMap) -> tuple[int, float, float, float]:
     """Edges the map builds on ``event`` and the shares of its target doublets kept: all,
     from the beam line, displaced (:func:`bench_map_losses.losses_of`)."""
-    geometry = default_geometry()
-    losses = losses_of(event, geometry, module_map, pt_min=1.0)
+    losses = losses_of(event, default_geometry(), module_map, pt_min=1.0)
     kept, displaced = losses["kept"], losses["displaced"]
-    layer = geometry.layer_index(event.hits["volume_id"].to_numpy(),
-                                 event.hits["layer_id"].to_numpy())  # fmt: skip
-    module = module_keys(layer, event.hits["module_id"].to_numpy())
-    first, _ = module_map_edges(module_map, module, event.hits[["x", "y", "z"]].to_numpy())
-    return len(first), _mean(kept), _mean(kept[~displaced]), _mean(kept[displaced])
+    return int(losses["n_edges"][0]), _mean(kept), _mean(kept[~displaced]), _mean(kept[displaced])
 
 
 def _mean(values: np.ndarray) -> float:
