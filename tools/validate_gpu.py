@@ -5,8 +5,10 @@ them: backend gloo, halo rows staged through host memory, as ``run.backend: auto
 
 - ``selfcheck``: ``partgnn selfcheck`` at every P, with both transports (NCCL while P <= N);
 - ``exact``: three optimizer steps in float64 on a small simulated dataset: mode full on the
-  GPU and halo mode at every P >= 2 (overlap on and off, checkpointing on) against mode full on
-  the CPU (weights' relative difference <= 1e-9);
+  GPU and halo mode at every P >= 2 (overlap on and off, recomputation on), and mode full and
+  halo at the largest P again with ``model.fused`` (on a GPU the compiled LayerNorm +
+  activation and the embedding_bag sums), against mode full on the CPU (weights' relative
+  difference <= 1e-9);
 - ``resume``: a run interrupted after its step-2 checkpoint and continued with ``--resume``
   ends with the uninterrupted run's weights (relative difference <= 1e-9; bitwise or not, said);
 - ``bench``: float32 and bf16 steps on one pile-up event graph (default 200, no pT cut) at
@@ -123,17 +125,21 @@ class Validation:
         rows = self.records.setdefault("exact", [])
         data = self._dataset()
         reference = self._train(1, data, "cpu-full", mode="full", device="cpu")
-        runs = [("full", 1, {"overlap": False})]
+        runs = [("full", 1, {"overlap": False}, False)]
         runs += [
-            ("halo", n, {"overlap": overlap})
+            ("halo", n, {"overlap": overlap}, False)
             for n in range(2, self.max_ranks + 1)
             for overlap in (True, False)
         ]
-        for mode, n_ranks, run in runs:
-            name = f"exact-{mode}-P{n_ranks}-overlap{int(run['overlap'])}"
-            done = self._train(n_ranks, data, name, mode=mode, device=self.device, run=run)
-            row = {"mode": mode, "P": n_ranks, "overlap": run["overlap"], "ok": False,
-                   "backend": _backend(done, self.device)}  # fmt: skip
+        # model.fused: the compiled LayerNorm + activation and embedding_bag sums on a GPU
+        runs += [("full", 1, {"overlap": False}, True)]
+        runs += [("halo", self.max_ranks, {"overlap": True}, True)] if self.max_ranks > 1 else []
+        for mode, n_ranks, run, fused in runs:
+            name = f"exact-{mode}-P{n_ranks}-overlap{int(run['overlap'])}" + "-fused" * fused
+            done = self._train(n_ranks, data, name, mode=mode, device=self.device, run=run,
+                               model={"fused": True} if fused else None)  # fmt: skip
+            row = {"mode": mode, "P": n_ranks, "overlap": run["overlap"], "fused": fused,
+                   "ok": False, "backend": _backend(done, self.device)}  # fmt: skip
             if not done.rc and not reference.rc:
                 difference, _ = _compare_weights(self.work / name, self.work / "cpu-full")
                 row.update(relative_difference=difference, ok=difference <= TOLERANCE)
@@ -187,7 +193,7 @@ class Validation:
                 config = self._config(
                     name, data, mode="full" if n_ranks == 1 else "halo", device=self.device,
                     dtype="float32", model={"hidden": self.args.hidden, "steps": 8,
-                                            "checkpoint": True},
+                                            "recompute": True},
                     run={"bf16": precision == "bf16", "checkpoint_every": 10_000},
                     optim={"epochs": self.args.bench_steps, "max_steps": None},
                 )  # fmt: skip
@@ -243,13 +249,15 @@ class Validation:
     def _train(
         self, n_ranks: int, data: dict[str, str], name: str, *, mode: str, device: str,
         run: dict | None = None, optim: dict | None = None, extra: list[str] | None = None,
+        model: dict | None = None,
     ) -> Done:  # fmt: skip
         if not extra:  # a fresh run (a resumed one continues in its folder)
             shutil.rmtree(self.work / name, ignore_errors=True)
         config = self._config(
             name,
             {"graphs": data["graphs"], "shards": data[f"phi{n_ranks}"], "val_events": 1},
-            mode=mode, device=device, dtype="float64", run=run or {}, optim=optim or {},
+            mode=mode, device=device, dtype="float64", model=model, run=run or {},
+            optim=optim or {},
         )  # fmt: skip
         return self._command([*_partgnn(n_ranks), "train", "--config", str(config), *(extra or [])],
                              name)  # fmt: skip
@@ -261,7 +269,7 @@ class Validation:
         config = {
             "mode": mode,
             "data": data,
-            "model": {"hidden": 16, "steps": 3, "checkpoint": True, **(model or {})},
+            "model": {"hidden": 16, "steps": 3, "recompute": True, **(model or {})},
             "optim": {"epochs": 3, "max_steps": 3, "lr": 0.003, "warmup_steps": 1,
                       **(optim or {})},
             "run": {"dir": str(self.work / name), "device": device, "dtype": dtype,
@@ -372,9 +380,9 @@ def markdown(result: dict) -> str:
         )  # fmt: skip
     if result.get("exact"):
         lines += _table(
-            ["float64, 3 steps: mode", "P", "backend", "overlap", "weights vs CPU full (rel.)",
-             "ok"],
-            [[r["mode"], r["P"], r.get("backend", "-"), r["overlap"],
+            ["float64, 3 steps: mode", "P", "backend", "overlap", "model.fused",
+             "weights vs CPU full (rel.)", "ok"],
+            [[r["mode"], r["P"], r.get("backend", "-"), r["overlap"], r.get("fused", False),
               _fmt(r.get("relative_difference"), ".1e"), _ok(r)]
              for r in result["exact"]],
         )  # fmt: skip
