@@ -154,6 +154,14 @@ class Disk:
         with open(self.filler, "wb") as handle:
             handle.write(b"\0" * max(0, free - 64 * 1024))
 
+    def top_up(self) -> None:
+        """Fills again what the run freed since :meth:`fill` (pruned step checkpoints, an old
+        ``last.pt`` renamed over): otherwise the next checkpoint could fit after all."""
+        free = shutil.disk_usage(self.mount).free
+        if free > 128 * 1024:
+            with open(self.filler, "ab") as handle:
+                handle.write(b"\0" * (free - 64 * 1024))
+
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)
 
@@ -199,7 +207,7 @@ def soak(args: argparse.Namespace) -> dict[str, object]:
                     train_command(shards, run, args.steps, args.max_restarts, args.port),
                     env=env, stdout=subprocess.DEVNULL, stderr=stderr,
                 )  # fmt: skip
-                if _drive(agent, run, plan, faults, disk, started) == 0:
+                if _drive(agent, run, plan, faults, disk, started, args.steps) == 0:
                     break
                 if launches > 4 * args.faults + 5:
                     raise SystemExit(f"soak: gave up after {launches} launches; see {log}")
@@ -222,6 +230,7 @@ def soak(args: argparse.Namespace) -> dict[str, object]:
         "steps": args.steps,
         "faults": [{k: v for k, v in asdict(f).items() if k != "workers"} for f in faults],
         "faults_by_kind": {k: sum(f.kind == k for f in faults) for k in FAULTS},
+        "planned_not_injected": [{"at_step": step, "kind": kind} for step, kind in plan],
         "disk_faults": "on" if "disk" in kinds else "off (needs root to mount a tmpfs)",
         "launches": launches,
         "group_failures_seen_by_torchrun": text.count("failed (exitcode:"),
@@ -239,8 +248,10 @@ def soak(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def _drive(agent, run, plan, faults, disk, started) -> int:
-    """Watches one launch, injecting the planned faults; returns torchrun's exit status."""
+def _drive(agent, run, plan, faults, disk, started, steps) -> int:
+    """Watches one launch, injecting the planned faults before the run's last checkpoint
+    (``steps``: a fault on a finished run would damage its final weights, not test a
+    recovery); returns torchrun's exit status."""
     filled_under: list[int] | None = None  # the workers that a full disk is meant to fail
     while agent.poll() is None:
         step = newest_step(run)
@@ -257,7 +268,7 @@ def _drive(agent, run, plan, faults, disk, started) -> int:
         # interval, and a planned fault is never dropped (a soak missing a kind of fault would
         # fail for the machine's load, not for partgnn), nor stacked on the previous one.
         recovered = all(fault.resumed_at is not None for fault in faults)
-        if plan and step >= plan[0][0] and filled_under is None and recovered:
+        if plan and plan[0][0] <= step < steps and filled_under is None and recovered:
             _, kind = plan.pop(0)
             workers = worker_pids(agent)
             _inject(kind, agent, run, disk, workers)
@@ -269,6 +280,8 @@ def _drive(agent, run, plan, faults, disk, started) -> int:
         if filled_under is not None and worker_pids(agent) != filled_under:
             disk.free()  # the full disk failed the group; torchrun restarts it
             filled_under = None
+        elif filled_under is not None:
+            disk.top_up()
         time.sleep(0.05)
     if disk is not None:
         disk.free()
@@ -318,6 +331,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(text + "\n")
     ok = result["bit_identical"] and result["metrics_as_reference"]
+    ok = ok and not result["planned_not_injected"]
     raise SystemExit(0 if ok and not result["lock_left"] and not result["temporaries_left"] else 1)
 
 

@@ -32,6 +32,7 @@ def test_a_short_soak_survives_one_fault_of_each_kind(pipeline, tmp_path):
     expected_kinds = {"kill", "term", "corrupt"} | ({"disk"} if os.geteuid() == 0 else set())
     assert {k for k, n in result["faults_by_kind"].items() if n} == expected_kinds, result
     assert result["bit_identical"] and result["metrics_as_reference"], result
+    assert not result["planned_not_injected"], result
     assert result["steps_logged_twice"] == 0
     assert not result["lock_left"] and not result["temporaries_left"]
     assert result["damaged_checkpoints_skipped"] >= 1  # the corrupt fault's files were skipped
