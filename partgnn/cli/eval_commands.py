@@ -60,7 +60,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate = subparsers.add_parser("evaluate", help="edge and track metrics of a scores file")
     evaluate.add_argument("scores", type=Path, help="scores file from infer")
     evaluate.add_argument("--graphs", type=Path, required=True, help="the scored graphs file")
-    evaluate.add_argument("--events", type=Path, help="events file: truth weights, hit counts")
+    evaluate.add_argument(
+        "--events",
+        type=Path,
+        help="events file: truth weights, hit counts, and the construction efficiency (the "
+        "fraction of its target doublets the graphs hold)",
+    )
     evaluate.add_argument("--shards", type=Path, help="shards whose cut defines boundary edges")
     cut = evaluate.add_mutually_exclusive_group()
     cut.add_argument(
@@ -165,7 +170,9 @@ def _print_metrics(metrics: dict[str, object]) -> None:
     band = f"pT > {low:g} GeV" if high is None else f"{low:g} < pT <= {high:g} GeV"
     print(f"{metrics['events']} events, score cut {metrics['cut']:.9g} ({metrics['cut_source']}), "
           f"target particles {band}, tracks by {metrics['track_building']}")  # fmt: skip
-    for section in ("edge", "track"):
+    for section in ("edge", "track", "construction"):
+        if not metrics.get(section):
+            continue  # construction: counted from the events file, when given
         print(f"  {section} metrics:")
         for key, value in metrics[section].items():
             missing = value is None or (isinstance(value, float) and math.isnan(value))

@@ -18,6 +18,7 @@ from partgnn.data.event import Event
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.storage import EventFile, GraphFile, ScoresFile
 from partgnn.errors import InputError
+from partgnn.metrics.construction import construction_counts, construction_summary
 from partgnn.metrics.edge_counts import SCORE_CUT
 from partgnn.metrics.edge_metrics import edge_metrics, roc_auc
 from partgnn.metrics.track_building import build_tracks
@@ -41,7 +42,9 @@ def evaluate_scores(
     """Edge and track metrics of a scores file over all its events.
 
     Edge counts add up over events (AUC over all edges together); track metrics add up their
-    counts over events; the TrackML score is the mean over events (needs ``events_path``).
+    counts over events; the TrackML score is the mean over events (needs ``events_path``), and
+    so is ``construction``: the fraction of the events' target doublets the graphs hold
+    (:mod:`partgnn.metrics.construction`; None without events).
     ``event_ids`` restricts the evaluation to those events (e.g. the validation events).
     Target particles (the target edge efficiency and the track efficiency) have
     ``pt_min < pT`` (and ``pT <= pt_max`` when given: a band, e.g. 0.5-1 GeV).
@@ -99,6 +102,7 @@ def evaluate_scores(
             _check_events_source(graphs, events_path)
         event_index = {eid: i for i, eid in enumerate(events.event_ids)} if events else {}
         all_scores, all_y, edge_rows, track_rows = [], [], [], []
+        construction_rows: list[dict[str, int]] = []
         for event_id, graph, scores in _scored_events(scores_file, graphs, event_ids):
             y = graph.y.numpy()
             boundary, hit_sector = None, None
@@ -114,7 +118,9 @@ def evaluate_scores(
             if events is not None:
                 if event_id not in event_index:
                     raise InputError(f"{events_path}: no event {event_id}")
-                hit_weight, n_hits = _truth_of(events[event_index[event_id]], graph)
+                event = events[event_index[event_id]]
+                hit_weight, n_hits = _truth_of(event, graph)
+                construction_rows.append(construction_counts(event, graph, pt_min, pt_max))
             target = target_edges(
                 graph.edge_index.numpy(), y, particle_id, particle_pt, pt_min, pt_max
             )
@@ -148,6 +154,7 @@ def evaluate_scores(
         "target_pt": [pt_min, pt_max],
         "edge": edge,
         "track": TrackMetrics.combine(track_rows).to_dict(),
+        "construction": construction_summary(construction_rows) or None,
     }
 
 

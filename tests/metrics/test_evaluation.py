@@ -100,3 +100,13 @@ def test_the_cut_chosen_for_a_target_efficiency(tmp_path: Path, efficiency, lowe
     assert higher["edge"]["target_efficiency"] < efficiency
     with pytest.raises(InputError, match="no target edges"):
         evaluate_scores(scores, graphs, pt_min=1e6, cut_at_efficiency=0.99)
+
+
+def test_construction_is_counted_from_the_events_file_when_given(tmp_path: Path):
+    scores_path, graphs_path, events_path = _write_files(tmp_path, nhits=4)
+    assert evaluate_scores(scores_path, graphs_path, pt_min=0.5)["construction"] is None
+    construction = evaluate_scores(scores_path, graphs_path, events_path=events_path, pt_min=0.5)[
+        "construction"
+    ]
+    assert (construction["target_doublets"], construction["held"]) == (6, 6)
+    assert construction["efficiency"] == construction["beam_line_efficiency"] == 1.0
