@@ -8,6 +8,14 @@ the score cut. Run after ``tools/bench_recipe.py``::
 
     .venv/bin/python tools/make_pretrained.py --name trackml-pt1 --run DIR/run \\
         --evaluation held-out=DIR/evaluation-test.json --summary "..." --data "..."
+
+The real TrackML sample's figures (``partgnn pretrained NAME --evaluate EVENTS --work W``, the
+sample imported by ``partgnn import-trackml``) go on the card beside the simulated ones, which
+the suite checks::
+
+    .venv/bin/python tools/make_pretrained.py --name trackml-full --add-to-card \
+        --evaluation trackml-sample=W/evaluation.json \
+        --evaluation trackml-sample-construction-limit=W/evaluation-limit.json
 """
 
 from __future__ import annotations
@@ -35,19 +43,20 @@ from partgnn.train.checkpoints import load_checkpoint
 FIGURES = {
     "edge": ("efficiency", "target_efficiency", "purity", "masked_purity", "auc"),
     "track": ("efficiency", "efficiency_atlas", "fake_rate", "impure_rate", "duplicate_rate"),
+    "construction": ("efficiency", "beam_line_efficiency"),  # evaluate --events
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", required=True, help="the model's name: pretrained:NAME")
-    parser.add_argument("--run", type=Path, required=True, help="the training run's folder")
+    parser.add_argument("--run", type=Path, help="the training run's folder")
     parser.add_argument(
         "--evaluation", action="append", required=True, metavar="LABEL=JSON",
         help="an evaluate --out JSON of held-out events, with a label (repeatable)",
     )  # fmt: skip
-    parser.add_argument("--summary", required=True, help="one line: what the model is for")
-    parser.add_argument("--data", required=True, help="the commands that made the data")
+    parser.add_argument("--summary", help="one line: what the model is for")
+    parser.add_argument("--data", help="the commands that made the data")
     parser.add_argument("--training", default="", help="how it was trained (command, time)")
     parser.add_argument(
         "--simulation", default="", metavar="OPTIONS",
@@ -84,7 +93,18 @@ def main() -> None:
         "--checkpoint", type=Path, default=None,
         help="the run's checkpoint to ship (default: RUN/checkpoints/last.pt)",
     )  # fmt: skip
+    parser.add_argument(
+        "--add-to-card", action="store_true",
+        help="only add the --evaluation entries to NAME's shipped card (the checkpoint and "
+        "the rest of the card unchanged): e.g. the real sample's figures",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.add_to_card:
+        add_to_card(args.name, args.evaluation)
+        return
+    missing = [f"--{k}" for k in ("run", "summary", "data") if getattr(args, k) is None]
+    if missing:
+        parser.error(f"{', '.join(missing)} needed (unless --add-to-card)")
     state = load_checkpoint(args.checkpoint or args.run / "checkpoints" / "last.pt")
     config = state["config"]
     config["model"]["fused"] = False
@@ -138,7 +158,15 @@ def main() -> None:
         "score_cut": kept["score_cut"],
         "held_out": {},
     }
-    for item in args.evaluation:
+    _add_evaluations(card, args.evaluation)
+    card_path = target.with_suffix(".yaml")
+    card_path.write_text(yaml.safe_dump(card, sort_keys=False, width=100))
+    print(f"{target} ({target.stat().st_size / 1e6:.1f} MB) and {card_path}")
+
+
+def _add_evaluations(card: dict, evaluations: list[str]) -> None:
+    """Puts each ``LABEL=JSON`` evaluation's figures into ``card["held_out"][LABEL]``."""
+    for item in evaluations:
         label, _, path = item.partition("=")
         metrics = json.loads(Path(path).read_text())
         card["held_out"][label] = {
@@ -148,12 +176,23 @@ def main() -> None:
             **{
                 f"{section}_{key}": _rounded(metrics[section].get(key))
                 for section, keys in FIGURES.items()
+                if metrics.get(section)
                 for key in keys
             },
         }
-    card_path = target.with_suffix(".yaml")
+
+
+def add_to_card(name: str, evaluations: list[str]) -> None:
+    """Adds (or replaces) held-out entries of a shipped model's card; nothing else changes.
+
+    E.g. the real sample's figures from ``partgnn pretrained NAME --evaluate EVENTS --work W``:
+    ``trackml-sample=W/evaluation.json trackml-sample-construction-limit=W/evaluation-limit.json``.
+    """
+    card_path = pretrained_dir() / f"{name}.yaml"
+    card = yaml.safe_load(card_path.read_text())
+    _add_evaluations(card, evaluations)
     card_path.write_text(yaml.safe_dump(card, sort_keys=False, width=100))
-    print(f"{target} ({target.stat().st_size / 1e6:.1f} MB) and {card_path}")
+    print(f"{card_path}: held_out {', '.join(e.partition('=')[0] for e in evaluations)}")
 
 
 def _rounded(value: object) -> float | None:

@@ -32,10 +32,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pretrained.add_argument(
         "--workers", type=positive_int, default=1, help="processes simulating for --make-map"
     )
+    pretrained.add_argument(
+        "--evaluate", type=Path, default=None, metavar="EVENTS", dest="events",
+        help="an events file (partgnn import-trackml, simulate): build its graphs the card's "
+        "way, score them with NAME, evaluate them at the card's cut (construction, edges, "
+        "tracks and the construction's limit) and print the figures beside the card's",
+    )  # fmt: skip
+    pretrained.add_argument(
+        "--work", type=Path, default=None,
+        help="folder for --evaluate's graphs, scores and evaluation JSON files (default: "
+        "EVENTS-evaluation in the working directory)",
+    )  # fmt: skip
     pretrained.set_defaults(run=run_pretrained)
 
 
 def run_pretrained(args: argparse.Namespace) -> int:
+    if args.events is not None:
+        from partgnn.cli.pretrained_evaluation import run_evaluate_pretrained
+
+        return run_evaluate_pretrained(args)
     if args.make_map:
         from partgnn.data.pretrained_maps import make_map
         from partgnn.errors import InputError
@@ -55,13 +70,9 @@ def run_pretrained(args: argparse.Namespace) -> int:
 
 def _fit_module_map(arguments: list[str], out: Path, *, workers: int) -> None:
     """``partgnn fit-module-map ARGUMENTS --workers W --out OUT``, in this process."""
-    from partgnn.cli import data_commands
+    from partgnn.cli.in_process import run_in_process
 
-    parser = argparse.ArgumentParser(prog="partgnn")
-    data_commands.register(parser.add_subparsers())
-    fit = ["fit-module-map", *arguments, "--workers", str(workers), "--out", str(out)]
-    command = parser.parse_args(fit)
-    command.run(command)
+    run_in_process(["fit-module-map", *arguments, "--workers", str(workers), "--out", str(out)])
 
 
 def _summary(card: str) -> str:

@@ -1,0 +1,153 @@
+"""``partgnn pretrained NAME --evaluate EVENTS``: a shipped model on events of your own (real
+TrackML events, say), built, scored and evaluated as its card was, and printed beside the card.
+
+The events' graphs are built the card's way (its ``construction``: the module map that ships
+with the model, or the geometric builder with its pT cut), scored with the model, and evaluated
+at the card's cut for the card's target particles; the same graphs with perfect scores (the
+truth) give the limit the construction leaves to track finding. Writes into ``--work``
+``graphs.h5``, ``scores.h5``, ``evaluation.json`` and ``evaluation-limit.json`` (the format of
+``partgnn evaluate --out``, which ``tools/make_pretrained.py --evaluation`` records on a card).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from partgnn.cli.in_process import run_in_process
+from partgnn.errors import InputError
+from partgnn.resources import PRETRAINED_PREFIX, pretrained_card
+
+#: The figures printed beside the card's: (label, section, key).
+FIGURES = (
+    ("construction: target doublets held", "construction", "efficiency"),
+    ("  of beam-line particles", "construction", "beam_line_efficiency"),
+    ("target edge efficiency (of those held)", "edge", "target_efficiency"),
+    ("masked purity", "edge", "masked_purity"),
+    ("track efficiency, double majority", "track", "efficiency"),
+    ("track efficiency, ATLAS matching", "track", "efficiency_atlas"),
+)
+#: The card's simulated held-out figures and construction limit (``held_out`` labels).
+CARD_HELD_OUT, CARD_LIMIT = "simulated", "construction-limit"
+
+
+def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object]:
+    """Builds, scores and evaluates ``events`` as ``name``'s card says; returns the figures.
+
+    Args:
+        name: ``NAME`` or ``pretrained:NAME``.
+        events: An events file (``partgnn simulate``, ``partgnn import-trackml``).
+        work: Folder for the graphs, scores and evaluation files (made if missing).
+
+    Returns:
+        ``{"model", "events", "cut", "evaluation", "limit"}``: the two evaluations as
+        ``partgnn evaluate --out`` writes them.
+
+    Raises:
+        InputError: The card records no construction or target pT, or a step fails (its line).
+    """
+    import yaml
+
+    from partgnn.data.h5_files import file_sha256
+    from partgnn.data.output_files import atomic_output
+    from partgnn.data.storage import GraphFile, write_scores
+    from partgnn.json_files import dumps
+    from partgnn.metrics.evaluation import evaluate_scores
+
+    card_path = pretrained_card(name)
+    name = card_path.stem
+    card = yaml.safe_load(card_path.read_text())
+    construction = card.get("construction")
+    if not construction:
+        raise InputError(f"{card_path}: the card records no construction; cannot build graphs")
+    pt_min, pt_max = (card.get("held_out", {}).get(CARD_HELD_OUT) or {}).get(
+        "target_pt", [1.0, None]
+    )
+    if not events.is_file():
+        raise InputError(f"{events}: no such events file")
+    work.mkdir(parents=True, exist_ok=True)
+    graphs, scores = work / "graphs.h5", work / "scores.h5"
+    if construction["method"] == "module-map":
+        build = ["--method", "module-map", "--map", PRETRAINED_PREFIX + name]
+    else:
+        build = ["--pt-min", str(construction.get("pt_min", 0.0))]
+    for step in (
+        ["build-graphs", str(events), *build, "--out", str(graphs)],
+        ["infer", "--checkpoint", PRETRAINED_PREFIX + name, "--graphs", str(graphs),
+         "--out", str(scores), "--device", "cpu"],
+    ):  # fmt: skip
+        run_in_process(step)
+    cut = float(card["score_cut"])
+    evaluation = evaluate_scores(
+        scores, graphs, events_path=events, cut=cut, pt_min=pt_min, pt_max=pt_max
+    )
+    truth = work / "scores-truth.h5"
+    with GraphFile(graphs) as graph_file:
+        items = [(int(graph.event_id), graph.y.numpy()) for graph in graph_file]
+    write_scores(truth, items, provenance={"source_sha256": file_sha256(graphs)})
+    limit = evaluate_scores(
+        truth, graphs, events_path=events, cut=0.5, pt_min=pt_min, pt_max=pt_max
+    )
+    for file_name, metrics in (("evaluation.json", evaluation), ("evaluation-limit.json", limit)):
+        with atomic_output(work / file_name) as tmp:
+            tmp.write_text(dumps(metrics, indent=2, sort_keys=True) + "\n")
+    return {"model": name, "events": str(events), "cut": cut, "evaluation": evaluation,
+            "limit": limit}  # fmt: skip
+
+
+def figures_table(result: dict[str, object]) -> list[str]:
+    """Markdown lines: the figures of ``result`` beside the card's simulated held-out ones."""
+    import yaml
+
+    card = yaml.safe_load(pretrained_card(str(result["model"])).read_text())
+    held_out = card.get("held_out", {})
+    simulated, simulated_limit = held_out.get(CARD_HELD_OUT, {}), held_out.get(CARD_LIMIT, {})
+    evaluation, limit = result["evaluation"], result["limit"]
+    lines = [
+        f"pretrained:{result['model']} on {result['events']} ({_events(evaluation['events'])}), "
+        f"cut {result['cut']:.4g}",
+        "",
+        "| figure | these events | card: simulated held-out |",
+        "|---|---|---|",
+    ]
+    for label, section, key in FIGURES:
+        mine = (evaluation.get(section) or {}).get(key)
+        theirs = simulated.get(f"{section}_{key}")
+        if section == "track":
+            mine_limit = (limit.get("track") or {}).get(key)
+            theirs_limit = simulated_limit.get(f"track_{key}")
+            lines.append(f"| {label} | {_of(mine, mine_limit)} | {_of(theirs, theirs_limit)} |")
+        else:
+            lines.append(f"| {label} | {_shown(mine)} | {_shown(theirs)} |")
+    return lines
+
+
+def run_evaluate_pretrained(args: argparse.Namespace) -> int:
+    """The ``--evaluate`` action of ``partgnn pretrained``."""
+    if args.name is None:
+        raise InputError("pretrained --evaluate: name the model, e.g. pretrained:trackml-full")
+    work = args.work if args.work is not None else Path(f"{args.events.stem}-evaluation")
+    result = evaluate_pretrained(args.name, args.events, work)
+    print("\n".join(figures_table(result)))
+    print(f"\ngraphs, scores and evaluations in {work}/")
+    return 0
+
+
+def _shown(value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{float(value):.4f}"
+
+
+def _of(value: object, limit: object) -> str:
+    """``value`` and its fraction of ``limit``: ``0.9815 (0.9815 of 1.0000)``."""
+    if _shown(value) == "-":
+        return "-"
+    if _shown(limit) == "-" or not float(limit):
+        return _shown(value)
+    return f"{float(value):.4f} ({float(value) / float(limit):.4f} of {float(limit):.4f})"
+
+
+def _events(count: int) -> str:
+    return f"{count} event" + ("s" if count != 1 else "")
