@@ -263,22 +263,29 @@ def run_import_trackml(args: argparse.Namespace) -> int:
 
 
 #: Worker-seconds ``fit-module-map --simulate`` spends per simulated pile-up-200 event
-#: (simulation and doublets): 12.9 min for 4,000 events on 2 workers, 2 cores x86_64, 2026-11-27.
+#: (simulation and doublets, triplets on): 12.9 min for 4,000 events on 2 workers, 2 cores
+#: x86_64, 2026-11-27.
 FIT_SECONDS_PER_EVENT = 0.39
+#: The same with the simulation's realism switches on (``--module-planes --field-profile
+#: --secondaries``): 47 min for 4,000 events on 2 workers, 2 cores x86_64, 2026-11-28.
+FIT_SECONDS_PER_REALISTIC_EVENT = 1.41
 
 
-def _expected_fit_time(events: int, pileup: float, workers: int) -> str:
-    """The line a ``--simulate`` fit starts with: how long it is expected to take here."""
+def _expected_fit_time(events: int, pileup: float, workers: int, realistic: bool) -> str:
+    """The line a ``--simulate`` fit starts with: how long it is expected to take here
+    (``realistic``: one of the simulation's realism switches is on)."""
     import os
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     used = max(1, min(workers, cores or 1))
-    seconds = events * FIT_SECONDS_PER_EVENT * max(pileup, 1.0) / 200.0 / used
+    per_event = FIT_SECONDS_PER_REALISTIC_EVENT if realistic else FIT_SECONDS_PER_EVENT
+    seconds = events * per_event * max(pileup, 1.0) / 200.0 / used
     expected = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{max(seconds, 1):.0f} s"
+    switches = " with the realism switches (all three; fewer take less)" if realistic else ""
     return (
         f"fit-module-map: simulating {events:,} events of pile-up {pileup:g} on {used} "
         f"worker(s) of this machine's {cores} cores: expected about {expected} "
-        f"({FIT_SECONDS_PER_EVENT} s per pile-up-200 event and worker, measured on 2 cores "
+        f"({per_event} s per pile-up-200 event and worker{switches}, measured on 2 cores "
         "x86_64; --workers N uses more cores)"
     )
 
@@ -318,8 +325,9 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
             secondaries=args.secondaries, **options)))  # fmt: skip
     records = [SourceRecord() for _ in inputs]
     if runs:
-        print(_expected_fit_time(sum(run.events for run in runs), args.pileup, args.workers),
-              file=sys.stderr)  # fmt: skip
+        realistic = args.module_planes or args.field_profile or args.secondaries
+        print(_expected_fit_time(sum(run.events for run in runs), args.pileup, args.workers,
+                                 realistic), file=sys.stderr)  # fmt: skip
 
     def doublets():
         for (label, total, read), record in zip(inputs, records, strict=True):

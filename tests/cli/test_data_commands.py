@@ -154,3 +154,11 @@ def test_simulate_and_fit_with_the_real_detectors_planes_and_field(tmp_path: Pat
     first, second = (np.load(path) for path in maps)
     for name in ("source", "target", "low", "high", "count"):
         np.testing.assert_array_equal(first[name], second[name])
+
+
+def test_fit_module_map_expects_longer_with_the_realism_switches():
+    from partgnn.cli.data_commands import _expected_fit_time
+
+    assert "expected about 26 min (0.39 s per" in _expected_fit_time(4000, 200.0, 1, False)
+    line = _expected_fit_time(4000, 200.0, 1, True)
+    assert "expected about 94 min (1.41 s per" in line and "realism switches" in line
