@@ -193,8 +193,8 @@ def _add_realism_options(parser: argparse.ArgumentParser, prefix: str = "") -> N
     )  # fmt: skip
     parser.add_argument(
         "--secondaries", action="store_true",
-        help=f"{prefix}hadrons interact in the layers' material and emit charged secondaries "
-        "(issue 50); without it, primaries only",
+        help=f"{prefix}hadrons interact in the layers' material and emit charged secondaries, "
+        "and K0S and Lambdas decay into charged pairs (issue 50); without it, primaries only",
     )  # fmt: skip
 
 

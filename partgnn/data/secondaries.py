@@ -3,18 +3,19 @@
 A hadron crossing a layer interacts inelastically with probability ``1 - exp(-t / L)``, where
 ``t`` is the material it traverses (:func:`~partgnn.data.propagation.traversed_material`, in
 radiation lengths) and ``L`` the config's ``interaction_length`` in radiation lengths (silicon
-alone: 46.52 cm / 9.37 cm = 4.96; the default 1.5 is an effective value for sensors plus the
+alone: 46.52 cm / 9.37 cm = 4.96; the default 1.8 is an effective value for sensors plus the
 supports and services the geometry does not list, chosen against the real sample's share of
-displaced particles). The interacting particle leaves its hit on that layer and stops; the
-interaction emits a Poisson number (``secondary_multiplicity``) of charged products from the
-crossing point: knocked-out protons (``secondary_proton_fraction``) and pions of either charge.
-The products share the parent's momentum (Dirichlet fractions, so it is conserved among them),
-each at an angle to the parent's direction from a transverse momentum drawn from an
-exponential (``secondary_pt_rel``, the soft scale of hadronic interactions). Secondaries are
-followed like primaries, on the outgoing branch of their helix (a product heading towards the
-beam line leaves hits only once it turns outward); they do not interact again (one
-generation). Every secondary is listed in the particle table with its production point as its
-vertex, so truth (and a target definition) can tell it from a primary.
+displaced particles, with the V0 decays of :mod:`~partgnn.data.decays` that make the rest). The
+interacting particle leaves its hit on that layer and stops; the interaction emits a Poisson
+number (``secondary_multiplicity``) of charged products from the crossing point: knocked-out
+protons (``secondary_proton_fraction``) and pions of either charge. The products share the
+parent's momentum (Dirichlet fractions, so it is conserved among them), each at an angle to the
+parent's direction from a transverse momentum drawn from an exponential (``secondary_pt_rel``,
+the soft scale of hadronic interactions). Secondaries are followed like primaries, on the
+outgoing branch of their helix (a product heading towards the beam line leaves hits only once it
+turns outward); they do not interact again (one generation). Every secondary is listed in the
+particle table with its production point as its vertex, so truth (and a target definition) can
+tell it from a primary.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.magnetic_field import FieldProfile
-from partgnn.data.particles import PARTICLE_ID_SHIFT, PION, PROTON
+from partgnn.data.particles import PARTICLE_ID_SHIFT, PION, PROTON, continued_ids
 from partgnn.data.propagation import Crossings, propagate_particles, traversed_material
 from partgnn.data.simulation_config import SimulationConfig
 
@@ -125,18 +126,9 @@ def emit_secondaries(
 
     parent = crossings.particle[source]
     collision = particles["particle_id"][parent] >> PARTICLE_ID_SHIFT
-    # Number each collision's secondaries after its primaries.
-    ids = particles["particle_id"]
-    last = np.zeros(int(ids.max(initial=0) >> PARTICLE_ID_SHIFT) + 1, dtype=np.int64)
-    np.maximum.at(last, ids >> PARTICLE_ID_SHIFT, ids & ((1 << PARTICLE_ID_SHIFT) - 1))
-    order = np.argsort(collision, kind="stable")
-    rank = np.empty(n, dtype=np.int64)
-    sorted_collision = collision[order]
-    start = np.searchsorted(sorted_collision, sorted_collision, side="left")
-    rank[order] = np.arange(n) - start
-    particle_id = (collision << PARTICLE_ID_SHIFT) | (last[collision] + rank + 1)
     return {
-        "particle_id": particle_id,
+        # Each collision's secondaries numbered after its primaries.
+        "particle_id": continued_ids(particles["particle_id"], collision),
         "particle_type": charge * pdg,
         "q": charge,
         "mass": mass,

@@ -6,7 +6,8 @@ exactly the TrackML columns, interchangeable with a real event.
 
 The stages, each in its module: :mod:`~partgnn.data.particles` (the collisions' primary
 particles), :mod:`~partgnn.data.propagation` (helices through the field, multiple scattering),
-:mod:`~partgnn.data.secondaries` (hadronic interactions in the layers, when switched on),
+:mod:`~partgnn.data.secondaries` (hadronic interactions in the layers, when switched on, with
+:mod:`~partgnn.data.decays`: the decays of neutral strange hadrons),
 :mod:`~partgnn.data.digitisation` (overlaps, resolution, noise, modules); the settings are a
 :class:`~partgnn.data.simulation_config.SimulationConfig`.
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from partgnn.data.decays import with_decays
 from partgnn.data.detector_modules import DetectorModules, detector_modules
 from partgnn.data.digitisation import (
     assign_modules,
@@ -82,7 +84,11 @@ def simulate_event(
         geometry, particles, multiple_scattering=config.multiple_scattering, rng=rng, field=field
     )
     if config.secondaries:
+        n_primaries = len(particles["q"])
         particles, crossings = with_secondaries(geometry, config, particles, crossings, rng, field)
+        particles, crossings = with_decays(
+            geometry, config, particles, n_primaries, crossings, rng, field
+        )
 
     efficiency = np.array(
         [

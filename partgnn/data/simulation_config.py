@@ -17,6 +17,8 @@ _SECONDARY_SETTINGS = (
     "secondary_multiplicity",
     "secondary_pt_rel",
     "secondary_proton_fraction",
+    "kshort_per_charged",
+    "lambda_per_charged",
 )
 
 
@@ -62,7 +64,9 @@ class SimulationConfig:
             (:attr:`~partgnn.data.geometry.DetectorGeometry.field_profile`; the default TrackML
             geometry has the real detector's) instead of its uniform ``b_field``.
         secondaries: Hadrons interact inelastically in the layers' material and emit charged
-            secondaries (:mod:`~partgnn.data.secondaries`); off: primaries only, never stopped.
+            secondaries (:mod:`~partgnn.data.secondaries`), and neutral strange hadrons decay
+            into charged pairs (:mod:`~partgnn.data.decays`); off: primaries only, never
+            stopped.
         interaction_length: The layers' material per nuclear interaction length, in radiation
             lengths (an interaction's probability is ``1 - exp(-t / interaction_length)`` for
             ``t`` radiation lengths traversed; silicon alone 4.96, the default an effective
@@ -72,6 +76,8 @@ class SimulationConfig:
             direction [GeV] (exponential).
         secondary_proton_fraction: Fraction of secondaries that are knocked-out protons (the
             rest: pions of either charge).
+        kshort_per_charged: K0S made per charged primary (Poisson per collision).
+        lambda_per_charged: Lambdas and anti-Lambdas (together) made per charged primary.
     """
 
     pileup: float = 200.0
@@ -92,10 +98,12 @@ class SimulationConfig:
     module_planes: bool = False
     field_profile: bool = False
     secondaries: bool = False
-    interaction_length: float = 1.5
+    interaction_length: float = 1.8
     secondary_multiplicity: float = 1.5
     secondary_pt_rel: float = 0.3
     secondary_proton_fraction: float = 0.4
+    kshort_per_charged: float = 0.05
+    lambda_per_charged: float = 0.04
 
     def __post_init__(self) -> None:
         # Accept lists (YAML, JSON) for the tuple fields, so configs round-trip through JSON.
@@ -145,6 +153,8 @@ class SimulationConfig:
             ),
             (not self.secondary_pt_rel > 0, "secondary_pt_rel", "> 0"),
             (not self.interaction_length > 0, "interaction_length", "> 0"),
+            (not 0 <= self.kshort_per_charged <= 10, "kshort_per_charged", "in [0, 10]"),
+            (not 0 <= self.lambda_per_charged <= 10, "lambda_per_charged", "in [0, 10]"),
             (
                 not 0 <= self.secondary_proton_fraction <= 1,
                 "secondary_proton_fraction",
