@@ -15,14 +15,15 @@ PARTICLE_ID_SHIFT = 24
 
 
 def generate_particles(config: SimulationConfig, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Draws the primary particles of ``config.pileup`` collisions.
+    """Draws the primary particles of ``config.pileup`` collisions
+    (:attr:`~partgnn.data.simulation_config.SimulationConfig.primaries_per_pileup` each).
 
     Returns:
         Arrays over the ``P`` particles: ``particle_id (P,)``, ``particle_type (P,)``,
         ``q (P,)``, ``mass (P,)``, ``vertex (P, 3)`` [mm], ``momentum (P, 3)`` [GeV].
     """
     n_collisions = int(config.pileup)
-    per_collision = rng.poisson(config.particles_per_pileup, n_collisions)
+    per_collision = rng.poisson(config.primaries_per_pileup, n_collisions)
     n = int(per_collision.sum())
     collision = np.repeat(np.arange(n_collisions), per_collision)
     first = np.concatenate([[0], np.cumsum(per_collision)[:-1]])

@@ -17,6 +17,7 @@ _SECONDARY_SETTINGS = (
     "secondary_multiplicity",
     "secondary_pt_rel",
     "secondary_proton_fraction",
+    "primary_share",
     "kshort_per_charged",
     "lambda_per_charged",
 )
@@ -30,7 +31,9 @@ class SimulationConfig:
         pileup: Number of proton-proton collisions per event (a whole number >= 1); each has its
             own vertex drawn from the beam spot.
         particles_per_pileup: Mean number of charged particles per collision within
-            ``|eta| < eta_max``; the count per collision is Poisson.
+            ``|eta| < eta_max``; the count per collision is Poisson. With ``secondaries``, only
+            ``primary_share`` of them are made as primaries: interactions and decays make the
+            rest (:attr:`primaries_per_pileup`).
         eta_max: Particles are generated uniformly in pseudorapidity ``[-eta_max, eta_max]``.
         pt_min: Smallest transverse momentum generated [GeV].
         pt_scale: ``p0`` of the transverse momentum spectrum [GeV] (see ``pt_power``).
@@ -76,6 +79,9 @@ class SimulationConfig:
             direction [GeV] (exponential).
         secondary_proton_fraction: Fraction of secondaries that are knocked-out protons (the
             rest: pions of either charge).
+        primary_share: With ``secondaries``, the share of ``particles_per_pileup`` made as
+            primaries (fitted so that the particles with hits, primaries and secondaries
+            together, number what the real sample's do, issue 50).
         kshort_per_charged: K0S made per charged primary (Poisson per collision).
         lambda_per_charged: Lambdas and anti-Lambdas (together) made per charged primary.
     """
@@ -102,6 +108,7 @@ class SimulationConfig:
     secondary_multiplicity: float = 1.5
     secondary_pt_rel: float = 0.3
     secondary_proton_fraction: float = 0.4
+    primary_share: float = 0.71
     kshort_per_charged: float = 0.05
     lambda_per_charged: float = 0.04
 
@@ -153,6 +160,7 @@ class SimulationConfig:
             ),
             (not self.secondary_pt_rel > 0, "secondary_pt_rel", "> 0"),
             (not self.interaction_length > 0, "interaction_length", "> 0"),
+            (not 0 < self.primary_share <= 1, "primary_share", "in (0, 1]"),
             (not 0 <= self.kshort_per_charged <= 10, "kshort_per_charged", "in [0, 10]"),
             (not 0 <= self.lambda_per_charged <= 10, "lambda_per_charged", "in [0, 10]"),
             (
@@ -171,6 +179,12 @@ class SimulationConfig:
                 value = getattr(self, name, None)
                 got = f" (got {value!r})" if value is not None else ""
                 raise InputError(f"simulation config: {name} must be {expected}{got}")
+
+    @property
+    def primaries_per_pileup(self) -> float:
+        """Mean number of primary particles per collision: ``particles_per_pileup``, times
+        ``primary_share`` with ``secondaries``."""
+        return self.particles_per_pileup * (self.primary_share if self.secondaries else 1.0)
 
     def to_json(self) -> str:
         """The configuration as a JSON object (sorted keys), for provenance attributes

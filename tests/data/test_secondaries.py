@@ -129,12 +129,18 @@ def test_secondaries_settings_are_checked_and_recorded_only_when_on():
     on = json.loads(SimulationConfig(secondaries=True).to_json())
     assert on["secondaries"] is True and on["interaction_length"] == 1.8
     assert on["kshort_per_charged"] == 0.05 and on["lambda_per_charged"] == 0.04
+    assert on["primary_share"] == 0.71 and "primary_share" not in json.loads(
+        SimulationConfig().to_json()
+    )
+    assert SimulationConfig(secondaries=True).primaries_per_pileup == 50.0 * 0.71
+    assert SimulationConfig().primaries_per_pileup == 50.0
     for field, value in [
         ("secondary_multiplicity", 0.0),
         ("secondary_pt_rel", -1.0),
         ("secondary_proton_fraction", 1.5),
         ("interaction_length", 0.0),
         ("kshort_per_charged", -0.1),
+        ("primary_share", 0.0),
         ("lambda_per_charged", 11.0),
     ]:
         with pytest.raises(InputError, match=rf"simulation config: {field} must be"):
