@@ -23,7 +23,7 @@ import numpy as np
 from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.magnetic_field import FieldProfile
 from partgnn.data.particles import PARTICLE_ID_SHIFT, PION, PROTON, continued_ids, draw_momenta
-from partgnn.data.propagation import Crossings, propagate_particles
+from partgnn.data.propagation import Crossings, with_propagated
 from partgnn.data.simulation_config import SimulationConfig
 
 #: (mass [GeV], c tau [mm], branching fraction to two charged daughters) of K0S and Lambda (PDG).
@@ -155,18 +155,10 @@ def with_decays(
     with the V0 daughters and theirs appended (a daughter's ``particle`` index counts from the
     particles so far)."""
     daughters = decay_daughters(geometry, config, particles, n_primaries, rng)
-    born = propagate_particles(
-        geometry, daughters, multiple_scattering=config.multiple_scattering, rng=rng, field=field
-    )
-    offset = len(particles["q"])
-    merged = {key: np.concatenate([particles[key], daughters[key]]) for key in particles}
-    joined = Crossings(
-        particle=np.concatenate([crossings.particle, born.particle + offset]),
-        layer=np.concatenate([crossings.layer, born.layer]),
-        position=np.concatenate([crossings.position, born.position]),
-        momentum=np.concatenate([crossings.momentum, born.momentum]),
-    )
-    return merged, joined
+    return with_propagated(
+        geometry, particles, crossings, daughters,
+        multiple_scattering=config.multiple_scattering, rng=rng, field=field,
+    )  # fmt: skip
 
 
 def _inside_tracker(geometry: DetectorGeometry, point: np.ndarray) -> np.ndarray:

@@ -51,6 +51,11 @@ class Crossings:
     def __len__(self) -> int:
         return len(self.particle)
 
+    def selected(self, mask: np.ndarray) -> Crossings:
+        """The crossings where ``mask (C,)`` is true, in order."""
+        return Crossings(self.particle[mask], self.layer[mask], self.position[mask],
+                         self.momentum[mask])  # fmt: skip
+
 
 def propagate(
     geometry: DetectorGeometry,
@@ -182,6 +187,33 @@ def propagate_particles(
         rng=rng,
         field=field,
     )
+
+
+def with_propagated(
+    geometry: DetectorGeometry,
+    particles: dict[str, np.ndarray],
+    crossings: Crossings,
+    new: dict[str, np.ndarray],
+    *,
+    multiple_scattering: bool,
+    rng: np.random.Generator,
+    field: FieldProfile | None,
+) -> tuple[dict[str, np.ndarray], Crossings]:
+    """``new`` particles (secondaries, decay daughters) propagated and appended: the particle
+    arrays ``P + N`` and ``crossings`` followed by the new ones' (their ``particle`` index
+    counts from ``P``)."""
+    born = propagate_particles(
+        geometry, new, multiple_scattering=multiple_scattering, rng=rng, field=field
+    )
+    offset = len(particles["q"])
+    merged = {key: np.concatenate([particles[key], new[key]]) for key in particles}
+    joined = Crossings(
+        particle=np.concatenate([crossings.particle, born.particle + offset]),
+        layer=np.concatenate([crossings.layer, born.layer]),
+        position=np.concatenate([crossings.position, born.position]),
+        momentum=np.concatenate([crossings.momentum, born.momentum]),
+    )
+    return merged, joined
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import numpy as np
 from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.magnetic_field import FieldProfile
 from partgnn.data.particles import PARTICLE_ID_SHIFT, PION, PROTON, continued_ids
-from partgnn.data.propagation import Crossings, propagate_particles, traversed_material
+from partgnn.data.propagation import Crossings, traversed_material, with_propagated
 from partgnn.data.simulation_config import SimulationConfig
 
 #: Smallest secondary momentum [GeV]: below it a particle cannot reach the next layer anyway.
@@ -154,15 +154,7 @@ def with_secondaries(
     found = interactions(geometry, config, crossings, rng)
     kept = ~absorbed(crossings, found)
     secondaries = emit_secondaries(config, particles, crossings, found, rng)
-    born = propagate_particles(
-        geometry, secondaries, multiple_scattering=config.multiple_scattering, rng=rng, field=field
-    )
-    n_primaries = len(particles["q"])
-    merged = {key: np.concatenate([particles[key], secondaries[key]]) for key in particles}
-    joined = Crossings(
-        particle=np.concatenate([crossings.particle[kept], born.particle + n_primaries]),
-        layer=np.concatenate([crossings.layer[kept], born.layer]),
-        position=np.concatenate([crossings.position[kept], born.position]),
-        momentum=np.concatenate([crossings.momentum[kept], born.momentum]),
-    )
-    return merged, joined
+    return with_propagated(
+        geometry, particles, crossings.selected(kept), secondaries,
+        multiple_scattering=config.multiple_scattering, rng=rng, field=field,
+    )  # fmt: skip
