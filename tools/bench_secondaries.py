@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--field-profile", action="store_true", help="simulate with the profile")
     parser.add_argument("--module-planes", action="store_true", help="simulate on module planes")
     parser.add_argument(
-        "--interaction-length", type=float, default=None,
+        "--interaction-length", type=float, default=SimulationConfig().interaction_length,
         help="the simulation's interaction_length [radiation lengths] (default: its default)",
     )  # fmt: skip
     parser.tiny(pileup=5.0)
@@ -48,11 +48,9 @@ def main() -> None:
         print("bench_secondaries: no real TrackML sample here; simulation only", file=sys.stderr)
     else:
         rows.append(["real TrackML sample", *summary(next(read_trackml_events(sample)).particles)])
-    lengths = {} if args.interaction_length is None else {
-        "interaction_length": args.interaction_length}  # fmt: skip
     config = SimulationConfig(pileup=args.pileup, secondaries=args.secondaries,
-                              field_profile=args.field_profile,
-                              module_planes=args.module_planes, **lengths)  # fmt: skip
+                              field_profile=args.field_profile, module_planes=args.module_planes,
+                              interaction_length=args.interaction_length)  # fmt: skip
     geometry = default_geometry()
     particles = pd.concat(
         [

@@ -45,8 +45,7 @@ def construction_counts(
     pt, vertex = particle_properties(event, particle)
     xyz = hits[["x", "y", "z"]].to_numpy(np.float64)
     pairs = true_consecutive_pairs(particle, layer, np.linalg.norm(xyz - vertex, axis=1))
-    ids, inverse, counts = np.unique(particle, return_inverse=True, return_counts=True)
-    del ids
+    _, inverse, counts = np.unique(particle, return_inverse=True, return_counts=True)
     first = pairs[:, 0]
     target = (pt[first] > pt_min) & (counts[inverse][first] >= 3)
     if pt_max is not None:
