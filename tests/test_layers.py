@@ -23,7 +23,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "partgnn"
 #: belongs to no stage; the stages follow the pipeline; the entry points come last.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("partgnn.errors", "partgnn.version"),
-    ("partgnn.resources", "partgnn.memory", "partgnn.yaml_files", "partgnn.json_files"),
+    (
+        "partgnn.resources",
+        "partgnn.memory",
+        "partgnn.yaml_files",
+        "partgnn.json_files",
+        "partgnn.worker_pool",
+    ),
     ("partgnn.data",),
     ("partgnn.partition",),
     ("partgnn.distributed",),

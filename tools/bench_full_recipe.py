@@ -19,8 +19,15 @@ construction limit). Prints markdown tables for docs/BENCHMARKS.md::
         --map data/full/map.npz --minutes 60
 
 ``--set key=value`` is passed to training; ``--tables-only`` re-prints a finished run's tables;
-``--no-train`` scores the last checkpoint without another sitting; ``--realism module-planes
-field-profile secondaries`` simulates with those switches of ``partgnn simulate`` (issue 50).
+``--no-train`` scores the last checkpoint without another sitting (and makes no training data);
+``--no-score`` stops after the sitting; ``--realism module-planes field-profile secondaries``
+simulates with those switches of ``partgnn simulate`` (issue 50); ``--workers N`` simulates and
+builds graphs on N processes (the same files). ``--ranks 1`` trains in full mode (no shards), on
+a GPU where one is (``run.device`` auto): a lent GPU trains the recipe in minutes, and the run's
+directory, brought back, is scored here with ``--no-train``::
+
+    python3 tools/bench_full_recipe.py --out W --map MAP --realism ... --ranks 1 --workers 16 \
+        --no-score --minutes 6 --set model.recompute=false --set model.fused=false
 """
 
 from __future__ import annotations
@@ -34,7 +41,14 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from _common import ToolParser, add_realism_option, partgnn, realism_arguments, recorded_sitting
+from _common import (
+    ToolParser,
+    add_realism_option,
+    machine,
+    partgnn,
+    realism_arguments,
+    recorded_sitting,
+)
 from _paths import shipped_config
 
 from partgnn.data.h5_files import file_sha256
@@ -60,6 +74,8 @@ def main() -> None:
     parser.add_argument("--efficiency", type=float, default=0.993)
     parser.add_argument("--minutes", type=float, default=None, help="wall time of this sitting")
     parser.add_argument("--no-train", action="store_true", help="score the last checkpoint")
+    parser.add_argument("--no-score", action="store_true", help="stop after the sitting")
+    parser.add_argument("--workers", type=int, default=1, help="processes making the data")
     parser.add_argument("--out", type=Path, default=Path("bench-full"))
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     parser.add_argument("--tables-only", action="store_true")
@@ -88,76 +104,60 @@ def main() -> None:
     run_dir = out / "run"
     if not args.tables_only:
         counts = {
-            "train": args.train_events + args.val_events,
-            "val": args.cut_events,
-            "test": args.test_events,
+            "train": 0 if args.no_train else args.train_events + args.val_events,
+            "val": 0 if args.no_score else args.cut_events,
+            "test": 0 if args.no_score else args.test_events,
         }
         for name, n_events in counts.items():
-            _make_graphs(out, name, n_events, args.pileup, args.map, args.realism)
-        shards = out / f"{args.method}{args.ranks}"
-        if not (shards / "meta.json").exists():
-            _partgnn(
-                "partition",
-                str(out / "graphs-train.h5"),
-                "--parts",
-                str(args.ranks),
-                "--method",
-                args.method,
-                "--out",
-                str(shards),
-            )
+            if n_events:
+                _make_graphs(out, name, n_events, args, workers=args.workers)
         if not args.no_train:
-            _train(out, run_dir, shards, args)
-        _score_and_evaluate(out, run_dir, args.efficiency)
+            _train(out, run_dir, _training_data(out, args), args)
+        if not args.no_score:
+            _score_and_evaluate(out, run_dir, args.efficiency)
     _print_tables(out, run_dir, args.ranks)
 
 
 def _make_graphs(
-    out: Path,
-    name: str,
-    n_events: int,
-    pileup: float,
-    module_map: Path | None,
-    realism: list[str],
+    out: Path, name: str, n_events: int, args: argparse.Namespace, *, workers: int
 ) -> None:
     seed, first = DATASETS[name]
     events, graphs = out / f"events-{name}.h5", out / f"graphs-{name}.h5"
     if graphs.exists():
         return
     if not events.exists():  # (a sitting stopped between the two keeps its events)
-        _simulate(events, seed, first, n_events, pileup, realism)
+        _partgnn(
+            "simulate", "--events", str(n_events), "--pileup", f"{args.pileup:g}",
+            "--seed", str(seed), "--first-event-id", str(first),
+            *realism_arguments(args.realism), "--workers", str(workers), "--out", str(events),
+        )  # fmt: skip
     with EventFile(events) as held:
         if len(held) != n_events:
             sys.exit(f"{events} holds {len(held)} events, not {n_events}: remove it, or ask that")
-    method = ("--method", "module-map", "--map", str(module_map)) if module_map else ()
-    _partgnn("build-graphs", str(events), *method, "--out", str(graphs))
+    method = ("--method", "module-map", "--map", str(args.map)) if args.map else ()
+    _partgnn("build-graphs", str(events), *method, "--workers", str(workers), "--out", str(graphs))
 
 
-def _simulate(
-    events: Path, seed: int, first: int, n_events: int, pileup: float, realism: list[str]
-) -> None:
-    _partgnn(
-        "simulate",
-        "--events",
-        str(n_events),
-        "--pileup",
-        f"{pileup:g}",
-        "--seed",
-        str(seed),
-        "--first-event-id",
-        str(first),
-        *realism_arguments(realism),
-        "--out",
-        str(events),
-    )
+def _training_data(out: Path, args: argparse.Namespace) -> list[str]:
+    """The training overrides naming the data: the graphs file in full mode (``--ranks 1``),
+    else METIS (``--method``) shards of it for halo mode, partitioned here once."""
+    if args.ranks == 1:
+        return ["mode=full", f"data.graphs={out / 'graphs-train.h5'}"]
+    shards = out / f"{args.method}{args.ranks}"
+    if not (shards / "meta.json").exists():
+        _partgnn(
+            "partition", str(out / "graphs-train.h5"), "--parts", str(args.ranks),
+            "--method", args.method, "--out", str(shards),
+        )  # fmt: skip
+    return ["mode=halo", f"data.shards={shards}"]
 
 
-def _train(out: Path, run_dir: Path, shards: Path, args: argparse.Namespace) -> None:
+def _train(out: Path, run_dir: Path, data: list[str], args: argparse.Namespace) -> None:
     """One sitting of the recipe on ``args.ranks`` ranks (to the end of its epochs, or stopped
-    after ``args.minutes``); its start and stop go to ``OUT/sittings.json``."""
+    after ``args.minutes``); its start and stop go to ``OUT/sittings.json``, with the machine
+    (:func:`machine`: its GPU, when one trains)."""
     overrides = [
-        "mode=halo",
-        f"data.shards={shards}",
+        *data,
         f"data.val_events={args.val_events}",
         f"run.dir={run_dir}",
         "run.progress=false",
@@ -165,7 +165,7 @@ def _train(out: Path, run_dir: Path, shards: Path, args: argparse.Namespace) -> 
     ]
     recorded_sitting(
         CONFIG, overrides, args.ranks, run_dir=run_dir, sittings=out / "sittings.json",
-        note=args.overrides, minutes=args.minutes,
+        note=[*data[:1], *args.overrides, f"machine: {machine()}"], minutes=args.minutes,
     )  # fmt: skip
 
 
@@ -230,12 +230,18 @@ def _print_tables(out: Path, run_dir: Path, ranks: int) -> None:
     walls = [s["stop"] - s["start"] for s in sittings]
     last = run_dir / "checkpoints" / "last.pt"
     steps = int(load_checkpoint(last)["step"]) if last.exists() else 0
+    trained_on = sorted(
+        {note.removeprefix("machine: ") for s in sittings for note in s["overrides"]
+         if note.startswith("machine: ")}
+    )  # fmt: skip
+    on_gpus = bool(trained_on) and all("no GPU" not in m for m in trained_on)
     print(
-        f"machine: {os.cpu_count()} cores ({platform.machine()}), "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; {steps} "
+        f"scored on: {os.cpu_count()} cores ({platform.machine()}), "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; trained on: "
+        f"{'; '.join(trained_on) or 'not recorded (this machine)'}; {steps} "
         f"steps; training wall time {sum(walls) / 60:.1f} min in {len(walls)} sitting(s) "
         f"({', '.join(f'{w / 60:.1f}' for w in walls)} min), "
-        f"{ranks * sum(walls) / 3600:.2f} CPU hours on {ranks} ranks\n"
+        f"{ranks * sum(walls) / 3600:.2f} {'GPU' if on_gpus else 'CPU'} hours on {ranks} rank(s)\n"
     )
     with open(run_dir / "metrics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))

@@ -7,7 +7,6 @@ import argparse
 import dataclasses
 import json
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulate.add_argument("--first-event-id", type=int, default=0, help="id of the first event")
     simulate.add_argument("--noise-fraction", type=fraction, default=None, help="noise hits")
     simulate.add_argument("--geometry", default=None, help=geometry_help)
+    simulate.add_argument(
+        "--workers", type=positive_int, default=1,
+        help="processes simulating events side by side (the same events for any number)",
+    )  # fmt: skip
     _add_realism_options(simulate)
     simulate.add_argument("--out", required=True, type=Path, help="output events file (.h5)")
     simulate.add_argument(
@@ -119,6 +122,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("events", type=Path, help="events file from simulate or import-trackml")
     build.add_argument("--out", required=True, type=Path, help="output graphs file (.h5)")
     build.add_argument("--geometry", default=None, help=geometry_help)
+    build.add_argument(
+        "--workers", type=positive_int, default=1,
+        help="processes building graphs side by side (the same graphs for any number)",
+    )  # fmt: skip
     build.add_argument(
         "--method", choices=("geometric", "module-map"), default="geometric",
         help="edges by geometric cuts between adjacent layers (default) or by a module map",
@@ -222,6 +229,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         n_events=args.events,
         seed=args.seed,
         first_event_id=args.first_event_id,
+        workers=args.workers,
     )
     provenance: dict[str, object] = {
         "source": "simulation",
@@ -374,10 +382,10 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
 def run_build_graphs(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from partgnn.data.event_graphs import event_graphs
     from partgnn.data.geometry import load_geometry
-    from partgnn.data.graph_builder import build_event_graph
     from partgnn.data.h5_files import file_sha256
-    from partgnn.data.module_map import ModuleMap, module_keys
+    from partgnn.data.module_map import ModuleMap
     from partgnn.data.pretrained_maps import resolve_map
     from partgnn.data.storage import EVENTS_FORMAT, EventFile, write_graphs
     from partgnn.errors import InputError
@@ -386,7 +394,6 @@ def run_build_graphs(args: argparse.Namespace) -> int:
         raise InputError("build-graphs: --map goes with --method module-map, and it needs one")
     if args.map is not None:
         args.map = resolve_map(args.map)  # pretrained:NAME: that model's map, made and checked
-    module_map = ModuleMap.load(args.map) if args.map is not None else None
     geometry = load_geometry(args.geometry)
     cuts = {
         field.name: getattr(args, field.name)
@@ -394,26 +401,21 @@ def run_build_graphs(args: argparse.Namespace) -> int:
         if getattr(args, field.name) is not None
     }
     config = GraphBuildConfig(**cuts).resolved(geometry.b_field)
-    events = EventFile(args.events)
+    with EventFile(args.events) as events:  # (a missing or damaged file: one line, here)
+        event_ids = events.event_ids
     rows: list[dict[str, float]] = []
-
     unmapped = {"hits": 0, "all": 0}
+    built = event_graphs(args.events, geometry, config, args.map, workers=args.workers)
 
     def graphs() -> Iterator:
-        for event in tqdm(events, total=len(events), desc="build-graphs", unit="event"):
-            if module_map is not None:
-                hits = event.hits
-                layer = geometry.layer_index(
-                    hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(), where=event.name
-                )
-                module = module_keys(layer, hits["module_id"].to_numpy())
-                unmapped["hits"] += module_map.unmapped_hits(module)
-                unmapped["all"] += len(module)
-            start = time.perf_counter()
-            graph, quality = build_event_graph(event, geometry, config, module_map)
-            row = {**quality.to_dict(), "seconds": time.perf_counter() - start}
-            rows.append({"event_id": event.event_id, **row})
-            yield graph, row
+        for event_id, built_graph in zip(
+            event_ids, tqdm(built, total=len(event_ids), desc="build-graphs", unit="event"),
+            strict=True,
+        ):  # fmt: skip
+            unmapped["hits"] += built_graph.unmapped_hits
+            unmapped["all"] += built_graph.hits
+            rows.append({"event_id": event_id, **built_graph.quality})
+            yield built_graph.graph, built_graph.quality
 
     provenance = {
         "source_file": str(args.events.resolve()),
@@ -430,16 +432,16 @@ def run_build_graphs(args: argparse.Namespace) -> int:
         "node_features": list(NODE_FEATURES),
         "edge_features": list(EDGE_FEATURES),
     }
-    with events:
-        n_graphs = write_graphs(args.out, graphs(), provenance=provenance)
+    n_graphs = write_graphs(args.out, graphs(), provenance=provenance)
     _print_graph_table(rows)
     print(f"built {n_graphs} graphs -> {args.out}")
     _warn_empty_graphs(rows, args.out)
-    if module_map is not None and unmapped["hits"] > THIN_MAP_SHARE * max(unmapped["all"], 1):
+    if args.map is not None and unmapped["hits"] > THIN_MAP_SHARE * max(unmapped["all"], 1):
         share = unmapped["hits"] / unmapped["all"]
+        fitted_on = ModuleMap.load(args.map).settings.get("events", "?")
         print(
             f"partgnn: warning: {args.map}: {share:.1%} of the hits lie on modules the map never "
-            f"saw (fitted on {module_map.settings.get('events', '?')} events): no edge reaches "
+            f"saw (fitted on {fitted_on} events): no edge reaches "
             "them; fit the map on more events (or events like these)",
             file=sys.stderr,
         )

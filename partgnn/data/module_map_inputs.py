@@ -8,7 +8,6 @@ written, so the same events give the same map file, byte for byte.
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from partgnn.data.geometry import DetectorGeometry, load_geometry
 from partgnn.data.graph_builder import module_doublets
 from partgnn.data.module_map import EventDoublets
 from partgnn.errors import InputError
+from partgnn.worker_pool import ordered_map
 
 #: The event attributes a source record keeps: what made the events, not when or where.
 PROVENANCE_KEYS = ("source", "seed", "pileup", "config", "geometry")
@@ -134,12 +134,7 @@ def simulated_doublets(
         secondaries, max_vertex_radius,
     )  # fmt: skip
     event_ids = range(run.first_event_id, run.first_event_id + run.events)
-    if workers <= 1 or run.events <= 1:
-        yield from map(task, event_ids)
-        return
-    # Spawned workers: no inherited torch thread pools or open files.
-    with multiprocessing.get_context("spawn").Pool(min(workers, run.events)) as pool:
-        yield from pool.imap(task, event_ids, chunksize=1)
+    yield from ordered_map(task, event_ids, n_items=run.events, workers=workers)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from partgnn.data.propagation import propagate_particles
 from partgnn.data.secondaries import with_secondaries
 from partgnn.data.simulation_config import SimulationConfig
 from partgnn.errors import InputError
+from partgnn.worker_pool import ordered_map
 
 __all__ = ["SimulationConfig", "simulate_event", "simulate_events"]
 
@@ -288,15 +289,30 @@ def simulate_events(
     n_events: int,
     seed: int,
     first_event_id: int = 0,
+    workers: int = 1,
 ) -> Iterator[Event]:
     """Yields ``n_events`` events numbered from ``first_event_id``; see :func:`simulate_event`.
 
-    Event ``k`` depends only on ``(seed, k)``, not on ``n_events`` or ``first_event_id``.
+    Event ``k`` depends only on ``(seed, k)``, not on ``n_events``, ``first_event_id`` or
+    ``workers`` (processes simulating events side by side; the events come in order).
 
     Raises:
         InputError: If ``n_events`` is negative (raised on the first ``next``).
     """
     if n_events < 0:
         raise InputError(f"simulation: n_events must be >= 0 (got {n_events})")
-    for event_id in range(first_event_id, first_event_id + n_events):
-        yield simulate_event(geometry, config, event_id=event_id, seed=seed)
+    event_ids = range(first_event_id, first_event_id + n_events)
+    task = _SimulatedEvent(geometry, config, seed)
+    yield from ordered_map(task, event_ids, n_items=n_events, workers=workers)
+
+
+@dataclass(frozen=True)
+class _SimulatedEvent:
+    """:func:`simulate_event` of one event id (picklable for worker processes)."""
+
+    geometry: DetectorGeometry
+    config: SimulationConfig
+    seed: int
+
+    def __call__(self, event_id: int) -> Event:
+        return simulate_event(self.geometry, self.config, event_id=event_id, seed=self.seed)

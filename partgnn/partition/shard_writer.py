@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import h5py
 import numpy as np
-import torch
 from torch_geometric.data import Data
 from tqdm import tqdm
 
@@ -58,9 +53,7 @@ from partgnn.partition.statistics import (
     summarize,
 )
 from partgnn.version import __version__
-
-T = TypeVar("T")
-
+from partgnn.worker_pool import ordered_map
 
 #: Most parts one partition may have (a rank each; every shard file is open while writing).
 MAX_PARTS = 4096
@@ -322,45 +315,7 @@ def _split_all(
     graphs_path: Path, n_events: int, options: PartitionOptions, workers: int
 ) -> Iterator[_SplitEvent]:
     tasks = ((graphs_path, index, options) for index in range(n_events))
-    if workers <= 1 or n_events <= 1:
-        yield from (_split_task(task) for task in tasks)
-        return
-    # Spawned workers: no inherited h5py handles or torch thread pools.
-    context = multiprocessing.get_context("spawn")
-    pool = _started_ignoring_ctrl_c(
-        lambda: context.Pool(min(workers, n_events), initializer=_init_worker)
-    )
-    with pool:
-        try:
-            yield from pool.imap(_split_task, tasks)
-        except BaseException:
-            # Stopped (Ctrl-C, SIGTERM) or failed: end the workers with SIGKILL rather than the
-            # pool's SIGTERM, which METIS traps mid-call to print "Failed during initial
-            # partitioning".
-            for worker in getattr(pool, "_pool", ()):
-                worker.kill()
-            raise
-
-
-def _started_ignoring_ctrl_c(start: Callable[[], T]) -> T:
-    """``start()`` (which starts worker processes) with SIGINT ignored meanwhile.
-
-    The workers inherit the ignoring through fork and exec, so Ctrl-C, which the terminal sends
-    to every process of the group, stops only the main process: it ends the pool (terminating
-    the workers) and prints its one line; the workers print nothing. A Ctrl-C in the moment
-    the workers start (about 0.1 s) is ignored: press it again.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return start()
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        return start()
-    finally:
-        signal.signal(signal.SIGINT, handler)
-
-
-def _init_worker() -> None:
-    torch.set_num_threads(1)
+    return ordered_map(_split_task, tasks, n_items=n_events, workers=workers)
 
 
 _WORKER_GRAPHS: dict[Path, GraphFile] = {}

@@ -1,0 +1,116 @@
+"""The event graphs of an events file, built event by event on one or more processes: what
+``partgnn build-graphs`` writes, with each event's construction quality and, with a module
+map, how many of its hits lie on modules the map never saw."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch_geometric.data import Data
+
+from partgnn.data.geometry import DetectorGeometry
+from partgnn.data.graph_builder import build_event_graph
+from partgnn.data.graph_config import GraphBuildConfig
+from partgnn.data.module_map import ModuleMap, module_keys
+from partgnn.data.storage import EventFile
+from partgnn.worker_pool import ordered_map
+
+
+@dataclass(frozen=True)
+class EventGraph:
+    """One event's graph as :func:`event_graphs` builds it.
+
+    Attributes:
+        graph: The graph (:func:`~partgnn.data.graph_builder.build_event_graph`'s ``data``).
+        quality: Its construction quality (:class:`~partgnn.data.graph_builder.GraphQuality`
+            as a dict) and ``seconds``, the time its construction took.
+        hits: The event's hits.
+        unmapped_hits: Of them, those on modules the module map never saw (0 without a map).
+    """
+
+    graph: Data
+    quality: dict[str, float]
+    hits: int
+    unmapped_hits: int
+
+
+def event_graphs(
+    events_path: str | os.PathLike[str],
+    geometry: DetectorGeometry,
+    config: GraphBuildConfig,
+    map_path: str | os.PathLike[str] | None = None,
+    *,
+    workers: int = 1,
+) -> Iterator[EventGraph]:
+    """Builds the graph of every event of an events file, in the file's order.
+
+    Args:
+        events_path: Events file (``partgnn simulate`` or ``import-trackml``).
+        geometry: The detector.
+        config: Cuts (resolved for the geometry's field).
+        map_path: Build by this module map instead of the geometric cuts.
+        workers: Processes building graphs side by side (each loads the map once); the graphs
+            are the same for any number.
+
+    Yields:
+        One :class:`EventGraph` per event.
+    """
+    events_path = Path(events_path)
+    with EventFile(events_path) as events:
+        n_events = len(events)
+    map_path = None if map_path is None else Path(map_path)
+    loaded = ModuleMap.load(map_path) if map_path is not None and workers <= 1 else None
+    task = _EventGraphTask(events_path, geometry, config, map_path, loaded)
+    yield from ordered_map(task, range(n_events), n_items=n_events, workers=workers)
+
+
+#: The module map a worker process loaded: path -> map (one entry; workers build from one map).
+_WORKER_MAPS: dict[Path, ModuleMap] = {}
+
+
+@dataclass(frozen=True)
+class _EventGraphTask:
+    """The graph of event ``index`` (picklable for worker processes, which load the map from
+    ``map_path`` once; in this process the ``loaded`` map is used)."""
+
+    events_path: Path
+    geometry: DetectorGeometry
+    config: GraphBuildConfig
+    map_path: Path | None
+    loaded: ModuleMap | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "loaded": None}  # workers load the map themselves
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+
+    def __call__(self, index: int) -> EventGraph:
+        with EventFile(self.events_path) as events:
+            event = events[index]
+        module_map = self._module_map()
+        unmapped = 0
+        if module_map is not None:
+            hits = event.hits
+            layer = self.geometry.layer_index(
+                hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(), where=event.name
+            )
+            unmapped = module_map.unmapped_hits(module_keys(layer, hits["module_id"].to_numpy()))
+        start = time.perf_counter()
+        graph, quality = build_event_graph(event, self.geometry, self.config, module_map)
+        seconds = time.perf_counter() - start
+        return EventGraph(
+            graph, {**quality.to_dict(), "seconds": seconds}, len(event.hits), int(unmapped)
+        )
+
+    def _module_map(self) -> ModuleMap | None:
+        if self.loaded is not None or self.map_path is None:
+            return self.loaded
+        if self.map_path not in _WORKER_MAPS:
+            _WORKER_MAPS.clear()
+            _WORKER_MAPS[self.map_path] = ModuleMap.load(self.map_path)
+        return _WORKER_MAPS[self.map_path]
