@@ -147,7 +147,7 @@ def _training_data(out: Path, args: argparse.Namespace) -> list[str]:
     if not (shards / "meta.json").exists():
         _partgnn(
             "partition", str(out / "graphs-train.h5"), "--parts", str(args.ranks),
-            "--method", args.method, "--out", str(shards),
+            "--method", args.method, "--workers", str(args.workers), "--out", str(shards),
         )  # fmt: skip
     return ["mode=halo", f"data.shards={shards}"]
 
