@@ -72,6 +72,8 @@ COMMANDS = {
                                     "--out", str(out)],
     "partition": lambda i, out: ["partition", str(i["graphs"]), "--parts", "4", "--workers",
                                  "2", "--out", str(out)],
+    "build-graphs --workers": lambda i, out: ["build-graphs", str(i["events"]), "--pt-min", "0",
+                                              "--workers", "2", "--out", str(out)],
 }  # fmt: skip
 
 
@@ -97,9 +99,10 @@ def test_a_stopped_command_cleans_up_and_exits_128_plus_the_signal(
     assert _staging(out) == []
 
 
-def test_ctrl_c_stops_partition_and_its_workers_quietly(inputs, tmp_path):
-    out = tmp_path / "shards"
-    process = _start(COMMANDS["partition"](inputs, out), start_new_session=True)
+@pytest.mark.parametrize("command", ["partition", "build-graphs --workers"])
+def test_ctrl_c_stops_a_command_and_its_workers_quietly(inputs, tmp_path, command):
+    out = tmp_path / ("shards" if command == "partition" else "graphs.h5")
+    process = _start(COMMANDS[command](inputs, out), start_new_session=True)
     _wait_for_staging(out, process)
     time.sleep(1.5)  # the workers are partitioning
     os.killpg(process.pid, signal.SIGINT)  # what the terminal does: the whole group
