@@ -60,6 +60,8 @@ _partgnn = partial(partgnn, echo=True, threads=None)
 CONFIG = shipped_config("full-recipe")
 #: name -> (seed, first event id) of the simulated datasets; the event counts are arguments.
 DATASETS = {"train": (11, 0), "val": (12, 1000), "test": (13, 2000)}
+#: The step of the checkpoint the evaluation files are of (written after they all are).
+SCORED = "scored-step.json"
 
 
 def main() -> None:
@@ -171,6 +173,7 @@ def _train(out: Path, run_dir: Path, data: list[str], args: argparse.Namespace) 
 
 def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float) -> None:
     checkpoint = run_dir / "checkpoints" / "last.pt"
+    (out / SCORED).unlink(missing_ok=True)  # the evaluations below are of no recorded step yet
     for name in ("val", "test"):
         _partgnn(
             "infer",
@@ -206,6 +209,7 @@ def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float) -> None:
         "1",
         scores=perfect,
     )
+    (out / SCORED).write_text(json.dumps({"step": int(load_checkpoint(checkpoint)["step"])}))
 
 
 def _evaluate(out: Path, name: str, result: str, *options: str, scores: Path | None = None):
@@ -273,6 +277,14 @@ def _print_tables(out: Path, run_dir: Path, ranks: int) -> None:
         ("evaluation-test-low-pt.json", "held-out, 0.5 < pT <= 1"),
         ("evaluation-perfect-low-pt.json", "held-out, perfect scores, 0.5 < pT <= 1"),
     )
+    scored = json.loads((out / SCORED).read_text())["step"] if (out / SCORED).exists() else None
+    if scored != steps and any((out / name).exists() for name, _ in rows):
+        print(
+            f"\n(the evaluations below are of "
+            f"{'an unrecorded checkpoint' if scored is None else f'the step {scored} checkpoint'}, "
+            f"not of the run's last (step {steps}): "
+            "run without --no-score to score it)"
+        )
     results = {}
     for name, label in rows:
         if not (out / name).exists():
