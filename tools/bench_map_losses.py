@@ -7,7 +7,8 @@ dphi, phi_slope, deta; a doublet can fail several); or it is inside them but in 
 triplet (the map's triplet windows on how z0 and the phi slope change along a track). Per
 source, the shares of all target doublets, and what is kept of the doublets of particles made
 near the beam line (production vertex radius below 1 mm: the collisions' own particles) and of
-displaced ones (secondaries: simulated with ``--secondaries``); then by volume pair the losses::
+displaced ones (secondaries: simulated with ``--secondaries``), and the same shares for the
+beam line's doublets alone; then by volume pair the losses::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py                # shipped map
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --field-profile --module-planes
@@ -72,12 +73,8 @@ def main() -> None:
     for label, events in sources:
         losses = [losses_of(event, geometry, module_map, args.pt_min) for event in events]
         joined = {key: np.concatenate([loss[key] for loss in losses]) for key in losses[0]}
-        outside = joined["outside"]
-        each = " / ".join(f"{outside[:, j].mean():.4f}" for j in range(len(WINDOW_FEATURES)))
-        print(f"| {label} | {len(joined['kept']):,} | {joined['kept'].mean():.4f} "
-              f"| {joined['no_pair'].mean():.4f} | {joined['window'].mean():.4f} ({each}) "
-              f"| {joined['triplet'].mean():.4f} | {_kept(joined, False)} / "
-              f"{_kept(joined, True)} ({joined['displaced'].mean():.3f}) |")  # fmt: skip
+        print(_row(label, joined, np.ones(len(joined["kept"]), dtype=bool)))
+        print(_row(f"{label}, from the beam line", joined, ~joined["displaced"]))
         by_volume.append((label, joined))
     if args.by_volume:
         for label, joined in by_volume:
@@ -121,6 +118,18 @@ def losses_of(event, geometry, module_map: ModuleMap, pt_min: float) -> dict[str
         "displaced": np.hypot(vertex[pairs[:, 0], 0], vertex[pairs[:, 0], 1]) > DISPLACED_MM,
         "n_edges": np.array([n_edges]),
     }
+
+
+def _row(label: str, joined: dict[str, np.ndarray], mine: np.ndarray) -> str:
+    """The table's row of the target doublets ``mine`` (bool, one per doublet)."""
+    outside = joined["outside"][mine]
+    each = " / ".join(f"{outside[:, j].mean():.4f}" for j in range(len(WINDOW_FEATURES)))
+    return (
+        f"| {label} | {mine.sum():,} | {joined['kept'][mine].mean():.4f} "
+        f"| {joined['no_pair'][mine].mean():.4f} | {joined['window'][mine].mean():.4f} ({each}) "
+        f"| {joined['triplet'][mine].mean():.4f} | {_kept(joined, False)} / "
+        f"{_kept(joined, True)} ({joined['displaced'].mean():.3f}) |"
+    )
 
 
 def _kept(joined: dict[str, np.ndarray], displaced: bool) -> str:
