@@ -15,6 +15,11 @@ beam line's doublets alone; then by volume pair the losses::
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --field-profile --module-planes \\
         --secondaries --events 3
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --map MAP.npz --by-volume
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --map MAP.npz --field-profile \
+        --module-planes --secondaries --events 3 --floor 0.5 0.2 0.2 0.5 --triplet-floor 0.5
+
+``--floor``/``--triplet-floor`` widen the map's windows to larger floors (the map a fit with
+them gives, without the fit: issue 50's floor sweep).
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import particle_properties, true_consecutive_pairs
 from partgnn.data.module_map import WINDOW_FEATURES, ModuleMap, module_keys, pair_features
 from partgnn.data.module_map_edges import module_map_edges
+from partgnn.data.module_map_fit import BUSY_PAIR_DOUBLETS
 from partgnn.data.pretrained_maps import resolve_map
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.data.trackml_reader import read_trackml_events
+from partgnn.errors import InputError
 
 #: Production vertex radius [mm] above which a particle counts as displaced (a secondary).
 DISPLACED_MM = 1.0
@@ -48,10 +55,24 @@ def main() -> None:
     parser.add_argument("--secondaries", action="store_true")
     parser.add_argument("--pt-min", type=float, default=1.0)
     parser.add_argument("--by-volume", action="store_true", help="also by volume pair")
+    parser.add_argument(
+        "--floor", type=float, nargs=4, default=None, metavar="F",
+        help="widen the map's windows to these floors (z0 dphi phi_slope deta): the map a fit "
+        "with them gives, without fitting again",
+    )  # fmt: skip
+    parser.add_argument(
+        "--triplet-floor", type=float, default=None, metavar="F",
+        help="widen the triplets' windows to this floor likewise",
+    )  # fmt: skip
     parser.tiny(pileup=5.0)
     args = parser.parse_args()
     geometry = default_geometry()
     module_map = ModuleMap.load(resolve_map(args.map or "pretrained:trackml-full"))
+    if args.floor is not None or args.triplet_floor is not None:
+        try:
+            module_map = widened(module_map, args.floor, args.triplet_floor)
+        except InputError as err:
+            parser.error(str(err))
     sources = []
     sample = sample_dir()
     if sample is not None:
@@ -67,8 +88,8 @@ def main() -> None:
     sources.append((label, simulated))
     print("| events | target doublets | kept | no recorded pair | outside a doublet window "
           "(z0 / dphi / phi_slope / deta) | no accepted triplet | kept: vertex r < 1 mm "
-          "/ displaced (share of targets) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "/ displaced (share of targets) | edges per event |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     by_volume = []
     for label, events in sources:
         losses = [losses_of(event, geometry, module_map, args.pt_min) for event in events]
@@ -88,6 +109,45 @@ def main() -> None:
                       f"| {joined['no_pair'][mine].mean():.3f} "
                       f"| {joined['window'][mine].mean():.3f} "
                       f"| {joined['triplet'][mine].mean():.3f} |")  # fmt: skip
+
+
+def widened(module_map: ModuleMap, floor, triplet_floor: float | None) -> ModuleMap:
+    """``module_map`` with its windows widened to larger floors, as a fit with them makes it.
+
+    A floor widens every window by F times the median width of the rows seen >= 20 times; adding
+    one width to every window shifts that median by it, so the unwidened median is the stored
+    one over ``1 + 2 (width + F)`` (``minmax`` windows; float32 windows to within a step).
+
+    Raises:
+        InputError: A map of ``rms`` windows, or a floor below the map's own.
+    """
+    settings = module_map.settings
+    if settings.get("window", "minmax") != "minmax":
+        raise InputError("--floor/--triplet-floor: the map's windows are not minmax windows")
+    grow = 1 + 2 * float(settings.get("width", 0.0))
+    low, high = module_map.low, module_map.high
+    if floor is not None:
+        old = np.broadcast_to(np.asarray(settings.get("floor", 0.0), float), (len(floor),))
+        new = np.asarray(floor, float)
+        if (new < old).any():
+            raise InputError(f"--floor {floor}: below the map's floors {old.tolist()}")
+        median = _busy_median(low, high, module_map.count) / (grow + 2 * old)
+        low, high = low - (new - old) * median, high + (new - old) * median
+    triplets = module_map.triplets
+    if triplet_floor is not None and triplets is not None:
+        old_t = float(settings.get("triplet_floor", 0.0))
+        if triplet_floor < old_t:
+            raise InputError(f"--triplet-floor {triplet_floor}: below the map's {old_t}")
+        median = _busy_median(triplets.low, triplets.high, triplets.count) / (1 + 2 * old_t)
+        grown = (triplet_floor - old_t) * median
+        triplets = dataclasses.replace(triplets, low=triplets.low - grown,
+                                       high=triplets.high + grown)  # fmt: skip
+    return dataclasses.replace(module_map, low=low, high=high, triplets=triplets)
+
+
+def _busy_median(low: np.ndarray, high: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Median window width per feature of the rows seen >= 20 times (the floors' unit)."""
+    return np.median((high - low).astype(np.float64)[count >= BUSY_PAIR_DOUBLETS], axis=0)
 
 
 def losses_of(event, geometry, module_map: ModuleMap, pt_min: float) -> dict[str, np.ndarray]:
@@ -128,7 +188,8 @@ def _row(label: str, joined: dict[str, np.ndarray], mine: np.ndarray) -> str:
         f"| {label} | {mine.sum():,} | {joined['kept'][mine].mean():.4f} "
         f"| {joined['no_pair'][mine].mean():.4f} | {joined['window'][mine].mean():.4f} ({each}) "
         f"| {joined['triplet'][mine].mean():.4f} | {_kept(joined, False)} / "
-        f"{_kept(joined, True)} ({joined['displaced'].mean():.3f}) |"
+        f"{_kept(joined, True)} ({joined['displaced'].mean():.3f}) "
+        f"| {joined['n_edges'].mean():,.0f} |"
     )
 
 
