@@ -402,19 +402,16 @@ def run_build_graphs(args: argparse.Namespace) -> int:
     }
     config = GraphBuildConfig(**cuts).resolved(geometry.b_field)
     with EventFile(args.events) as events:  # (a missing or damaged file: one line, here)
-        event_ids = events.event_ids
+        n_events = len(events)
     rows: list[dict[str, float]] = []
     unmapped = {"hits": 0, "all": 0}
     built = event_graphs(args.events, geometry, config, args.map, workers=args.workers)
 
     def graphs() -> Iterator:
-        for event_id, built_graph in zip(
-            event_ids, tqdm(built, total=len(event_ids), desc="build-graphs", unit="event"),
-            strict=True,
-        ):  # fmt: skip
+        for built_graph in tqdm(built, total=n_events, desc="build-graphs", unit="event"):
             unmapped["hits"] += built_graph.unmapped_hits
             unmapped["all"] += built_graph.hits
-            rows.append({"event_id": event_id, **built_graph.quality})
+            rows.append({"event_id": int(built_graph.graph.event_id), **built_graph.quality})
             yield built_graph.graph, built_graph.quality
 
     provenance = {

@@ -59,13 +59,11 @@ def event_graphs(
     Yields:
         One :class:`EventGraph` per event.
     """
-    events_path = Path(events_path)
-    with EventFile(events_path) as events:
-        n_events = len(events)
     map_path = None if map_path is None else Path(map_path)
     loaded = ModuleMap.load(map_path) if map_path is not None and workers <= 1 else None
-    task = _EventGraphTask(events_path, geometry, config, map_path, loaded)
-    yield from ordered_map(task, range(n_events), n_items=n_events, workers=workers)
+    with EventFile(events_path) as events:
+        task = _EventGraphTask(events, geometry, config, map_path, loaded)
+        yield from ordered_map(task, range(len(events)), n_items=len(events), workers=workers)
 
 
 #: The module map a worker process loaded: path -> map (one entry; workers build from one map).
@@ -74,10 +72,10 @@ _WORKER_MAPS: dict[Path, ModuleMap] = {}
 
 @dataclass(frozen=True)
 class _EventGraphTask:
-    """The graph of event ``index`` (picklable for worker processes, which load the map from
-    ``map_path`` once; in this process the ``loaded`` map is used)."""
+    """The graph of event ``index`` (picklable for worker processes, which open the events file
+    and load the map from ``map_path`` once each; in this process the ``loaded`` map is used)."""
 
-    events_path: Path
+    events: EventFile
     geometry: DetectorGeometry
     config: GraphBuildConfig
     map_path: Path | None
@@ -90,8 +88,7 @@ class _EventGraphTask:
         self.__dict__.update(state)
 
     def __call__(self, index: int) -> EventGraph:
-        with EventFile(self.events_path) as events:
-            event = events[index]
+        event = self.events[index]  # the file is opened once per process (LazyH5File)
         module_map = self._module_map()
         unmapped = 0
         if module_map is not None:
