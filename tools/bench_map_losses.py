@@ -15,7 +15,7 @@ beam line's doublets alone; then by volume pair the losses::
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --field-profile --module-planes \\
         --secondaries --events 3
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --map MAP.npz --by-volume
-    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --map MAP.npz --field-profile \
+    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_losses.py --map MAP.npz --field-profile \\
         --module-planes --secondaries --events 3 --floor 0.5 0.2 0.2 0.5 --triplet-floor 0.5
 
 ``--floor``/``--triplet-floor`` widen the map's windows to larger floors (the map a fit with
@@ -34,7 +34,7 @@ from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import particle_properties, true_consecutive_pairs
 from partgnn.data.module_map import WINDOW_FEATURES, ModuleMap, module_keys, pair_features
 from partgnn.data.module_map_edges import module_map_edges
-from partgnn.data.module_map_fit import BUSY_PAIR_DOUBLETS
+from partgnn.data.module_map_fit import typical_widths
 from partgnn.data.pretrained_maps import resolve_map
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.data.trackml_reader import read_trackml_events
@@ -131,23 +131,22 @@ def widened(module_map: ModuleMap, floor, triplet_floor: float | None) -> Module
         new = np.asarray(floor, float)
         if (new < old).any():
             raise InputError(f"--floor {floor}: below the map's floors {old.tolist()}")
-        median = _busy_median(low, high, module_map.count) / (grow + 2 * old)
+        typical = typical_widths(low, high, module_map.count, "module pair", "--floor")
+        median = typical / (grow + 2 * old)
         low, high = low - (new - old) * median, high + (new - old) * median
     triplets = module_map.triplets
     if triplet_floor is not None and triplets is not None:
         old_t = float(settings.get("triplet_floor", 0.0))
         if triplet_floor < old_t:
             raise InputError(f"--triplet-floor {triplet_floor}: below the map's {old_t}")
-        median = _busy_median(triplets.low, triplets.high, triplets.count) / (1 + 2 * old_t)
+        typical = typical_widths(
+            triplets.low, triplets.high, triplets.count, "module triplet", "--triplet-floor"
+        )
+        median = typical / (1 + 2 * old_t)
         grown = (triplet_floor - old_t) * median
         triplets = dataclasses.replace(triplets, low=triplets.low - grown,
                                        high=triplets.high + grown)  # fmt: skip
     return dataclasses.replace(module_map, low=low, high=high, triplets=triplets)
-
-
-def _busy_median(low: np.ndarray, high: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Median window width per feature of the rows seen >= 20 times (the floors' unit)."""
-    return np.median((high - low).astype(np.float64)[count >= BUSY_PAIR_DOUBLETS], axis=0)
 
 
 def losses_of(event, geometry, module_map: ModuleMap, pt_min: float) -> dict[str, np.ndarray]:

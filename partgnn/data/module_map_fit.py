@@ -80,14 +80,16 @@ def fit_module_map(
         rms = np.sqrt(np.maximum(stats.squares / stats.count[:, None] - mean**2, 0.0))
         low, high = mean - width * rms, mean + width * rms
     if floors.any():
-        typical = _typical_widths(stats, "module pair", "--floor")
+        typical = typical_widths(stats.low, stats.high, stats.count, "module pair", "--floor")
         low, high = low - floors * typical, high + floors * typical
     found = triplets.result()
     module_triplets = None
     if found is not None:
         low_t, high_t = found.low, found.high
         if triplet_floor > 0:
-            typical = _typical_widths(found, "module triplet", "--triplet-floor")
+            typical = typical_widths(
+                found.low, found.high, found.count, "module triplet", "--triplet-floor"
+            )
             low_t, high_t = low_t - triplet_floor * typical, high_t + triplet_floor * typical
         module_triplets = ModuleTriplets(found.keys, low_t, high_t, found.count)
     recorded = float(floors[0]) if np.ndim(floor) == 0 else floors.tolist()  # as given
@@ -100,16 +102,22 @@ def fit_module_map(
     )  # fmt: skip
 
 
-def _typical_widths(stats: _KeyStatistics, what: str, option: str) -> np.ndarray:
+def typical_widths(
+    low: np.ndarray, high: np.ndarray, count: np.ndarray, what: str, option: str
+) -> np.ndarray:
     """Median [min, max] width per feature of the rows seen >= :data:`BUSY_PAIR_DOUBLETS`
-    times (the floors' unit)."""
-    busy = stats.count >= BUSY_PAIR_DOUBLETS
+    times (the floors' unit), of windows ``low``/``high`` ``(R, F)`` seen ``count`` ``(R,)`` times.
+
+    Raises:
+        InputError: No row is seen that often (naming ``what`` and the ``option`` to drop).
+    """
+    busy = count >= BUSY_PAIR_DOUBLETS
     if not busy.any():
         raise InputError(
             f"module map: no {what} has {BUSY_PAIR_DOUBLETS} doublets to set the window floor "
             f"from (fit more events or drop {option})"
         )
-    return np.median((stats.high - stats.low)[busy], axis=0)
+    return np.median((high - low).astype(np.float64)[busy], axis=0)
 
 
 class _StreamingStatistics:
