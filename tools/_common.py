@@ -269,15 +269,36 @@ def _children(pid: int) -> list[int]:
 
 
 def machine() -> str:
-    """This machine in words: cores, architecture, memory and GPU."""
-    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30  # as sold
-    try:
-        import torch
+    """This machine in words: cores, architecture and CPU (:func:`cpu`), memory and GPU."""
+    import torch
 
-        gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    except ImportError:  # pragma: no cover - torch is a dependency
-        gpu = "no GPU"
-    return f"{os.cpu_count()} cores {platform.machine()}, {memory_gb:.0f} GB, {gpu}"
+    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30  # as sold
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{os.cpu_count()} cores {platform.machine()} ({cpu()}), {memory_gb:.0f} GB, {gpu}"
+
+
+def cpu() -> str:
+    """The CPU as the last bits of float arithmetic and the kernels' speed depend on it: its
+    model name and the vector instructions torch uses on it (AVX2, AVX512...)."""
+    import torch
+
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            name = next(
+                (line.split(":", 1)[1].strip() for line in info if line.startswith("model name")),
+                name,
+            )
+    except OSError:
+        pass
+    return f"{name}, {torch.backends.cpu.get_cpu_capability()}"
+
+
+def torch_version() -> str:
+    """The installed torch's version."""
+    import torch
+
+    return torch.__version__
 
 
 def commit() -> str:

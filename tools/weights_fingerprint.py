@@ -11,7 +11,10 @@ parameters in name order, raw bytes), so two commits are compared bit for bit::
     # ... change the code ...
     .venv/bin/python tools/weights_fingerprint.py --expect before.json
 
-With ``--expect`` it exits 1 and names every run whose weights differ.
+With ``--expect`` it exits 1 and names every run whose weights differ. The last bits of float
+arithmetic follow the CPU's kernels, so the JSON records the CPU (``"cpu"``: its model name and
+torch's vector capability) and a reference recorded on another CPU is named as such when it
+differs: record one here, at the commit before the change.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from _common import ToolParser, record_figures
+from _common import ToolParser, cpu, record_figures, torch_version
 
 #: Mode, the shards it reads (``None``: the graphs file), and its processes.
 RUNS: dict[str, tuple[str, str | None, int]] = {
@@ -48,11 +51,22 @@ def main() -> None:
     expected = None if args.expect is None else _read_expected(args.expect)  # before the runs
     with tempfile.TemporaryDirectory() as folder:
         fingerprints = fingerprint_runs(Path(folder), args.runs)
-    print(json.dumps(fingerprints, indent=1))
+    here = f"{cpu()}, torch {torch_version()}"
+    print(json.dumps({**fingerprints, "cpu": here}, indent=1))
     if expected is not None:
         differ = [name for name in fingerprints if expected.get(name) != fingerprints[name]]
         if differ:
-            print(f"weights differ from {args.expect}: {', '.join(differ)}", file=sys.stderr)
+            recorded = expected.get("cpu", "a CPU it does not name")
+            elsewhere = (
+                f" ({args.expect} was recorded on {recorded}, this is {here}: record a "
+                "reference here, at the commit before the change)"
+                if recorded != here
+                else ""
+            )
+            print(
+                f"weights differ from {args.expect}: {', '.join(differ)}{elsewhere}",
+                file=sys.stderr,
+            )
             sys.exit(1)
         print(f"weights bitwise equal to {args.expect}: {', '.join(fingerprints)}")
         record_figures(args.record, [(

@@ -81,6 +81,11 @@ class ModelConfig(Architecture):
             per MLP when the whole MLP does (fewest kernel launches); ``null``: the device's
             default (a quarter of a GPU's memory; 16 chunks per event on a CPU). The same
             model computed in other pieces: a checkpoint resumes and scores either way.
+        skip_unconnected: Leave the nodes that no edge touches out of the training steps
+            (about half of a full event graph's hits; :mod:`partgnn.train.unconnected_nodes`):
+            nothing computed for them reaches an edge. Only where that holds
+            (:attr:`skips_unconnected_nodes`). The same model computed on fewer rows: a
+            checkpoint resumes and scores either way.
     """
 
     target: str | None = None
@@ -88,12 +93,22 @@ class ModelConfig(Architecture):
     recompute: bool = False
     fused: bool = False
     chunk_mb: float | None = None
+    skip_unconnected: bool = True
 
     def architecture(self) -> Architecture:
         """What the built-in model computes (the :class:`Architecture` fields)."""
         return Architecture(
             **{f.name: getattr(self, f.name) for f in dataclasses.fields(Architecture)}
         )
+
+    @property
+    def skips_unconnected_nodes(self) -> bool:
+        """Whether the training steps leave out the nodes that no edge touches: with
+        ``skip_unconnected``, where that changes no edge's logit. The built-in Interaction
+        Network computes a node's state from its own row and its edges' messages, except with
+        ``batch_norm``, whose statistics count every node; a ``target`` model may read any
+        node."""
+        return self.skip_unconnected and self.target is None and not self.batch_norm
 
     def compute_policy(
         self, heap_release: HeapReleasePolicy = DEFAULT_HEAP_RELEASE
@@ -108,7 +123,7 @@ class ModelConfig(Architecture):
 
 #: Model settings that change how the model is computed, not what: a run resumes across them
 #: and starts from (``run.init_from``) a checkpoint saved with other values.
-COMPUTE_ONLY_SETTINGS: tuple[str, ...] = ("recompute", "fused", "chunk_mb")
+COMPUTE_ONLY_SETTINGS: tuple[str, ...] = ("recompute", "fused", "chunk_mb", "skip_unconnected")
 
 
 def renamed_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

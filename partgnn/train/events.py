@@ -34,6 +34,7 @@ from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchange
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory, ShardFile, cut_edges
 from partgnn.train.group_shards import open_group_shard
 from partgnn.train.loss import EdgeCountsByKind, EdgeWeights
+from partgnn.train.unconnected_nodes import ConnectedRows, connected_rows
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -70,6 +71,11 @@ class TrainItem:
             edges without reading the mask on the host (a synchronisation on GPUs).
         weight: Each local edge's loss weight ``(E_local,)``, or ``None`` when true edges
             weigh ``pos_weight`` and false ones 1 (:meth:`EdgeWeights.per_edge`).
+        owned_kept: Which of the rank's owned nodes ``x`` holds, in their order
+            ``(n_owned + U,)``, or ``None`` when it holds them all: the ``U`` that no edge
+            touches are left out (:mod:`partgnn.train.unconnected_nodes`).
+        unconnected_x: Features of the owned nodes left out, in their order ``(U, F_node)``
+            (the input statistics count them: :meth:`owned_features`).
     """
 
     event_id: int
@@ -87,6 +93,8 @@ class TrainItem:
     n_counted: int | None = None
     counted_index: torch.Tensor | None = None
     weight: torch.Tensor | None = None
+    owned_kept: torch.Tensor | None = None
+    unconnected_x: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.n_owned is None:
@@ -95,6 +103,17 @@ class TrainItem:
             self.n_counted = int(self.counted.sum())
         if self.n_counted < self.counted.shape[0]:
             self.counted_index = self.counted.nonzero().squeeze(1)
+
+    def owned_features(self) -> torch.Tensor:
+        """The features of every node the rank owns, those left out of ``x`` too, in their
+        order ``(n_owned + U, F_node)``."""
+        owned = self.x[: self.n_owned]
+        if self.owned_kept is None or self.unconnected_x is None:
+            return owned
+        rows = owned.new_empty((self.owned_kept.shape[0], owned.shape[1]))
+        rows[self.owned_kept] = owned
+        rows[~self.owned_kept] = self.unconnected_x
+        return rows
 
     def select_counted(self, values: torch.Tensor) -> torch.Tensor:
         """The rows of ``values`` ``(E_local, *)`` of the counted edges ``(n_counted, *)``."""
@@ -111,6 +130,8 @@ class WholeGraphSource:
         device: Target device.
         weights: The loss weights of the kinds of edges.
         boundary_shards: Shard directory whose cut marks boundary edges (optional).
+        skip_unconnected: Leave out the nodes no edge touches
+            (:mod:`partgnn.train.unconnected_nodes`; only for a model they cannot affect).
     """
 
     def __init__(
@@ -119,7 +140,10 @@ class WholeGraphSource:
         device: torch.device,
         weights: EdgeWeights,
         boundary_shards: str | os.PathLike[str] | None = None,
+        *,
+        skip_unconnected: bool = False,
     ) -> None:
+        self.skip_unconnected = skip_unconnected
         self.graphs = GraphFile(graphs)
         self.event_ids = self.graphs.event_ids
         self.device = device
@@ -142,10 +166,11 @@ class WholeGraphSource:
         if self.boundary_shards is not None:
             boundary = torch.from_numpy(cut_edges(self.boundary_shards, index, n_edges))
         normaliser = self.weights.normaliser(self.weights.counts(graph.y, graph.edge_pt))
+        n_nodes = graph.x.shape[0]
+        rows = connected_rows(graph.edge_index, n_nodes, n_nodes) if self.skip_unconnected else None
         return TrainItem(
             event_id=int(graph.event_id),
-            x=to_device(graph.x, self.device),
-            edge_index=to_device(graph.edge_index, self.device),
+            **_node_fields(rows, graph.x, graph.edge_index, n_nodes, self.device),
             edge_attr=to_device(graph.edge_attr, self.device),
             y=to_device(graph.y, self.device),
             counted=torch.ones(n_edges, dtype=torch.bool, device=self.device),
@@ -191,7 +216,16 @@ class _RankShardSource:
     """What the sources reading a rank's shard share: ``shard``, ``event_ids``, the event count,
     the event sizes and the events' weighted edge counts."""
 
-    def __init__(self, shards: ShardDirectory, context: DistContext, weights: EdgeWeights) -> None:
+    def __init__(
+        self,
+        shards: ShardDirectory,
+        context: DistContext,
+        weights: EdgeWeights,
+        *,
+        skip_unconnected: bool = False,
+    ) -> None:
+        self.skip_unconnected = skip_unconnected
+        self.device = context.device
         self.shard = open_group_shard(shards, context)
         self.event_ids = list(shards.meta["event_ids"])
         self.weights = weights
@@ -228,8 +262,9 @@ class HaloSource(_RankShardSource):
         transport: str = "auto",
         counter: CommunicationCounter | None = None,
         overlap: bool = False,
+        skip_unconnected: bool = False,
     ) -> None:
-        super().__init__(shards, context, weights)
+        super().__init__(shards, context, weights, skip_unconnected=skip_unconnected)
         self.context = context
         self.transport = transport
         self.counter = counter
@@ -238,14 +273,18 @@ class HaloSource(_RankShardSource):
     def item(self, index: int) -> TrainItem:
         event = self.shard[index]
         plan, graph, device = event.plan, event.graph, self.context.device
+        rows = None
+        if self.skip_unconnected:
+            rows = connected_rows(graph.edge_index, graph.x.shape[0], plan.n_owned)
+        if rows is not None:
+            plan = rows.plan(plan)
         exchange = HaloExchanger.for_plan(
             plan, self.context, transport=self.transport, counter=self.counter, overlap=self.overlap
         )
         normaliser = self.event_normaliser(index, event)
         return TrainItem(
             event_id=event.event_id,
-            x=to_device(graph.x, device),
-            edge_index=to_device(graph.edge_index, device),
+            **_node_fields(rows, graph.x, graph.edge_index, event.plan.n_owned, device),
             edge_attr=to_device(graph.edge_attr, device),
             y=to_device(graph.y, device),
             counted=to_device(torch.from_numpy(plan.edge_owned), device),
@@ -253,17 +292,12 @@ class HaloSource(_RankShardSource):
             normaliser=normaliser,
             event_normaliser=normaliser,
             exchange=exchange,
-            n_owned=plan.n_owned,
             weight=_edge_weights(self.weights, graph.y, graph.edge_pt, device),
         )
 
 
 class NaiveSource(_RankShardSource):
     """A rank's independent sector, without exchange (mode ``naive``)."""
-
-    def __init__(self, shards: ShardDirectory, context: DistContext, weights: EdgeWeights) -> None:
-        super().__init__(shards, context, weights)
-        self.device = context.device
 
     def item(self, index: int) -> TrainItem:
         event = self.shard[index]
@@ -325,10 +359,11 @@ class NaiveSource(_RankShardSource):
         n_owned: int | None = None,
     ) -> TrainItem:
         sector_counts = self.weights.counts(y[counted], edge_pt[counted])
+        n_owned = x.shape[0] if n_owned is None else n_owned
+        rows = connected_rows(edge_index, x.shape[0], n_owned) if self.skip_unconnected else None
         return TrainItem(
             event_id=event.event_id,
-            x=to_device(x, self.device),
-            edge_index=to_device(edge_index, self.device),
+            **_node_fields(rows, x, edge_index, n_owned, self.device),
             edge_attr=to_device(edge_attr, self.device),
             y=to_device(y, self.device),
             counted=to_device(counted, self.device),
@@ -336,6 +371,28 @@ class NaiveSource(_RankShardSource):
             normaliser=self.weights.normaliser(sector_counts),
             event_normaliser=self.event_normaliser(index, event),
             lost_y=to_device(lost_y, self.device),
-            n_owned=n_owned,
             weight=_edge_weights(self.weights, y, edge_pt, self.device),
         )
+
+
+def _node_fields(
+    rows: ConnectedRows | None,
+    x: torch.Tensor,
+    edge_index: torch.Tensor,
+    n_owned: int,
+    device: torch.device,
+) -> dict[str, torch.Tensor | int | None]:
+    """A :class:`TrainItem`'s ``x``, ``edge_index``, ``n_owned``, ``owned_kept`` and
+    ``unconnected_x`` on ``device``: the graph's, or without the nodes ``rows`` leaves out."""
+    if rows is None:
+        return {
+            "x": to_device(x, device), "edge_index": to_device(edge_index, device),
+            "n_owned": n_owned,
+        }  # fmt: skip
+    return {
+        "x": to_device(rows.rows(x), device),
+        "edge_index": to_device(rows.renumbered(edge_index), device),
+        "n_owned": rows.n_owned,
+        "owned_kept": to_device(rows.owned_kept, device),
+        "unconnected_x": to_device(rows.left_out(x), device),
+    }

@@ -79,7 +79,7 @@ def fit_feature_statistics(
     sums: torch.Tensor | None = None
     widths = (0, 0)
     for item in items:
-        x = item.x[: item.n_owned].to(torch.float64)
+        x = item.owned_features().to(torch.float64)
         e = item.edge_attr[item.counted].to(torch.float64)
         widths = (x.shape[1], e.shape[1])
         row = torch.cat(

@@ -220,6 +220,7 @@ class HaloStrategy(_ShardStrategy):
             transport=run.transport,
             counter=self.counter,
             overlap=run.overlap,
+            skip_unconnected=self.config.model.skips_unconnected_nodes,
         )
 
     @property
@@ -256,7 +257,10 @@ class NaiveStrategy(_ShardStrategy):
                 f"{self.context.global_world_size}"
             )
         self._margin = int(shards.meta.get("margin", 0))
-        return NaiveSource(shards, self.context, self.config.loss.edge_weights())
+        return NaiveSource(
+            shards, self.context, self.config.loss.edge_weights(),
+            skip_unconnected=self.config.model.skips_unconnected_nodes,
+        )  # fmt: skip
 
 
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -277,4 +281,5 @@ def _whole_graphs(config: TrainConfig, context: DistContext) -> WholeGraphSource
         context.device,
         config.loss.edge_weights(),
         config.data.boundary_shards,
+        skip_unconnected=config.model.skips_unconnected_nodes,
     )

@@ -58,7 +58,7 @@ OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts", "bench
 DISTRIBUTED = {
     "bench_balance", "bench_lr_scaling", "bench_data_path", "bench_exchange",
     "bench_full_recipe", "bench_full_variants", "bench_halo_step", "bench_pyg_refusals",
-    "bench_train", "weights_fingerprint", "bench_work_model",
+    "bench_train", "weights_fingerprint", "bench_work_model", "bench_recipe_step",
 }  # fmt: skip
 
 

@@ -57,3 +57,18 @@ def write_config(path: Path, **sections) -> Path:
             config[name] = values
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def train_full_mode(config: Path) -> Path:
+    """Trains ``config`` in this process (one rank on the CPU); returns its run directory (the
+    config's path without suffix, as :func:`write_config`'s callers name it)."""
+    from partgnn.distributed.process_group import destroy_distributed, init_distributed
+    from partgnn.train.config import load_config
+    from partgnn.train.trainer import Trainer
+
+    context = init_distributed(device="cpu", timeout_s=60)
+    try:
+        Trainer(load_config(config), context).fit()
+    finally:
+        destroy_distributed(context)
+    return config.with_suffix("")

@@ -185,7 +185,7 @@ BAD_FIELDS = [
         GRAPHS + "model: {hiden: 32}\n",
         "unknown field model.hiden (known: activation, aggregation, batch_norm, chunk_mb, "
         "concat_initial, fused, hidden, kwargs, layer_norm, mlp_layers, recompute, residual, "
-        "shared_weights, steps, target)",
+        "shared_weights, skip_unconnected, steps, target)",
     ),
     (
         GRAPHS + "model: {batch_norm: true}\n",

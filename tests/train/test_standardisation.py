@@ -9,15 +9,12 @@ import pytest
 import torch
 
 from partgnn.data.storage import GraphFile, write_graphs
-from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.errors import InputError
 from partgnn.train.checkpoints import load_checkpoint, save_checkpoint
-from partgnn.train.config import load_config
 from partgnn.train.events import TrainItem
 from partgnn.train.inference import load_trained_model, score_graphs
 from partgnn.train.standardisation import SCALER_FILE, fit_feature_statistics
-from partgnn.train.trainer import Trainer
-from tests.train.conftest import write_config
+from tests.train.conftest import train_full_mode, write_config
 
 
 def _item(x: torch.Tensor, e: torch.Tensor, counted: torch.Tensor, n_owned: int) -> TrainItem:
@@ -57,15 +54,6 @@ def test_no_events_is_an_input_error():
         fit_feature_statistics([])
 
 
-def _train_full(config: Path) -> Path:
-    context = init_distributed(device="cpu", timeout_s=60)
-    try:
-        Trainer(load_config(config), context).fit()
-    finally:
-        destroy_distributed(context)
-    return config.with_suffix("")
-
-
 @pytest.fixture(scope="module")
 def trained(dataset, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("standardised")
@@ -75,7 +63,7 @@ def trained(dataset, tmp_path_factory) -> Path:
         optim={"max_steps": 2},
         run={"dir": str(folder / "run")},
     )
-    return _train_full(config)
+    return train_full_mode(config)
 
 
 def test_training_records_the_statistics_of_its_training_events(dataset, trained):
@@ -141,7 +129,7 @@ def test_legacy_graphs_with_five_edge_features_train_and_a_new_model_refuses_the
         optim={"max_steps": 1},
         run={"dir": str(tmp_path / "legacy")},
     )
-    run_dir = _train_full(config)
+    run_dir = train_full_mode(config)
     record = json.loads((run_dir / SCALER_FILE).read_text())
     assert record["edge_features"] == ["dr", "dphi", "dz", "deta", "dR"]
     with pytest.raises(InputError, match="weights do not fit 4 node and 5 edge features"):
