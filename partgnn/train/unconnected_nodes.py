@@ -6,8 +6,9 @@ map). Each still costs the node MLPs of every message-passing step, and nothing 
 reaches an edge: messages flow along edges only and the classifier reads edge states. When the
 model computes a node's state from its own row and its edges' messages alone
 (:attr:`~partgnn.models.config.ModelConfig.skips_unconnected_nodes`), a training item leaves
-those nodes out and every edge's logit is the one the whole graph gives (the exactness tests
-compare halo, naive and full training with and without them).
+those nodes out and every edge's logit is the one the whole graph gives (tests: full training
+with and without them; halo training, which leaves them out on every rank, against full mode;
+naive, overlapping-sector and ddp training run with them left out).
 
 On a rank the nodes left out are owned ones: a halo node is the far end of a local edge, and an
 owned node sent to a peer is an endpoint of a cut edge, which both ranks hold. So the kept rows
