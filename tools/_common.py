@@ -294,13 +294,6 @@ def cpu() -> str:
     return f"{name}, {torch.backends.cpu.get_cpu_capability()}"
 
 
-def torch_version() -> str:
-    """The installed torch's version."""
-    import torch
-
-    return torch.__version__
-
-
 def commit() -> str:
     """The checkout's commit (short), with ``+changes`` when the code in the work tree differs
     from it (changes under ``docs/`` do not count)."""

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from _common import ToolParser, cpu, record_figures, torch_version
+from _common import ToolParser, cpu, record_figures
 
 #: Mode, the shards it reads (``None``: the graphs file), and its processes.
 RUNS: dict[str, tuple[str, str | None, int]] = {
@@ -51,7 +51,9 @@ def main() -> None:
     expected = None if args.expect is None else _read_expected(args.expect)  # before the runs
     with tempfile.TemporaryDirectory() as folder:
         fingerprints = fingerprint_runs(Path(folder), args.runs)
-    here = f"{cpu()}, torch {torch_version()}"
+    import torch
+
+    here = f"{cpu()}, torch {torch.__version__}"
     print(json.dumps({**fingerprints, "cpu": here}, indent=1))
     if expected is not None:
         differ = [name for name in fingerprints if expected.get(name) != fingerprints[name]]
