@@ -13,7 +13,8 @@ stop go to ``OUT/sittings.json``: CPU hours are ranks x their wall time); then s
 validation and test events in one process, chooses the cut on the validation events (the
 highest keeping ``--efficiency`` of their pT > 1 GeV target edges) and evaluates the test
 events at that cut: pT > 1 GeV targets, the 0.5-1 GeV band, and perfect scores (the
-construction limit). Prints markdown tables for docs/BENCHMARKS.md::
+construction limit), tracks built by ``--track-building`` (components by default). Prints
+markdown tables for docs/BENCHMARKS.md::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_full_recipe.py --out bench-full \\
         --map data/full/map.npz --minutes 60
@@ -53,6 +54,7 @@ from _paths import shipped_config
 
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.storage import EventFile, GraphFile, write_scores
+from partgnn.metrics.track_building import TRACK_BUILDING_METHODS
 from partgnn.train.checkpoints import load_checkpoint
 
 #: One partgnn command, echoed to stderr, in a process of its own: data preparation in this
@@ -76,6 +78,10 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--method", default="metis")
     parser.add_argument("--efficiency", type=float, default=0.993)
+    parser.add_argument(
+        "--track-building", choices=TRACK_BUILDING_METHODS, default="components",
+        help="how the evaluations build tracks (partgnn evaluate --track-building)",
+    )  # fmt: skip
     parser.add_argument("--minutes", type=float, default=None, help="wall time of this sitting")
     parser.add_argument("--no-train", action="store_true", help="score the last checkpoint")
     parser.add_argument("--no-score", action="store_true", help="stop after the sitting")
@@ -118,7 +124,7 @@ def main() -> None:
         if not args.no_train:
             _train(out, run_dir, _training_data(out, args), args)
         if not args.no_score:
-            _score_and_evaluate(out, run_dir, args.efficiency)
+            _score_and_evaluate(out, run_dir, args.efficiency, args.track_building)
     _print_tables(out, run_dir, args.ranks)
 
 
@@ -173,7 +179,7 @@ def _train(out: Path, run_dir: Path, data: list[str], args: argparse.Namespace) 
     )  # fmt: skip
 
 
-def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float) -> None:
+def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float, track_building: str) -> None:
     checkpoint = run_dir / "checkpoints" / "last.pt"
     (out / SCORED).unlink(missing_ok=True)  # the evaluations below are of no recorded step yet
     for name in ("val", "test"):
@@ -188,19 +194,19 @@ def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float) -> None:
             "--device",
             "cpu",
         )
-    chosen = _evaluate(out, "val", "evaluation-val.json", "--cut-at-efficiency", str(efficiency))
+    evaluate = partial(_evaluate, out, track_building=track_building)
+    chosen = evaluate("val", "evaluation-val.json", "--cut-at-efficiency", str(efficiency))
     cut = f"{chosen['cut']!r}"
-    _evaluate(out, "test", "evaluation-test.json", "--cut", cut)
-    _evaluate(
-        out, "test", "evaluation-test-low-pt.json", "--cut", cut, "--pt-min", "0.5", "--pt-max", "1"
+    evaluate("test", "evaluation-test.json", "--cut", cut)
+    evaluate(
+        "test", "evaluation-test-low-pt.json", "--cut", cut, "--pt-min", "0.5", "--pt-max", "1"
     )
     perfect = out / "scores-test-perfect.h5"
     with GraphFile(out / "graphs-test.h5") as graph_file:
         truth = [(int(g.event_id), g.y.numpy()) for g in graph_file]
     write_scores(perfect, truth, provenance={"source_sha256": file_sha256(out / "graphs-test.h5")})
-    _evaluate(out, "test", "evaluation-perfect.json", "--cut", "0.5", scores=perfect)
-    _evaluate(
-        out,
+    evaluate("test", "evaluation-perfect.json", "--cut", "0.5", scores=perfect)
+    evaluate(
         "test",
         "evaluation-perfect-low-pt.json",
         "--cut",
@@ -214,7 +220,10 @@ def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float) -> None:
     (out / SCORED).write_text(json.dumps({"step": int(load_checkpoint(checkpoint)["step"])}))
 
 
-def _evaluate(out: Path, name: str, result: str, *options: str, scores: Path | None = None):
+def _evaluate(
+    out: Path, name: str, result: str, *options: str, track_building: str,
+    scores: Path | None = None,
+) -> dict:  # fmt: skip
     scores = scores or out / f"scores-{name}.h5"
     _partgnn(
         "evaluate",
@@ -225,6 +234,8 @@ def _evaluate(out: Path, name: str, result: str, *options: str, scores: Path | N
         str(out / f"events-{name}.h5"),
         "--out",
         str(out / result),
+        "--track-building",
+        track_building,
         *options,
     )
     return json.loads((out / result).read_text())

@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from partgnn.cli.pretrained_evaluation import DEFAULT_TRACK_BUILDING
 from partgnn.data.graph_construction import graph_construction
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.pretrained_maps import SHIPPED_MAP_SUFFIX
@@ -156,6 +157,7 @@ def main() -> None:
             {"construction": {**construction, "how": args.construction_how}} if construction else {}
         ),
         "score_cut": kept["score_cut"],
+        "track_building": _track_building(args.evaluation),
         "held_out": {},
     }
     _add_evaluations(card, args.evaluation)
@@ -164,11 +166,37 @@ def main() -> None:
     print(f"{target} ({target.stat().st_size / 1e6:.1f} MB) and {card_path}")
 
 
+def _track_building(evaluations: list[str]) -> str:
+    """The one track building the ``LABEL=JSON`` evaluations were made with (a card's figures
+    are all measured one way: ``partgnn pretrained --evaluate`` builds tracks that way)."""
+    methods = {_read(item)[1].get("track_building", DEFAULT_TRACK_BUILDING) for item in evaluations}
+    if len(methods) != 1:
+        raise SystemExit(
+            f"--evaluation: tracks built by {' and '.join(sorted(methods))}; evaluate them all "
+            "with one --track-building"
+        )
+    return methods.pop()
+
+
+def _read(item: str) -> tuple[str, dict]:
+    label, _, path = item.partition("=")
+    return label, json.loads(Path(path).read_text())
+
+
 def _add_evaluations(card: dict, evaluations: list[str]) -> None:
-    """Puts each ``LABEL=JSON`` evaluation's figures into ``card["held_out"][LABEL]``."""
+    """Puts each ``LABEL=JSON`` evaluation's figures into ``card["held_out"][LABEL]``.
+
+    Raises:
+        SystemExit: An evaluation's tracks were built another way than the card's.
+    """
+    method = card.get("track_building", DEFAULT_TRACK_BUILDING)
     for item in evaluations:
-        label, _, path = item.partition("=")
-        metrics = json.loads(Path(path).read_text())
+        label, metrics = _read(item)
+        if (built := metrics.get("track_building", DEFAULT_TRACK_BUILDING)) != method:
+            raise SystemExit(
+                f"--evaluation {label}: tracks built by {built}, the card's "
+                f"by {method} (partgnn evaluate --track-building {method})"
+            )
         card["held_out"][label] = {
             "events": metrics["events"],
             "cut": metrics["cut"],

@@ -3,8 +3,9 @@ TrackML events, say), built, scored and evaluated as its card was, and printed b
 
 The events' graphs are built the card's way (its ``construction``: the module map that ships
 with the model, or the geometric builder with its pT cut), scored with the model, and evaluated
-at the card's cut for the card's target particles; the same graphs with perfect scores (the
-truth) give the limit the construction leaves to track finding. Writes into ``--work``
+at the card's cut for the card's target particles, tracks built by the card's
+``track_building`` (``components`` on a card without one); the same graphs with perfect scores
+(the truth) give the limit the construction leaves to track finding. Writes into ``--work``
 ``graphs.h5``, ``scores.h5``, ``evaluation.json`` and ``evaluation-limit.json`` (the format of
 ``partgnn evaluate --out``, which ``tools/make_pretrained.py --evaluation`` records on a card).
 """
@@ -30,6 +31,26 @@ FIGURES = (
 )
 #: The card's simulated held-out figures and construction limit (``held_out`` labels).
 CARD_HELD_OUT, CARD_LIMIT = "simulated", "construction-limit"
+#: How tracks are built on a card that does not say (the cards shipped before the field).
+DEFAULT_TRACK_BUILDING = "components"
+
+
+def card_track_building(card: dict, card_path: Path) -> str:
+    """The track building a card's figures were measured with (``card["track_building"]``).
+
+    Raises:
+        InputError: The card names a method :func:`~partgnn.metrics.track_building.build_tracks`
+            does not know.
+    """
+    from partgnn.metrics.track_building import TRACK_BUILDING_METHODS
+
+    method = card.get("track_building", DEFAULT_TRACK_BUILDING)
+    if method not in TRACK_BUILDING_METHODS:
+        raise InputError(
+            f"{card_path}: track_building {method!r} is not one of "
+            f"{', '.join(TRACK_BUILDING_METHODS)}"
+        )
+    return method
 
 
 def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object]:
@@ -41,11 +62,12 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object
         work: Folder for the graphs, scores and evaluation files (made if missing).
 
     Returns:
-        ``{"model", "events", "cut", "evaluation", "limit"}``: the two evaluations as
-        ``partgnn evaluate --out`` writes them.
+        ``{"model", "events", "cut", "track_building", "evaluation", "limit"}``: the two
+        evaluations as ``partgnn evaluate --out`` writes them.
 
     Raises:
-        InputError: The card records no construction or target pT, or a step fails (its line).
+        InputError: The card records no construction or an unknown track building, or a step
+            fails (its line).
     """
     import yaml
 
@@ -61,6 +83,7 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object
     construction = card.get("construction")
     if not construction:
         raise InputError(f"{card_path}: the card records no construction; cannot build graphs")
+    track_building = card_track_building(card, card_path)
     pt_min, pt_max = (card.get("held_out", {}).get(CARD_HELD_OUT) or {}).get(
         "target_pt", [1.0, None]
     )
@@ -79,21 +102,18 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object
     ):  # fmt: skip
         run_in_process(step)
     cut = float(card["score_cut"])
-    evaluation = evaluate_scores(
-        scores, graphs, events_path=events, cut=cut, pt_min=pt_min, pt_max=pt_max
-    )
+    options = {"pt_min": pt_min, "pt_max": pt_max, "track_building": track_building}
+    evaluation = evaluate_scores(scores, graphs, events_path=events, cut=cut, **options)
     truth = work / "scores-truth.h5"
     with GraphFile(graphs) as graph_file:
         items = [(int(graph.event_id), graph.y.numpy()) for graph in graph_file]
     write_scores(truth, items, provenance={"source_sha256": file_sha256(graphs)})
-    limit = evaluate_scores(
-        truth, graphs, events_path=events, cut=0.5, pt_min=pt_min, pt_max=pt_max
-    )
+    limit = evaluate_scores(truth, graphs, events_path=events, cut=0.5, **options)
     for file_name, metrics in (("evaluation.json", evaluation), ("evaluation-limit.json", limit)):
         with atomic_output(work / file_name) as tmp:
             tmp.write_text(dumps(metrics, indent=2, sort_keys=True) + "\n")
-    return {"model": name, "events": str(events), "cut": cut, "evaluation": evaluation,
-            "limit": limit}  # fmt: skip
+    return {"model": name, "events": str(events), "cut": cut, "track_building": track_building,
+            "evaluation": evaluation, "limit": limit}  # fmt: skip
 
 
 def figures_table(result: dict[str, object]) -> list[str]:
@@ -106,7 +126,7 @@ def figures_table(result: dict[str, object]) -> list[str]:
     evaluation, limit = result["evaluation"], result["limit"]
     lines = [
         f"pretrained:{result['model']} on {result['events']} ({_events(evaluation['events'])}), "
-        f"cut {result['cut']:.4g}",
+        f"cut {result['cut']:.4g}, tracks by {result['track_building']}",
         "",
         "| figure | these events | card: simulated held-out |",
         "|---|---|---|",

@@ -68,3 +68,14 @@ def test_evaluate_needs_a_model_name_and_an_events_file(tmp_path: Path, capsys):
     err = capsys.readouterr().err.strip()
     assert code != 0 and str(missing) in err and "\n" not in err
     assert not (tmp_path / "w").exists()
+
+
+def test_the_card_says_how_tracks_are_built(tmp_path: Path):
+    from partgnn.cli.pretrained_evaluation import card_track_building
+    from partgnn.errors import InputError
+
+    card = tmp_path / "card.yaml"
+    assert card_track_building({}, card) == "components"  # cards from before the field
+    assert card_track_building({"track_building": "junction"}, card) == "junction"
+    with pytest.raises(InputError, match=r"card\.yaml: track_building 'greedy' is not one of"):
+        card_track_building({"track_building": "greedy"}, card)

@@ -1,0 +1,50 @@
+"""tools/make_pretrained.py records how a card's tracks were built: one method for all of the
+card's figures (``partgnn pretrained --evaluate`` builds tracks that way), refused when the
+evaluations given were made with different ones."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+
+import pytest
+
+from tests.distributed.launch import REPOSITORY
+
+
+@pytest.fixture(scope="module")
+def tool() -> dict:
+    """The tool's functions (its folder importable while it loads, as when run)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(REPOSITORY / "tools"))
+        return runpy.run_path(str(REPOSITORY / "tools" / "make_pretrained.py"), run_name="tool")
+
+
+def _evaluation(path: Path, **fields) -> str:
+    metrics = {"events": 3, "cut": 0.5, "edge": {"target_efficiency": 0.99}, "track": {}}
+    path.write_text(json.dumps({**metrics, **fields}))
+    return f"{path.stem}={path}"
+
+
+def test_the_card_takes_the_one_track_building_of_its_evaluations(tool, tmp_path: Path):
+    junction = [_evaluation(tmp_path / f"e{i}.json", track_building="junction") for i in range(2)]
+    assert tool["_track_building"](junction) == "junction"
+    card = {"track_building": "junction", "held_out": {}}
+    tool["_add_evaluations"](card, junction)
+    assert sorted(card["held_out"]) == ["e0", "e1"]
+    # evaluations from before the field were built by components
+    assert tool["_track_building"]([_evaluation(tmp_path / "old.json")]) == "components"
+
+
+def test_evaluations_built_two_ways_are_refused_in_one_line(tool, tmp_path: Path):
+    mixed = [
+        _evaluation(tmp_path / "a.json", track_building="junction"),
+        _evaluation(tmp_path / "b.json", track_building="components"),
+    ]
+    with pytest.raises(SystemExit, match="components and junction"):
+        tool["_track_building"](mixed)
+    card = {"held_out": {}}  # a card from before the field: components
+    with pytest.raises(SystemExit, match=r"--evaluation a: tracks built by junction") as error:
+        tool["_add_evaluations"](card, mixed)
+    assert "\n" not in str(error.value) and card["held_out"] == {}
