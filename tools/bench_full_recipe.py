@@ -11,7 +11,8 @@ default); trains the recipe in halo mode under ``torchrun`` with ``--resume auto
 so each run of the script is one sitting that continues the last one (the sittings' start and
 stop go to ``OUT/sittings.json``: CPU hours are ranks x their wall time); then scores the
 validation and test events in one process, chooses the cut on the validation events (the
-highest keeping ``--efficiency`` of their pT > 1 GeV target edges) and evaluates the test
+highest keeping ``--efficiency`` of their pT > 1 GeV target edges; with ``--impure-rate R``, the
+lowest at which at most R of their tracks are impure) and evaluates the test
 events at that cut: pT > 1 GeV targets, the 0.5-1 GeV band, and perfect scores (the
 construction limit), tracks built by ``--track-building`` (components by default). Prints
 markdown tables for docs/BENCHMARKS.md::
@@ -77,7 +78,12 @@ def main() -> None:
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--method", default="metis")
-    parser.add_argument("--efficiency", type=float, default=0.993)
+    cut_rule = parser.add_mutually_exclusive_group()
+    cut_rule.add_argument("--efficiency", type=float, default=0.993)
+    cut_rule.add_argument(
+        "--impure-rate", type=float, default=None,
+        help="choose the cut by evaluate --cut-at-impure-rate (instead of --efficiency)",
+    )  # fmt: skip
     parser.add_argument(
         "--track-building", choices=TRACK_BUILDING_METHODS, default="components",
         help="how the evaluations build tracks (partgnn evaluate --track-building)",
@@ -124,7 +130,12 @@ def main() -> None:
         if not args.no_train:
             _train(out, run_dir, _training_data(out, args), args)
         if not args.no_score:
-            _score_and_evaluate(out, run_dir, args.efficiency, args.track_building)
+            rule = (
+                ("--cut-at-efficiency", str(args.efficiency))
+                if args.impure_rate is None
+                else ("--cut-at-impure-rate", str(args.impure_rate))
+            )
+            _score_and_evaluate(out, run_dir, rule, args.track_building)
     _print_tables(out, run_dir, args.ranks)
 
 
@@ -179,7 +190,9 @@ def _train(out: Path, run_dir: Path, data: list[str], args: argparse.Namespace) 
     )  # fmt: skip
 
 
-def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float, track_building: str) -> None:
+def _score_and_evaluate(
+    out: Path, run_dir: Path, cut_rule: tuple[str, str], track_building: str
+) -> None:
     checkpoint = run_dir / "checkpoints" / "last.pt"
     (out / SCORED).unlink(missing_ok=True)  # the evaluations below are of no recorded step yet
     for name in ("val", "test"):
@@ -195,7 +208,7 @@ def _score_and_evaluate(out: Path, run_dir: Path, efficiency: float, track_build
             "cpu",
         )
     evaluate = partial(_evaluate, out, track_building=track_building)
-    chosen = evaluate("val", "evaluation-val.json", "--cut-at-efficiency", str(efficiency))
+    chosen = evaluate("val", "evaluation-val.json", *cut_rule)
     cut = f"{chosen['cut']!r}"
     evaluate("test", "evaluation-test.json", "--cut", cut)
     evaluate(

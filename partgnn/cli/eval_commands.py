@@ -84,6 +84,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "target edges (e.g. 0.99 on validation events; pass the cut it prints to --cut for "
         "the test events)",
     )
+    cut.add_argument(
+        "--cut-at-impure-rate", type=score, default=None, metavar="R",
+        help="choose the cut on these events: the lowest at which at most a fraction R of "
+        "their tracks (by --track-building) are impure, to 0.001 (e.g. 0.01 on validation "
+        "events)",
+    )  # fmt: skip
     evaluate.add_argument(
         "--pt-min", type=non_negative_float, default=1.0, help="target particles' pT above [GeV]"
     )
@@ -144,6 +150,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         pt_max=args.pt_max,
         cut_at_efficiency=args.cut_at_efficiency,
         track_building=args.track_building,
+        cut_at_impure_rate=args.cut_at_impure_rate,
     )
     _print_metrics(metrics)
     if args.out is not None:

@@ -38,6 +38,7 @@ def evaluate_scores(
     pt_max: float | None = None,
     cut_at_efficiency: float | None = None,
     track_building: str = "components",
+    cut_at_impure_rate: float | None = None,
 ) -> dict[str, object]:
     """Edge and track metrics of a scores file over all its events.
 
@@ -51,8 +52,9 @@ def evaluate_scores(
     ``cut`` defaults to the cut the model's training chose on its validation events (recorded
     by ``partgnn infer`` in the scores file), else :data:`SCORE_CUT`; ``cut_at_efficiency``
     instead chooses it on these events: the highest cut keeping that fraction of their target
-    edges (:func:`cut_for_target_efficiency`), e.g. on validation events, for the test events.
-    Tracks are built by ``track_building``
+    edges (:func:`cut_for_target_efficiency`), e.g. on validation events, for the test events;
+    ``cut_at_impure_rate`` the lowest cut at which at most that fraction of their tracks are
+    impure (:func:`cut_for_impure_rate`). Tracks are built by ``track_building``
     (:data:`~partgnn.metrics.track_building.TRACK_BUILDING_METHODS`).
 
     Raises:
@@ -87,6 +89,15 @@ def evaluate_scores(
                 event_ids=event_ids,
             )
             cut_source = f"target edge efficiency {cut_at_efficiency:g} on these events"
+        elif cut_at_impure_rate is not None:
+            cut = cut_for_impure_rate(
+                scores_path,
+                graphs_path,
+                cut_at_impure_rate,
+                track_building=track_building,
+                event_ids=event_ids,
+            )
+            cut_source = f"impure track rate {cut_at_impure_rate:g} on these events"
         elif cut is None:
             recorded = scores_file.attrs.get("score_cut")
             cut, cut_source = (
@@ -198,6 +209,61 @@ def cut_for_target_efficiency(
     if allowed >= ordered.size:
         return 1.0
     return float(np.nextafter(ordered[allowed], np.float32(-np.inf)))
+
+
+#: How close :func:`cut_for_impure_rate` brings its cut to the lowest one: bisection steps on
+#: (0, 1) until the interval is this narrow (10 steps).
+IMPURE_CUT_TOLERANCE = 1e-3
+
+
+def cut_for_impure_rate(
+    scores_path: Path,
+    graphs_path: Path,
+    rate: float,
+    *,
+    track_building: str = "components",
+    event_ids: list[int] | None = None,
+    tolerance: float = IMPURE_CUT_TOLERANCE,
+) -> float:
+    """The lowest score cut at which at most ``rate`` of these events' tracks (pooled) are
+    impure (no particle holds more than half of a track's hits), to within ``tolerance``.
+
+    Found by bisection on (0, 1): a higher cut lets fewer wrong edges join tracks, so the
+    impure rate falls as the cut rises (not strictly from event to event: the bisection finds
+    a cut where the rate crosses ``rate``, the lowest one where it crosses once). Tracks are
+    built by ``track_building``; no track at all counts as no impure track.
+
+    Raises:
+        InputError: ``rate`` is not in [0, 1), or the tracks are impure above it even at the
+            highest cut tried.
+    """
+    if not 0.0 <= rate < 1.0:
+        raise InputError(f"impure track rate must be in [0, 1) (got {rate:g})")
+    with ScoresFile(scores_path) as scores_file, GraphFile(graphs_path) as graphs:
+        events = [
+            (graph.edge_index.numpy(), graph.num_nodes, graph.particle_id.numpy(), scores)
+            for _, graph, scores in _scored_events(scores_file, graphs, event_ids)
+        ]
+
+    def impure_rate(cut: float) -> float:
+        rows = [
+            track_metrics(
+                build_tracks(edges, scores, n_nodes, cut=cut, method=track_building), particle_id
+            )
+            for edges, n_nodes, particle_id, scores in events
+        ]
+        combined = TrackMetrics.combine(rows)
+        return combined.n_impure_tracks / combined.n_tracks if combined.n_tracks else 0.0
+
+    low, high = 0.0, 1.0 - tolerance
+    if impure_rate(high) > rate:
+        raise InputError(
+            f"{scores_path}: tracks are more than {rate:g} impure even at cut {high:g}"
+        )
+    while high - low > tolerance:
+        middle = 0.5 * (low + high)
+        low, high = (low, middle) if impure_rate(middle) <= rate else (middle, high)
+    return float(high)
 
 
 def _scored_events(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from partgnn.data.geometry import default_geometry
 from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
@@ -100,6 +102,50 @@ def test_the_cut_chosen_for_a_target_efficiency(tmp_path: Path, efficiency, lowe
     assert higher["edge"]["target_efficiency"] < efficiency
     with pytest.raises(InputError, match="no target edges"):
         evaluate_scores(scores, graphs, pt_min=1e6, cut_at_efficiency=0.99)
+
+
+def _write_crossed_files(tmp_path: Path) -> tuple[Path, Path, int]:
+    """The tiny event's graph with two false edges joining its two particles' hits (1 -> 6,
+    2 -> 7): scores file and graphs file."""
+    event = make_tiny_event()
+    graph, quality = build_event_graph(event, default_geometry(), GraphBuildConfig())
+    crossed = torch.tensor([[1, 2], [6, 7]])
+    graph.edge_index = torch.cat([graph.edge_index, crossed], dim=1)
+    graph.y = torch.cat([graph.y, torch.zeros(2)])
+    graph.edge_attr = torch.cat([graph.edge_attr, graph.edge_attr[:2]])
+    graph.edge_pt = torch.cat([graph.edge_pt, graph.edge_pt[:2]])
+    graphs_path = tmp_path / "graphs.h5"
+    write_graphs(graphs_path, [(graph, quality.to_dict())])
+    return tmp_path / "scores.h5", graphs_path, event.event_id
+
+
+@pytest.mark.parametrize(("track_building", "lowest"), [("components", 0.65), ("junction", 0.0)])
+def test_the_cut_chosen_for_an_impure_track_rate(tmp_path: Path, track_building, lowest):
+    scores, graphs, event_id = _write_crossed_files(tmp_path)
+
+    def scored(false_score: float, true_score: float = 0.9) -> None:
+        values = np.array([true_score] * 6 + [false_score] * 2, dtype=np.float32)
+        write_scores(
+            scores, [(event_id, values)], provenance={"source_sha256": file_sha256(graphs)}
+        )
+
+    def evaluated(**cut) -> dict:
+        return evaluate_scores(scores, graphs, pt_min=0.5, track_building=track_building, **cut)
+
+    scored(0.65)
+    # Components join the two particles' hits into one impure track below the false edges'
+    # score; junction removal cuts the junctions' weaker edges, so no cut leaves one impure.
+    assert (evaluated(cut=0.5)["track"]["impure_rate"] > 0) == (lowest > 0)
+    result = evaluated(cut_at_impure_rate=0.0)
+    assert lowest <= result["cut"] <= lowest + 2e-3
+    assert result["track"]["impure_rate"] == 0.0
+    assert result["cut_source"] == "impure track rate 0 on these events"
+    with pytest.raises(InputError, match=r"impure track rate must be in \[0, 1\)"):
+        evaluated(cut_at_impure_rate=1.0)
+    if track_building == "components":
+        scored(1.0, true_score=1.0)  # no cut below 1 splits the impure track
+        with pytest.raises(InputError, match=r"more than 0 impure even at cut 0\.999"):
+            evaluated(cut_at_impure_rate=0.0)
 
 
 def test_construction_is_counted_from_the_events_file_when_given(tmp_path: Path):

@@ -40,7 +40,16 @@ ARGUMENTS = {
     "bench_module_map": ["{data}/events.h5", "map={data}/map.npz", "--coverage"],
     "flip_sweep": ["{data}/graphs.h5"],
     "bench_data_path": ["--out", "out"],
-    "bench_full_recipe": ["--out", "out", "--realism", "secondaries"],
+    "bench_full_recipe": [
+        "--out",
+        "out",
+        "--realism",
+        "secondaries",
+        "--track-building",
+        "junction",
+        "--impure-rate",
+        "0.5",
+    ],
     "bench_full_variants": ["--out", "out"],
 }
 #: Tools that run in one process: run through ``runpy`` in the test's process (no process
