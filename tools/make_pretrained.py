@@ -109,6 +109,9 @@ def main() -> None:
     state = load_checkpoint(args.checkpoint or args.run / "checkpoints" / "last.pt")
     config = state["config"]
     config["model"]["fused"] = False
+    # The checkpoint a stage started from is a path on the training machine: the card's
+    # --training says how the stages went instead.
+    config["run"].pop("init_from", None)
     score_cut = state.get("score_cut") if args.score_cut is None else args.score_cut
     kept = {"model": state["model"], "config": config, "score_cut": score_cut}
     construction = None
@@ -143,7 +146,7 @@ def main() -> None:
             "config": {k: config[k] for k in ("mode", "loss", "optim") if k in config},
             "run": {
                 k: config["run"][k]
-                for k in ("seed", "dtype", "bf16", "init_from")
+                for k in ("seed", "dtype", "bf16")
                 if config["run"].get(k) is not None
             },
             "steps": int(state["step"]) if "step" in state else None,

@@ -95,7 +95,7 @@ def resolve_map(spec: str | os.PathLike[str]) -> Path:
         raise InputError(
             f"{text}: its module map is neither shipped with this installation ({shipped}) nor "
             f"made on this machine: partgnn pretrained {text} --make-map (fits it into {path}; "
-            "13 minutes on 2 cores)"
+            "about half an hour on 2 cores)"
         )
     return path
 
