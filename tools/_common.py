@@ -90,16 +90,28 @@ REALISM_SWITCHES = ("module-planes", "field-profile", "secondaries")
 
 
 def add_realism_option(parser: argparse.ArgumentParser) -> None:
-    """``--realism NAME ...``: simulate with these switches of ``partgnn simulate``."""
+    """``--realism NAME ...``: simulate with these switches of ``partgnn simulate`` on and the
+    others off (default: all on, as ``partgnn simulate``; ``none``: the ideal detector)."""
     parser.add_argument(
-        "--realism", nargs="+", default=[], choices=REALISM_SWITCHES,
-        help="simulate with these switches of partgnn simulate (--module-planes, ...)",
+        "--realism", nargs="+", default=list(REALISM_SWITCHES),
+        choices=(*REALISM_SWITCHES, "none"),
+        help="simulate with these switches of partgnn simulate on (--module-planes, ...) and "
+        "the others off (default: all on; none: all off)",
     )  # fmt: skip
 
 
 def realism_arguments(switches: Sequence[str]) -> list[str]:
-    """The ``partgnn simulate`` options of ``--realism``'s switches."""
-    return [f"--{switch}" for switch in switches]
+    """The ``partgnn simulate`` options of ``--realism``'s switches: ``--NAME`` for each one
+    named, ``--no-NAME`` for the others.
+
+    Raises:
+        SystemExit: ``none`` named beside a switch.
+    """
+    if "none" in switches and len(switches) > 1:
+        raise SystemExit(
+            f"--realism none: named beside {' '.join(sorted(set(switches) - {'none'}))}"
+        )
+    return [f"--{name}" if name in switches else f"--no-{name}" for name in REALISM_SWITCHES]
 
 
 #: ``--fused`` and the like: which settings of a switch a tool measures.

@@ -99,6 +99,7 @@ def fingerprint_runs(folder: Path, runs: list[str]) -> dict[str, str]:
     from partgnn.data.geometry import default_geometry
     from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
     from partgnn.data.simulation import SimulationConfig, simulate_event
+    from partgnn.data.simulation_config import IDEAL_DETECTOR
     from partgnn.data.storage import write_graphs
     from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
@@ -110,7 +111,9 @@ def fingerprint_runs(folder: Path, runs: list[str]) -> dict[str, str]:
             (graph, quality.to_dict())
             for graph, quality in (
                 build_event_graph(
-                    simulate_event(geometry, SimulationConfig(pileup=3), event_id=i, seed=7),
+                    simulate_event(
+                        geometry, SimulationConfig(pileup=3, **IDEAL_DETECTOR), event_id=i, seed=7
+                    ),
                     geometry,
                     GraphBuildConfig(pt_min=0.0),
                 )

@@ -186,22 +186,24 @@ def _refuse_replacing_another_file(out: Path, simulation_sha256: str) -> None:
 
 
 def _add_realism_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """``--field-profile``, ``--module-planes`` and ``--secondaries``: the simulation's realism
-    switches (issue 50)."""
+    """``--field-profile``, ``--module-planes`` and ``--secondaries`` (each with its ``--no-``
+    form): the simulation's realism switches (issue 50), on by default."""
     parser.add_argument(
-        "--field-profile", action="store_true",
-        help=f"{prefix}tracks bend in the geometry's measured field Bz(|z|) (issue 50), not a "
-        "uniform one",
+        "--field-profile", action=argparse.BooleanOptionalAction, default=True,
+        help=f"{prefix}tracks bend in the geometry's measured field Bz(|z|) (issue 50; default), "
+        "or in a uniform one (--no-field-profile)",
     )  # fmt: skip
     parser.add_argument(
-        "--module-planes", action="store_true",
+        "--module-planes", action=argparse.BooleanOptionalAction, default=True,
         help=f"{prefix}hits on the detector's module planes where tracks cross them (overlaps "
-        "from the modules' layout; issue 50), not on ideal cylinders and disks",
+        "from the modules' layout; issue 50; default), or on ideal cylinders and disks "
+        "(--no-module-planes)",
     )  # fmt: skip
     parser.add_argument(
-        "--secondaries", action="store_true",
+        "--secondaries", action=argparse.BooleanOptionalAction, default=True,
         help=f"{prefix}hadrons interact in the layers' material and emit charged secondaries, "
-        "and K0S and Lambdas decay into charged pairs (issue 50); without it, primaries only",
+        "and K0S and Lambdas decay into charged pairs (issue 50; default); --no-secondaries: "
+        "primaries only",
     )  # fmt: skip
 
 
@@ -216,13 +218,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     overrides = {"pileup": args.pileup}
     if args.noise_fraction is not None:
         overrides["noise_fraction"] = args.noise_fraction
-    if args.module_planes:
-        overrides["module_planes"] = True
-    if args.field_profile:
-        overrides["field_profile"] = True
-    if args.secondaries:
-        overrides["secondaries"] = True
-    config = SimulationConfig(**overrides)
+    config = SimulationConfig(
+        **overrides,
+        module_planes=args.module_planes,
+        field_profile=args.field_profile,
+        secondaries=args.secondaries,
+    )
     events = simulate_events(
         geometry,
         config,

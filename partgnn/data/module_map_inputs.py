@@ -121,9 +121,9 @@ def simulated_doublets(
     triplets: bool,
     max_vertex_radius: float | None = None,
     workers: int = 1,
-    module_planes: bool = False,
-    field_profile: bool = False,
-    secondaries: bool = False,
+    module_planes: bool = True,
+    field_profile: bool = True,
+    secondaries: bool = True,
 ) -> Iterator[tuple[int, dict[str, Any], EventDoublets]]:
     """``(event_id, attrs, doublets)`` of each event of ``run``, simulated with the default
     :class:`~partgnn.data.simulation.SimulationConfig` at ``pileup`` (what ``partgnn simulate``
@@ -146,9 +146,9 @@ class _SimulationTask:
     pt_min: float
     triplets: bool
     seed: int
-    module_planes: bool = False
-    field_profile: bool = False
-    secondaries: bool = False
+    module_planes: bool = True
+    field_profile: bool = True
+    secondaries: bool = True
     max_vertex_radius: float | None = None
 
     def __call__(self, event_id: int) -> tuple[int, dict[str, Any], EventDoublets]:

@@ -9,8 +9,12 @@ from dataclasses import dataclass
 
 from partgnn.errors import InputError
 
-#: Switches added after events had been simulated: recorded only when on.
+#: Switches added after events had been simulated: recorded only when on (a record without
+#: them is of events simulated with them off).
 _RECORDED_WHEN_ON = ("module_planes", "field_profile", "secondaries")
+#: The realism switches off: the ideal detector, the default simulation before issue 50
+#: (``SimulationConfig(**IDEAL_DETECTOR)`` makes the events of a record made then).
+IDEAL_DETECTOR: dict[str, bool] = dict.fromkeys(_RECORDED_WHEN_ON, False)
 #: Settings of the secondaries, recorded only with them.
 _SECONDARY_SETTINGS = (
     "interaction_length",
@@ -62,7 +66,9 @@ class SimulationConfig:
             a layer leaves a hit on every module the track passes through, so overlaps follow
             from the modules' layout (the layers' ``overlap`` probabilities are not used), and
             the resolution smears the hit within its module's plane (u, v). Off: hits on the
-            layers' ideal cylinders and disks (before issue 50).
+            layers' ideal cylinders and disks (the default before issue 50, as for the next two
+            switches: the three are on by default since the shipped models were trained with
+            them).
         field_profile: Tracks bend in the geometry's measured field ``Bz(|z|)``
             (:attr:`~partgnn.data.geometry.DetectorGeometry.field_profile`; the default TrackML
             geometry has the real detector's) instead of its uniform ``b_field``.
@@ -101,9 +107,9 @@ class SimulationConfig:
     efficiency: float | None = None
     module_size: tuple[float, float] = (30.0, 80.0)
     overlap_scale: float = 1.0
-    module_planes: bool = False
-    field_profile: bool = False
-    secondaries: bool = False
+    module_planes: bool = True
+    field_profile: bool = True
+    secondaries: bool = True
     interaction_length: float = 1.8
     secondary_multiplicity: float = 1.5
     secondary_pt_rel: float = 0.3
@@ -198,3 +204,9 @@ class SimulationConfig:
             for name in _SECONDARY_SETTINGS:
                 del fields[name]
         return json.dumps(fields, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SimulationConfig:
+        """The configuration a :meth:`to_json` record describes: a realism switch the record
+        does not name was off (recorded only when on; records made before the switches)."""
+        return cls(**{**IDEAL_DETECTOR, **json.loads(text)})

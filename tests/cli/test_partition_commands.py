@@ -127,7 +127,7 @@ def test_out_of_range_partition_options_are_usage_errors(option, value, capsys):
 @pytest.mark.parametrize(
     ("cut", "what"),
     [(["--phi-slope-max", "0"], "no edges (no hit pair passes the cuts)"),
-     (["--pt-min", "20"], "no nodes (no hit passes the cuts)")],
+     (["--pt-min", "1000"], "no nodes (no hit passes the cuts)")],
 )  # fmt: skip
 def test_graphs_without_edges_warn_when_built_and_are_not_partitioned(
     graphs_file: Path, tmp_path: Path, capsys, cut: list[str], what: str

@@ -14,6 +14,7 @@ from partgnn.data.event import Event
 from partgnn.data.geometry import DetectorGeometry, default_geometry
 from partgnn.data.graph_builder import GraphQuality, build_event_graph, true_consecutive_pairs
 from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES, GraphBuildConfig
+from partgnn.data.simulation_config import IDEAL_DETECTOR
 from partgnn.errors import InputError
 
 # One hit: (hit_id, particle_id, volume_id, layer_id, r [mm], phi [rad], z [mm]).
@@ -333,9 +334,16 @@ def test_simulated_pileup_200_with_pt_cut(
     simulated_event: Event, geometry: DetectorGeometry
 ) -> None:
     data, quality = build_event_graph(simulated_event, geometry, GraphBuildConfig(pt_min=1.0))
-    assert quality.efficiency >= 0.98
+    # The realistic simulation's secondaries are made away from the beam line, where the
+    # builder's z0 window does not reach all of them: 0.966 of the true pairs here.
+    assert quality.efficiency >= 0.95
     assert quality.purity >= 0.3
     _check_truth(data, quality)
+    simulation = pytest.importorskip("partgnn.data.simulation")
+    ideal = simulation.SimulationConfig(pileup=200, **IDEAL_DETECTOR)
+    event = simulation.simulate_event(geometry, ideal, event_id=0, seed=1)
+    _, quality = build_event_graph(event, geometry, GraphBuildConfig(pt_min=1.0))
+    assert quality.efficiency >= 0.98  # every particle from the beam line
 
 
 @pytest.mark.slow

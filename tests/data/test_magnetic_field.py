@@ -85,8 +85,8 @@ def test_a_forward_track_bends_less_where_the_field_falls():
 
 def test_field_profile_settings():
     """Recorded only when on; a geometry without a profile is refused in one line."""
-    assert "field_profile" not in SimulationConfig().to_json()
-    assert '"field_profile": true' in SimulationConfig(field_profile=True).to_json()
+    assert "field_profile" not in SimulationConfig(field_profile=False).to_json()
+    assert '"field_profile": true' in SimulationConfig().to_json()  # on by default
     flat = DetectorGeometry(layers=GEOMETRY.layers, name="no-profile")
     with pytest.raises(InputError, match="'no-profile': field_profile needs a geometry with"):
         simulate_event(flat, SimulationConfig(pileup=1, field_profile=True), event_id=0, seed=0)

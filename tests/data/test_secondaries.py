@@ -108,8 +108,10 @@ def test_secondaries_are_propagated_from_their_vertex_outwards():
 
 
 def test_simulated_events_hold_displaced_particles_only_with_secondaries():
-    off = simulate_event(GEOMETRY, SimulationConfig(pileup=20), event_id=1, seed=5)
-    on = simulate_event(GEOMETRY, SimulationConfig(pileup=20, secondaries=True), event_id=1, seed=5)
+    off = simulate_event(
+        GEOMETRY, SimulationConfig(pileup=20, secondaries=False), event_id=1, seed=5
+    )
+    on = simulate_event(GEOMETRY, SimulationConfig(pileup=20), event_id=1, seed=5)  # the default
     on.validate()
 
     def displaced(event):
@@ -124,16 +126,15 @@ def test_simulated_events_hold_displaced_particles_only_with_secondaries():
 
 
 def test_secondaries_settings_are_checked_and_recorded_only_when_on():
-    assert "secondaries" not in json.loads(SimulationConfig().to_json())
-    assert "secondary_multiplicity" not in json.loads(SimulationConfig().to_json())
+    off = SimulationConfig(secondaries=False)
+    assert "secondaries" not in json.loads(off.to_json())
+    assert "secondary_multiplicity" not in json.loads(off.to_json())
     on = json.loads(SimulationConfig(secondaries=True).to_json())
     assert on["secondaries"] is True and on["interaction_length"] == 1.8
     assert on["kshort_per_charged"] == 0.05 and on["lambda_per_charged"] == 0.04
-    assert on["primary_share"] == 0.71 and "primary_share" not in json.loads(
-        SimulationConfig().to_json()
-    )
+    assert on["primary_share"] == 0.71 and "primary_share" not in json.loads(off.to_json())
     assert SimulationConfig(secondaries=True).primaries_per_pileup == 50.0 * 0.71
-    assert SimulationConfig().primaries_per_pileup == 50.0
+    assert off.primaries_per_pileup == 50.0
     for field, value in [
         ("secondary_multiplicity", 0.0),
         ("secondary_pt_rel", -1.0),

@@ -26,7 +26,10 @@ def tool() -> dict:
 
 @pytest.mark.parametrize("profiled", [False, True])
 def test_the_field_of_a_simulation_is_measured_back(tool, profiled):
-    config = SimulationConfig(pileup=20, field_profile=profiled)
+    # The uniform or the profiled field alone: what the estimator was measured on.
+    config = SimulationConfig(
+        pileup=20, field_profile=profiled, module_planes=False, secondaries=False
+    )
     event = simulate_event(GEOMETRY, config, event_id=1, seed=1)
     steps = tool["particle_steps"](event, GEOMETRY, 0.3)
     for low, high in ((0, 400), (1000, 1400), (1600, 2000)):

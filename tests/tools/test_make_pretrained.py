@@ -48,3 +48,38 @@ def test_evaluations_built_two_ways_are_refused_in_one_line(tool, tmp_path: Path
     with pytest.raises(SystemExit, match=r"--evaluation a: tracks built by junction") as error:
         tool["_add_evaluations"](card, mixed)
     assert "\n" not in str(error.value) and card["held_out"] == {}
+
+
+def test_a_model_is_shipped_with_its_card(tool, tmp_path: Path, monkeypatch):
+    """The whole tool, into a folder of its own: the checkpoint (fused off, no machine path of
+    the checkpoint a stage started from) and a card with the track building of its figures."""
+    import sys
+
+    import torch
+    import yaml
+
+    from partgnn.resources import pretrained_dir
+    from partgnn.train.checkpoints import load_checkpoint
+
+    state = load_checkpoint(pretrained_dir() / "trackml-pt1.pt")
+    state["config"]["run"]["init_from"] = "/a/machine/path/stage1.pt"
+    state["step"] = 12
+    start = tmp_path / "last.pt"
+    torch.save(state, start)
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    monkeypatch.setitem(tool["main"].__globals__, "pretrained_dir", lambda: shipped)
+    evaluation = _evaluation(tmp_path / "held.json", track_building="junction")
+    monkeypatch.setattr(sys, "argv", [
+        "make_pretrained.py", "--name", "tiny", "--run", str(tmp_path), "--checkpoint",
+        str(start), "--evaluation", evaluation, "--summary", "a test", "--data", "none",
+        "--score-cut", "0.25",
+    ])  # fmt: skip
+    tool["main"]()
+    card = yaml.safe_load((shipped / "tiny.yaml").read_text())
+    assert card["track_building"] == "junction" and card["score_cut"] == 0.25
+    assert card["training"]["steps"] == 12 and "init_from" not in card["training"]["run"]
+    assert card["held_out"]["held"]["edge_target_efficiency"] == 0.99
+    kept = load_checkpoint(shipped / "tiny.pt")
+    assert kept["config"]["model"]["fused"] is False and kept["score_cut"] == 0.25
+    assert "init_from" not in kept["config"]["run"]

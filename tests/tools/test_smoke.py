@@ -34,6 +34,7 @@ DOCUMENTS = [
 TESTED_ELSEWHERE = {
     "soak": "tests/reliability/test_soak.py",
     "validate_gpu": "tests/tools/test_validate_gpu.py",
+    "make_pretrained": "tests/tools/test_make_pretrained.py",
 }
 #: Tools that need data: the arguments after ``--tiny`` (``{data}`` is the smoke dataset).
 ARGUMENTS = {
