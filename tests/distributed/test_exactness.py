@@ -115,6 +115,10 @@ def test_compiled_fused_partitioned_run_equals_full_graph(graphs_file, reference
 #: the order of the sums: 5e-6 to 4.6e-3 across the partitions, the full run's 1.2e-3, when
 #: the node MLPs' first layer became one matmul; issue 49). A wrong halo or statistic is O(1).
 FLOAT32_NOISE = 10
+#: The least float32 distance :data:`FLOAT32_NOISE` multiplies: the full run's own error is
+#: noise too, and can be small by chance (2.9e-6 on the realistic simulation's graph, where a
+#: partitioned run was 4.3e-3 from float64 while equal to the full run in float64).
+FLOAT32_NOISE_FLOOR = 1e-3
 
 
 @pytest.mark.slow
@@ -126,7 +130,8 @@ def test_reference_style_partitioned_run_equals_full_graph(graphs_file, tmp_path
     which such a model computes without) equals the single-process full-graph run within the
     same bounds in float64. In float32 the single-process run itself is only within ~1e-3 of
     float64 (BatchNorm's backward subtracts means of the gradients): the bound there is
-    :data:`FLOAT32_NOISE` times that run's own error (against float64) instead of 1e-5."""
+    :data:`FLOAT32_NOISE` times that run's own error (against float64; at least
+    :data:`FLOAT32_NOISE_FLOOR`) instead of 1e-5."""
     reference = _full_graph_reference(graphs_file, fused=False, reference_style=True)
     float32_error = max(
         _errors(reference[("float32", checkpoint)], reference[("float64", checkpoint)])
@@ -140,7 +145,7 @@ def test_reference_style_partitioned_run_equals_full_graph(graphs_file, tmp_path
         graphs_file, tmp_path, world_size, "tests.distributed.exactness_worker", ("metis", "phi"),
         cases, worker_args=("--reference-style", "--transports", "all_to_all"),
     )  # fmt: skip
-    tolerance = {**TOLERANCE, "float32": FLOAT32_NOISE * float32_error}
+    tolerance = {**TOLERANCE, "float32": FLOAT32_NOISE * max(float32_error, FLOAT32_NOISE_FLOOR)}
     _compare(ranks, reference, world_size, initial_exchanges=1, tolerance=tolerance)
 
 
