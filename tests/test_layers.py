@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("partgnn.models",),
     ("partgnn.metrics",),
     ("partgnn.train",),
+    ("partgnn.export",),
     ("partgnn.api",),
     ("partgnn.cli",),
     ("partgnn.demo", "partgnn.__main__"),

@@ -37,6 +37,7 @@ from partgnn.data.graph_construction import graph_construction
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.pretrained_maps import SHIPPED_MAP_SUFFIX
 from partgnn.data.storage import GraphFile
+from partgnn.export.node_inputs import NodeInputs
 from partgnn.resources import pretrained_dir
 from partgnn.train.checkpoints import load_checkpoint
 
@@ -161,12 +162,25 @@ def main() -> None:
         ),
         "score_cut": kept["score_cut"],
         "track_building": _track_building(args.evaluation),
+        "export": export_entry(args.name),
         "held_out": {},
     }
     _add_evaluations(card, args.evaluation)
     card_path = target.with_suffix(".yaml")
     card_path.write_text(yaml.safe_dump(card, sort_keys=False, width=100))
     print(f"{target} ({target.stat().st_size / 1e6:.1f} MB) and {card_path}")
+
+
+def export_entry(name: str) -> dict[str, str]:
+    """The card's ``export``: how to export the model for ACTS, and what it is given."""
+    inputs = NodeInputs()
+    return {
+        "how": f"partgnn export pretrained:{name} --format torchscript|aoti|onnx --out FILE",
+        "node_features": f"(N, {len(inputs.columns)}) float32: {inputs.describe()} (ACTS: "
+        "nodeFeatures [R, Phi, Z, Eta], featureScales [1000, 3.141592654, 1000, 1])",
+        "edge_index": "(2, E) int64, inner hit first (ACTS: undirected off)",
+        "output": "logits (E,); score = sigmoid(logit), kept above score_cut",
+    }
 
 
 def _track_building(evaluations: list[str]) -> str:

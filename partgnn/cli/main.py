@@ -27,6 +27,7 @@ from partgnn.cli import (
     config_commands,
     data_commands,
     eval_commands,
+    export_commands,
     partition_commands,
     plan_commands,
     pretrained_commands,
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_commands.register(subparsers)
     config_commands.register(subparsers)
     pretrained_commands.register(subparsers)
+    export_commands.register(subparsers)
     return parser
 
 

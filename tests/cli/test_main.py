@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from partgnn.cli import eval_commands
+from partgnn.cli import eval_commands, export_commands
 from partgnn.cli.main import build_parser, main
 from partgnn.resources import config_names
 
@@ -46,9 +46,11 @@ def test_help_answers_without_importing_torch(command):
 def test_the_choices_offered_are_the_pipelines():
     from partgnn.distributed.device import BACKENDS
     from partgnn.distributed.halo_exchange import TRANSPORTS
+    from partgnn.export.formats import FORMATS
     from partgnn.metrics.edge_counts import SCORE_CUT
     from partgnn.metrics.track_building import TRACK_BUILDING_METHODS
 
+    assert export_commands.FORMATS == FORMATS
     assert eval_commands.TRANSPORTS == TRANSPORTS
     assert eval_commands.BACKENDS == BACKENDS
     assert eval_commands.SCORE_CUT == SCORE_CUT

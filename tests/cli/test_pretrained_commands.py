@@ -11,6 +11,7 @@ import yaml
 
 from partgnn.cli.main import main
 from partgnn.errors import InputError
+from partgnn.export.node_inputs import NodeInputs
 from partgnn.resources import pretrained_dir, pretrained_names
 from partgnn.train.checkpoints import load_checkpoint
 
@@ -33,6 +34,9 @@ def test_the_models_are_shipped_and_listed_with_their_cards(capsys, name: str):
     card = yaml.safe_load(capsys.readouterr().out)
     assert card["name"] == name and 0 < card["score_cut"] < 1
     assert card["model"]["fused"] is False  # scoring needs no compiler
+    # how to take it to ACTS, with the node features it is given (partgnn export's default)
+    assert card["export"]["how"].startswith(f"partgnn export pretrained:{name} --format")
+    assert card["export"]["node_features"].startswith(f"(N, 4) float32: {NodeInputs().describe()}")
     state = load_checkpoint(f"pretrained:{name}")
     assert state["score_cut"] == card["score_cut"]
 

@@ -35,6 +35,7 @@ TESTED_ELSEWHERE = {
     "soak": "tests/reliability/test_soak.py",
     "validate_gpu": "tests/tools/test_validate_gpu.py",
     "make_pretrained": "tests/tools/test_make_pretrained.py",
+    "score_exported": "tests/export/test_export_command.py",
 }
 #: Tools that need data: the arguments after ``--tiny`` (``{data}`` is the smoke dataset).
 ARGUMENTS = {

@@ -1,0 +1,281 @@
+"""A trained Interaction Network as one plain, scriptable module with ACTS's calling convention.
+
+:class:`ExportedEdgeClassifier` takes what ACTS's GNN plugin gives an edge classifier, the node
+features of the space points (:class:`~partgnn.export.node_inputs.NodeInputs`) and the edges
+(int64 ``2 x E``), computes partgnn's node and edge features from them (float64, rounded to
+float32 as :func:`~partgnn.data.graph_features.graph_features` does), standardises them with the
+checkpoint's statistics and runs the trained weights' message passing as the plain formulation:
+every edge update on ``[h_src, h_dst, e]``, every node update on ``[h, incoming, outgoing]``. It
+returns logits ``(E,)``; ACTS applies the sigmoid and its cut. What partgnn's model does for
+training memory and speed (recomputation, chunks, fused CPU kernels, the halo exchange) is not
+in it: on one device it is the same function (tests/export). What helps inference is: the first
+layer of an MLP on ``[h_src, h_dst, e]`` is applied block by block (:class:`EdgeBlockMLP`), the
+node blocks once per node before they are gathered per edge, as partgnn's model does (a third
+of the ``E x 3H`` matmul's work, and no ``E x 3H`` concatenation).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import nn
+
+from partgnn.data.graph_features import LENGTH_SCALE, MIN_DR
+from partgnn.errors import InputError
+from partgnn.export.node_inputs import NodeInputs
+from partgnn.models.interaction_network import InteractionNetwork
+
+
+class ExportedEdgeClassifier(nn.Module):
+    """Edge logits from space-point features and edges, with a trained model's weights.
+
+    Args:
+        model: A trained :class:`~partgnn.models.interaction_network.InteractionNetwork` (its
+            weights are copied, in float32).
+        inputs: The node features the module is given.
+
+    Shapes:
+        - node_features: ``(N, F_in)`` float32, the columns of ``inputs``.
+        - edge_index: ``(2, E)`` int64, inner hit first (as partgnn's graphs and ACTS's module
+          map give them; ACTS's ``undirected`` must stay off).
+        - output: logits ``(E,)`` float32.
+
+    Raises:
+        InputError: The model normalises with BatchNorm over the graph (not exportable: its
+            statistics are those of the graph being scored, gathered over ranks in training).
+    """
+
+    def __init__(self, model: InteractionNetwork, inputs: NodeInputs) -> None:
+        super().__init__()
+        architecture = model.architecture
+        if architecture.batch_norm:
+            raise InputError(
+                "model.batch_norm: its BatchNorm uses the statistics of the graph being scored "
+                "(over all ranks in training); not exportable"
+            )
+        model = copy.deepcopy(model).float().eval()
+        self.node_mean = model.input_scaler.node_mean
+        self.node_std = model.input_scaler.node_std
+        self.edge_mean = model.input_scaler.edge_mean
+        self.edge_std = model.input_scaler.edge_std
+        self.node_encoder = model.node_encoder
+        self.edge_encoder = model.edge_encoder
+        shared = len(model.edge_mlps) == 1
+        width = 2 * architecture.hidden if architecture.concat_initial else architecture.hidden
+        blocks = [EdgeBlockMLP(mlp, width) for mlp in model.edge_mlps]
+        self.edge_mlps = nn.ModuleList(blocks[0 if shared else step] for step in range(model.steps))
+        self.node_mlps = nn.ModuleList(
+            model.node_mlps[0 if shared else step] for step in range(model.steps)
+        )
+        self.edge_head = EdgeBlockMLP(model.edge_head, architecture.hidden)
+        self.residual: bool = architecture.residual
+        self.concat_initial: bool = architecture.concat_initial
+        self.aggregation: str = architecture.aggregation
+        #: Sum the edges into nodes by prefix sums over the edges sorted by node instead of a
+        #: scatter (:func:`_prefix_sums`): onnxruntime's ScatterElements adds element by
+        #: element (2/3 of its time on a pile-up-200 graph); the ONNX writer sets it.
+        self.sums_by_prefix: bool = False
+        columns = {name: index for index, name in enumerate(inputs.columns)}
+        self.r_column: int = columns["r"]
+        self.phi_column: int = columns["phi"]
+        self.z_column: int = columns["z"]
+        self.eta_column: int = columns.get("eta", -1)
+        self.n_columns: int = len(inputs.columns)
+        # (TorchScript reads no module-level constants: the feature formulas' as attributes)
+        self.length_scale: float = LENGTH_SCALE
+        self.min_dr: float = MIN_DR
+        self.register_buffer("scales", torch.tensor(inputs.scales, dtype=torch.float64))
+        # pi as a float64 tensor: exporters store a Python float's fill value in float32
+        self.register_buffer("pi", torch.tensor(math.pi, dtype=torch.float64))
+
+    def forward(self, node_features: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        """Edge logits ``(E,)`` of the graph ``(node_features, edge_index)``."""
+        x, edge_attr = self.features(node_features, edge_index)
+        return self.classify(x, edge_attr, edge_index)
+
+    @torch.jit.export
+    def features(
+        self, node_features: torch.Tensor, edge_index: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """partgnn's node features ``(N, 4)`` and edge features ``(E, 7)``, float32, from the
+        given columns (:func:`~partgnn.data.graph_features.graph_features`'s formulas)."""
+        given = node_features.to(torch.float64)
+        r = given[:, self.r_column] * self.scales[self.r_column]
+        phi = given[:, self.phi_column] * self.scales[self.phi_column]
+        z = given[:, self.z_column] * self.scales[self.z_column]
+        if self.eta_column >= 0:
+            eta = given[:, self.eta_column] * self.scales[self.eta_column]
+        else:
+            eta = torch.asinh(z / torch.clamp(r, min=1e-9))
+        src, dst = edge_index[0], edge_index[1]
+        dr = r[dst] - r[src]
+        dphi = _wrap_phi(phi[dst] - phi[src], self.pi)
+        dz = z[dst] - z[src]
+        deta = eta[dst] - eta[src]
+        floor = torch.full_like(dr, self.min_dr)
+        divisor = torch.where(dr.abs() < self.min_dr, torch.where(dr < 0, -floor, floor), dr)
+        edge_attr = torch.stack(
+            [
+                dr / self.length_scale,
+                dphi,
+                dz / self.length_scale,
+                deta,
+                torch.sqrt(deta * deta + dphi * dphi),
+                dphi / (divisor / self.length_scale),
+                (z[src] - r[src] * dz / divisor) / self.length_scale,
+            ],
+            dim=1,
+        )
+        x = torch.stack(
+            [r / self.length_scale, phi / self.pi, z / self.length_scale, eta],
+            dim=1,
+        )
+        return x.to(torch.float32), edge_attr.to(torch.float32)
+
+    @torch.jit.export
+    def classify(
+        self, x: torch.Tensor, edge_attr: torch.Tensor, edge_index: torch.Tensor
+    ) -> torch.Tensor:
+        """Logits ``(E,)`` from partgnn's features ``x (N, 4)`` and ``edge_attr (E, 7)``
+        (what ``partgnn infer`` gives the model: a graph file's ``x`` and ``edge_attr``)."""
+        x = (x - self.node_mean) / self.node_std
+        edge_attr = (edge_attr - self.edge_mean) / self.edge_std
+        h = self.node_encoder(x)
+        e = self.edge_encoder(edge_attr)
+        h_initial, e_initial = h, e
+        src, dst = edge_index[0], edge_index[1]
+        n_nodes = h.shape[0]
+        by_prefix = self.sums_by_prefix and self.aggregation != "max"
+        into, out_of = _no_layout(src), _no_layout(src)
+        if by_prefix:
+            into, out_of = _sorted_layout(dst, n_nodes), _sorted_layout(src, n_nodes)
+        # (TorchScript's zip takes no strict=; the lists have one entry per step each)
+        for edge_mlp, node_mlp in zip(self.edge_mlps, self.node_mlps):  # noqa: B905
+            nodes, edges = h, e
+            if self.concat_initial:
+                nodes = torch.cat([h, h_initial], dim=1)
+                edges = torch.cat([e, e_initial], dim=1)
+            update = edge_mlp(nodes, edges, src, dst)
+            e = e + update if self.residual else update
+            incoming = _aggregate(e, dst, n_nodes, self.aggregation, into, by_prefix)
+            outgoing = _aggregate(e, src, n_nodes, self.aggregation, out_of, by_prefix)
+            blocks = [h, incoming, outgoing]
+            if self.concat_initial:
+                blocks.append(h_initial)
+            update = node_mlp(torch.cat(blocks, dim=1))
+            h = h + update if self.residual else update
+        return self.edge_head(h, e, src, dst).squeeze(-1)
+
+
+class EdgeBlockMLP(nn.Module):
+    """An MLP on ``[h_src, h_dst, e]`` with its first layer applied block by block.
+
+    ``W [h_src, h_dst, e] + b = (h W_src)[src] + (h W_dst)[dst] + e W_e + b``: the node blocks
+    are multiplied once per node and gathered per edge, as
+    :func:`~partgnn.models.lean_mlp.first_layer` does in partgnn's model.
+
+    Args:
+        mlp: The trained MLP (its first module a ``Linear`` on ``2 * node_width + edge
+            width`` inputs).
+        node_width: Width of the node rows ``h``.
+
+    Shapes:
+        - nodes: ``(N, node_width)``; edges: ``(E, F_e)``; src, dst: ``(E,)``.
+        - output: ``(E, out)``.
+    """
+
+    def __init__(self, mlp: nn.Sequential, node_width: int) -> None:
+        super().__init__()
+        first = mlp[0]
+        weight = first.weight.detach()
+        self.w_src = nn.Parameter(weight[:, :node_width].t().contiguous(), requires_grad=False)
+        self.w_dst = nn.Parameter(
+            weight[:, node_width : 2 * node_width].t().contiguous(), requires_grad=False
+        )
+        self.w_edge = nn.Parameter(
+            weight[:, 2 * node_width :].t().contiguous(), requires_grad=False
+        )
+        bias = first.bias if first.bias is not None else torch.zeros(weight.shape[0])
+        self.bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
+        self.tail = nn.Sequential(*list(mlp)[1:])
+
+    def forward(
+        self, nodes: torch.Tensor, edges: torch.Tensor, src: torch.Tensor, dst: torch.Tensor
+    ) -> torch.Tensor:
+        """The MLP of each edge's ``[nodes[src], nodes[dst], edges]``."""
+        first = (nodes @ self.w_src)[src] + (nodes @ self.w_dst)[dst] + edges @ self.w_edge
+        return self.tail(first + self.bias)
+
+
+def _wrap_phi(dphi: torch.Tensor, pi: torch.Tensor) -> torch.Tensor:
+    """Differences of two angles in ``(-pi, pi]`` wrapped to ``(-pi, pi]``, as
+    :func:`~partgnn.data.graph_features.wrap_phi`: one turn added or taken away (no remainder,
+    which ONNX computes in float32); ``pi`` a float64 tensor."""
+    return torch.where(dphi > pi, dphi - 2.0 * pi, torch.where(dphi <= -pi, dphi + 2.0 * pi, dphi))
+
+
+def _no_layout(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A layout :func:`_aggregate` does not read (empty tensors: the sums by a scatter)."""
+    empty = index[:0]
+    return empty, empty, empty
+
+
+def _sorted_layout(
+    index: torch.Tensor, n_nodes: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The edges sorted by ``index`` ``(E,)`` and where each node's run of them starts and ends
+    in that order, ``(n_nodes,)`` each: what :func:`_prefix_sums` needs, made once a forward."""
+    order = torch.argsort(index)
+    counts = torch.zeros(n_nodes, dtype=index.dtype, device=index.device).scatter_add(
+        0, index, torch.ones_like(index)
+    )
+    ends = torch.cumsum(counts, 0)
+    return order, ends - counts, ends
+
+
+def _prefix_sums(
+    e: torch.Tensor, layout: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """Each node's sum of its edges' rows of ``e`` ``(E, H)``, as differences of the prefix
+    sums of the rows sorted by node, ``(n_nodes, H)``; the prefix sums in float64, so the
+    differences lose nothing of float32 rows."""
+    order, starts, ends = layout
+    rows = e.index_select(0, order).to(torch.float64)
+    prefix = torch.cat([rows.new_zeros(1, rows.shape[1]), torch.cumsum(rows, 0)])
+    return (prefix.index_select(0, ends) - prefix.index_select(0, starts)).to(e.dtype)
+
+
+def _aggregate(
+    e: torch.Tensor,
+    index: torch.Tensor,
+    n_nodes: int,
+    how: str,
+    layout: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    by_prefix: bool,
+) -> torch.Tensor:
+    """Edge latents ``(E, H)`` reduced into ``n_nodes`` rows by ``index`` (``sum``, ``mean``,
+    ``max`` or ``sum`` and ``max`` side by side); nodes without edges get zeros, as in
+    :func:`~partgnn.models.edge_aggregation.aggregate_both_ways`. The sums by a scatter, or
+    (``by_prefix``) by :func:`_prefix_sums` with the sorted ``layout`` (:func:`_sorted_layout`)."""
+    rows = index.unsqueeze(1).expand(-1, e.shape[1])
+    if by_prefix:
+        total = _prefix_sums(e, layout)
+    else:
+        total = torch.zeros(n_nodes, e.shape[1], dtype=e.dtype, device=e.device).scatter_add(
+            0, rows, e
+        )
+    if how == "sum":
+        return total
+    if how == "mean":
+        count = torch.zeros(n_nodes, dtype=e.dtype, device=e.device).scatter_add(
+            0, index, torch.ones_like(index, dtype=e.dtype)
+        )
+        return total / torch.clamp(count, min=1.0).unsqueeze(1)
+    largest = torch.zeros(n_nodes, e.shape[1], dtype=e.dtype, device=e.device).scatter_reduce(
+        0, rows, e, reduce="amax", include_self=False
+    )
+    if how == "max":
+        return largest
+    return torch.cat([total, largest], dim=1)

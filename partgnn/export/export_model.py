@@ -1,0 +1,96 @@
+"""``partgnn export``'s work: a checkpoint (or ``pretrained:NAME``) to an exported file."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
+from partgnn.errors import InputError
+from partgnn.export.edge_classifier import ExportedEdgeClassifier
+from partgnn.export.formats import write_exported
+from partgnn.export.node_inputs import NodeInputs
+from partgnn.resources import pretrained_name
+from partgnn.train.checkpoints import load_checkpoint
+from partgnn.train.inference import load_trained_model
+from partgnn.train.model_settings import saved_model_config
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What :func:`export_checkpoint` wrote."""
+
+    path: Path
+    format: str
+    model: str
+    score_cut: float | None
+    inputs: NodeInputs
+
+
+def export_checkpoint(
+    checkpoint: str | os.PathLike[str],
+    fmt: str,
+    out: str | os.PathLike[str],
+    *,
+    inputs: NodeInputs | None = None,
+    device: str = "cpu",
+) -> Exported:
+    """Writes ``checkpoint``'s model as ``fmt`` (:data:`~partgnn.export.formats.FORMATS`) to
+    ``out``, taking node features ``inputs`` (default: partgnn's own columns and scales).
+
+    Args:
+        checkpoint: A training checkpoint or ``pretrained:NAME``.
+        fmt: ``torchscript``, ``aoti`` or ``onnx``.
+        out: The file to write (atomically).
+        inputs: The node features' columns and scales.
+        device: Where the model is to run: ``cpu`` or ``cuda`` (an AOTInductor package is
+            compiled for it; TorchScript and ONNX files run on either).
+
+    Raises:
+        InputError: The checkpoint holds a model class of one's own (``model.target``) or a
+            BatchNorm model, the device is not there, or the format's tools are missing.
+    """
+    inputs = inputs or NodeInputs()
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"--device {device!r}: cpu or cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device on this machine")
+    state = load_checkpoint(checkpoint)
+    target = saved_model_config(state, str(checkpoint)).target
+    if target is not None:
+        raise InputError(
+            f"{checkpoint}: model.target {target} is a model class of one's own; partgnn "
+            "exports its own Interaction Network only (export that class with torch.jit.script "
+            "or torch.export yourself)"
+        )
+    model, _ = load_trained_model(
+        checkpoint, len(NODE_FEATURES), len(EDGE_FEATURES), torch.device("cpu")
+    )
+    module = ExportedEdgeClassifier(model, inputs).to(device)
+    name = pretrained_name(str(checkpoint)) or Path(checkpoint).stem
+    cut = state.get("score_cut")
+    info = {
+        "model": name,
+        "score_cut": None if cut is None else float(cut),
+        "node_features": inputs.describe(),
+        "node_feature_columns": list(inputs.columns),
+        "feature_scales": list(inputs.scales),
+    }
+    write_exported(module, example_inputs(inputs, device), fmt, out, info)
+    return Exported(Path(out), fmt, name, info["score_cut"], inputs)
+
+
+def example_inputs(inputs: NodeInputs, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """A small graph in ``inputs``' columns (8 hits on a track-like line, 7 edges): what the
+    exporters trace with; sizes are left free in the exported file."""
+    r = torch.linspace(30.0, 1000.0, 8, dtype=torch.float64)
+    physical = {"r": r, "phi": 0.1 + r / 5e4, "z": 0.4 * r, "eta": torch.asinh(0.4 * r / r)}
+    columns = [
+        physical[name] / scale for name, scale in zip(inputs.columns, inputs.scales, strict=True)
+    ]
+    node_features = torch.stack(columns, dim=1).to(torch.float32)
+    edge_index = torch.stack([torch.arange(7), torch.arange(1, 8)])
+    return node_features.to(device), edge_index.to(device)

@@ -1,0 +1,89 @@
+"""The node features an exported model is given, and how it turns them into positions.
+
+ACTS's GNN plugin hands an edge classifier one row per space point: the columns its
+``nodeFeatures`` names, each divided by its ``featureScales`` entry. An exported partgnn model
+takes such rows: :class:`NodeInputs` says which columns (of ``r`` [mm], ``phi`` [rad], ``z``
+[mm], ``eta``) in which order and with which scales. The default is partgnn's own node features
+(:data:`~partgnn.data.graph_config.NODE_FEATURES`: ``r / 1000, phi / pi, z / 1000, eta``), what
+ACTS makes from ``nodeFeatures = [R, Phi, Z, Eta]`` with ``featureScales = [1000, 3.141592654,
+1000, 1]`` (its ITk examples' first four). Without an ``eta`` column the model computes it from
+``r`` and ``z`` as partgnn does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from partgnn.data.graph_config import NODE_FEATURES
+from partgnn.data.graph_features import LENGTH_SCALE
+from partgnn.errors import InputError
+
+#: The columns an exported model can be given (:data:`NODE_FEATURES`' names).
+COLUMNS: tuple[str, ...] = NODE_FEATURES
+#: The columns it needs: positions (``eta`` follows from ``r`` and ``z``).
+NEEDED: tuple[str, ...] = ("r", "phi", "z")
+#: partgnn's own scale of each column (a model's node feature is the value divided by it).
+PARTGNN_SCALES: dict[str, float] = {
+    "r": LENGTH_SCALE,
+    "phi": math.pi,
+    "z": LENGTH_SCALE,
+    "eta": 1.0,
+}
+
+
+@dataclass(frozen=True)
+class NodeInputs:
+    """Which columns the node features hold, in order, and the scale each was divided by.
+
+    Attributes:
+        columns: Names from :data:`COLUMNS`, each once; ``r``, ``phi`` and ``z`` needed.
+        scales: ``featureScales``: column ``i`` holds the value divided by ``scales[i]``.
+    """
+
+    columns: tuple[str, ...] = COLUMNS
+    scales: tuple[float, ...] = tuple(PARTGNN_SCALES[name] for name in COLUMNS)
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.columns if name not in COLUMNS]
+        if unknown:
+            raise InputError(f"node features: {unknown[0]!r} is not one of {', '.join(COLUMNS)}")
+        if len(set(self.columns)) != len(self.columns):
+            raise InputError(f"node features: a column named twice ({', '.join(self.columns)})")
+        missing = [name for name in NEEDED if name not in self.columns]
+        if missing:
+            raise InputError(
+                f"node features: {', '.join(missing)} missing (the model needs r, phi and z)"
+            )
+        if len(self.scales) != len(self.columns):
+            raise InputError(
+                f"feature scales: {len(self.scales)} for {len(self.columns)} node features"
+            )
+        if not all(math.isfinite(s) and s > 0 for s in self.scales):
+            raise InputError(f"feature scales must be finite and > 0 (got {list(self.scales)})")
+
+    @classmethod
+    def parse(cls, columns: str | None, scales: str | None) -> NodeInputs:
+        """From ``--node-features r,phi,z`` and ``--feature-scales 1000,3.141592654,1000``
+        (comma-separated; each ``None`` takes the default: partgnn's columns, and partgnn's
+        scale of each column).
+
+        Raises:
+            InputError: An unknown, repeated or missing column, or a bad scale.
+        """
+        names = COLUMNS if columns is None else tuple(c.strip() for c in columns.split(","))
+        if scales is None:
+            values = tuple(PARTGNN_SCALES.get(name, 1.0) for name in names)
+        else:
+            try:
+                values = tuple(float(s) for s in scales.split(","))
+            except ValueError:
+                raise InputError(f"feature scales: not numbers ({scales!r})") from None
+        return cls(names, values)
+
+    def describe(self) -> str:
+        """``r / 1000, phi / 3.14159, z / 1000, eta``: what each column holds."""
+        return ", ".join(
+            name if scale == 1.0 else f"{name} / {scale:g}"
+            for name, scale in zip(self.columns, self.scales, strict=True)
+        )

@@ -1,0 +1,126 @@
+"""Scoring one pile-up-200 event graph with each exported format against partgnn's own scoring:
+wall time per graph on 1 and 2 threads, and how far each file's scores are from ``partgnn
+infer``'s (issue 51).
+
+Simulates one event (the realistic simulation, seed 13, event 2000: a held-out event of the
+shipped full-graph model's card), builds its graph with the model's module map (``--map
+pretrained:MODEL``), scores it with ``partgnn infer``, exports the model in each format
+(``partgnn export``) and scores the graph with each file in a process that cannot import
+partgnn (``tools/score_exported.py``: TorchScript by ``torch.jit.load``, AOTInductor by
+``aoti_load_package``, ONNX by onnxruntime with ACTS's settings). partgnn's time is its model's
+forward pass on the graph (what ``partgnn infer`` computes per event), in this process. Times
+are medians of ``--repeats`` after one warm-up::
+
+    .venv/bin/python tools/bench_export.py --repeats 5 [--record]
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from _common import REPOSITORY, ToolParser, machine, markdown_table, partgnn, record_figures
+
+from partgnn.data.storage import GraphFile, ScoresFile
+from partgnn.export.formats import FORMATS
+from partgnn.train.inference import load_trained_model
+
+
+def main() -> None:
+    parser = ToolParser(__doc__, figures="export")
+    parser.add_argument("--model", default="trackml-full", help="a shipped model (pretrained:)")
+    parser.add_argument("--pileup", type=float, default=200.0)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.tiny(pileup=3.0, threads=[1], formats=["torchscript", "onnx"], repeats=1)
+    args = parser.parse_args()
+    model_spec = f"pretrained:{args.model}"
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        events, graphs, scores = work / "events.h5", work / "graphs.h5", work / "scores.h5"
+        partgnn("simulate", "--events", "1", "--pileup", f"{args.pileup:g}", "--seed", "13",
+                "--first-event-id", "2000", "--out", events)  # fmt: skip
+        partgnn("build-graphs", events, "--method", "module-map", "--map", model_spec,
+                "--out", graphs)  # fmt: skip
+        partgnn("infer", "--checkpoint", model_spec, "--graphs", graphs, "--out", scores,
+                "--device", "cpu")  # fmt: skip
+        with GraphFile(graphs) as graph_file, ScoresFile(scores) as scores_file:
+            graph, infer_scores = graph_file[0], scores_file[0]
+        cut = float(torch.load(REPOSITORY / f"partgnn/pretrained/{args.model}.pt",
+                               weights_only=True)["score_cut"])  # fmt: skip
+        npz = work / "graph.npz"
+        np.savez(npz, node_features=graph.x.numpy(), edge_index=graph.edge_index.numpy())
+        size = f"{graph.num_nodes:,} nodes, {graph.edge_index.shape[1]:,} edges"
+        rows, figures = [], []
+        own = _partgnn_times(model_spec, graph, args.threads, args.repeats)
+        rows.append(("partgnn (model forward, as infer)", *(f"{t:.3f}" for t in own), "-", "-"))
+        for fmt in args.formats:
+            exported = work / f"model.{fmt}"
+            partgnn("export", model_spec, "--format", fmt, "--out", exported, in_process=True)
+            times = []
+            for threads in args.threads:
+                seconds, logits = _file_time(exported, fmt, npz, work, threads, args.repeats)
+                times.append(seconds)
+            got = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+            largest = float(np.abs(got - infer_scores).max())
+            flipped = int(((got > cut) != (infer_scores > cut)).sum())
+            rows.append((fmt, *(f"{t:.3f}" for t in times), f"{largest:.1e}", str(flipped)))
+            ratios = ", ".join(
+                f"{t:.3f} s on {n} thread(s) ({t / o:.2f}x partgnn's)"
+                for t, o, n in zip(times, own, args.threads, strict=True)
+            )
+            figures.append((
+                f"pretrained:{args.model} exported as {fmt}, one pile-up-{args.pileup:g} event "
+                f"graph ({size}), scored without partgnn: time per graph; scores against partgnn "
+                "infer's (max |difference|, edges on the other side of the card's cut)",
+                f"{ratios}; {largest:.1e}, {flipped} of {graph.edge_index.shape[1]:,}",
+            ))  # fmt: skip
+    print(f"{machine()}; {size}; medians of {args.repeats}\n")
+    header = ["scoring", *(f"s per graph, {n} thread(s)" for n in args.threads),
+              "max abs(score - infer's)", f"edges across the cut ({cut:.4g})"]  # fmt: skip
+    print(markdown_table(header, rows))
+    record_figures(args.record, figures)
+
+
+def _partgnn_times(spec: str, graph, thread_counts: list[int], repeats: int) -> list[float]:
+    model, _ = load_trained_model(spec, graph.x.shape[1], graph.edge_attr.shape[1],
+                                  torch.device("cpu"))  # fmt: skip
+    times = []
+    for threads in thread_counts:
+        torch.set_num_threads(threads)
+        with torch.no_grad():
+            model(graph.x, graph.edge_index, graph.edge_attr)  # warm-up
+            runs = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                model(graph.x, graph.edge_index, graph.edge_attr)
+                runs.append(time.perf_counter() - start)
+        times.append(statistics.median(runs))
+    return times
+
+
+def _file_time(
+    path: Path, fmt: str, npz: Path, work: Path, threads: int, repeats: int
+) -> tuple[float, np.ndarray]:
+    out = work / f"logits-{fmt}-{threads}.npz"
+    done = subprocess.run(
+        [sys.executable, str(REPOSITORY / "tools" / "score_exported.py"), str(path), "--format",
+         fmt, "--graph", str(npz), "--out", str(out), "--threads", str(threads), "--repeat",
+         str(repeats)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode:
+        sys.exit(f"score_exported.py {fmt} failed:\n{done.stderr[-2000:]}")
+    line = next(x for x in done.stdout.splitlines() if x.startswith("median wall time"))
+    return float(line.split(":")[1].split()[0]), np.load(out)["logits"]
+
+
+if __name__ == "__main__":
+    main()
