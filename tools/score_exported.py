@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 sys.modules["partgnn"] = None  # type: ignore[assignment]  # import partgnn fails from here on
 
@@ -41,6 +42,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=0)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
+    for path in (args.model, args.graph):
+        if not Path(path).is_file():
+            sys.exit(f"score_exported.py: {path}: no such file")
     torch.set_num_threads(args.threads)
     graph = np.load(args.graph)
     node_features = np.ascontiguousarray(graph["node_features"], dtype=np.float32)

@@ -78,8 +78,12 @@ class ExportedEdgeClassifier(nn.Module):
         #: element (2/3 of its time on a pile-up-200 graph); the ONNX writer sets it.
         self.sums_by_prefix: bool = False
         columns = {name: index for index, name in enumerate(inputs.columns)}
-        self.r_column: int = columns["r"]
-        self.phi_column: int = columns["phi"]
+        # (r and phi are read when given, else computed from x and y; -1: not given)
+        self.by_xy: bool = not ("r" in columns and "phi" in columns)
+        self.r_column: int = columns.get("r", -1)
+        self.phi_column: int = columns.get("phi", -1)
+        self.x_column: int = columns.get("x", -1)
+        self.y_column: int = columns.get("y", -1)
         self.z_column: int = columns["z"]
         self.eta_column: int = columns.get("eta", -1)
         self.n_columns: int = len(inputs.columns)
@@ -102,9 +106,17 @@ class ExportedEdgeClassifier(nn.Module):
         """partgnn's node features ``(N, 4)`` and edge features ``(E, 7)``, float32, from the
         given columns (:func:`~partgnn.data.graph_features.graph_features`'s formulas)."""
         given = node_features.to(torch.float64)
-        r = given[:, self.r_column] * self.scales[self.r_column]
-        phi = given[:, self.phi_column] * self.scales[self.phi_column]
         z = given[:, self.z_column] * self.scales[self.z_column]
+        if self.by_xy:
+            # (partgnn.data.graph_features.cylindrical's formulas)
+            x = given[:, self.x_column] * self.scales[self.x_column]
+            y = given[:, self.y_column] * self.scales[self.y_column]
+            # (x * x is exact in float64 for float32 inputs; ONNX has no hypot)
+            r = torch.sqrt(x * x + y * y)
+            phi = torch.atan2(y, x)
+        else:
+            r = given[:, self.r_column] * self.scales[self.r_column]
+            phi = given[:, self.phi_column] * self.scales[self.phi_column]
         if self.eta_column >= 0:
             eta = given[:, self.eta_column] * self.scales[self.eta_column]
         else:

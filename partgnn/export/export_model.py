@@ -87,7 +87,11 @@ def example_inputs(inputs: NodeInputs, device: str = "cpu") -> tuple[torch.Tenso
     """A small graph in ``inputs``' columns (8 hits on a track-like line, 7 edges): what the
     exporters trace with; sizes are left free in the exported file."""
     r = torch.linspace(30.0, 1000.0, 8, dtype=torch.float64)
-    physical = {"r": r, "phi": 0.1 + r / 5e4, "z": 0.4 * r, "eta": torch.asinh(0.4 * r / r)}
+    phi = 0.1 + r / 5e4
+    physical = {
+        "r": r, "phi": phi, "z": 0.4 * r, "eta": torch.asinh(0.4 * r / r),
+        "x": r * torch.cos(phi), "y": r * torch.sin(phi),
+    }  # fmt: skip
     columns = [
         physical[name] / scale for name, scale in zip(inputs.columns, inputs.scales, strict=True)
     ]

@@ -113,7 +113,7 @@ def _write_aoti(
     except Exception as err:  # the compiler's failure, said in one line
         raise InputError(
             f"aoti: AOTInductor could not compile the model (it needs a C++ compiler, g++ or "
-            f"clang, on this machine): {str(err).strip().splitlines()[0][:200]}"
+            f"clang, on this machine): {_first_line(err)}"
         ) from None
     finally:
         package.unlink(missing_ok=True)
@@ -140,6 +140,11 @@ def _write_onnx(
         raise InputError(
             f"onnx: {err.name} is not installed (pip install 'partgnn[export]')"
         ) from None
+    if module.by_xy:
+        raise InputError(
+            "onnx: phi from x and y needs atan2 in float64, which onnxruntime does not have: "
+            "give r, phi and z for an ONNX file (or write TorchScript or AOTInductor)"
+        )
     module = copy.deepcopy(module)
     module.sums_by_prefix = True  # (onnxruntime's scatter-add is slow: see the attribute)
     # (its registry logs a warning per torchvision operator it cannot register: not ours)
@@ -152,9 +157,21 @@ def _write_onnx(
             output_names=["logits"], dynamic_shapes=_dynamic_shapes(), opset_version=ONNX_OPSET,
             dynamo=True, verbose=False,
         )  # fmt: skip
+    except Exception as err:  # the exporter's failure, said in one line
+        raise InputError(
+            f"onnx: torch.onnx could not convert the model: {_first_line(err)}"
+        ) from None
     finally:
         logger.setLevel(level)
     model = program.model_proto
     entry = model.metadata_props.add()
     entry.key, entry.value = "partgnn", convention
     onnx.save(model, str(tmp))
+
+
+def _first_line(err: BaseException) -> str:
+    """The first line of an exporter's error, without terminal colours, at most 200 chars."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip()
+    return (text.splitlines() or [type(err).__name__])[0][:200]

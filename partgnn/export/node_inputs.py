@@ -3,11 +3,15 @@
 ACTS's GNN plugin hands an edge classifier one row per space point: the columns its
 ``nodeFeatures`` names, each divided by its ``featureScales`` entry. An exported partgnn model
 takes such rows: :class:`NodeInputs` says which columns (of ``r`` [mm], ``phi`` [rad], ``z``
-[mm], ``eta``) in which order and with which scales. The default is partgnn's own node features
+[mm], ``eta``, ``x`` and ``y`` [mm]) in which order and with which scales, the positions as
+``r, phi, z`` or as ``x, y, z``. The default is partgnn's own node features
 (:data:`~partgnn.data.graph_config.NODE_FEATURES`: ``r / 1000, phi / pi, z / 1000, eta``), what
 ACTS makes from ``nodeFeatures = [R, Phi, Z, Eta]`` with ``featureScales = [1000, 3.141592654,
 1000, 1]`` (its ITk examples' first four). Without an ``eta`` column the model computes it from
-``r`` and ``z`` as partgnn does.
+``r`` and ``z`` as partgnn does. Given ``x, y, z`` (ACTS's ``X, Y, Z`` with scales 1), it computes
+``r`` and ``phi`` from them in float64, as partgnn's graphs are made from the hits' float32
+positions: its features are then the graph files' own, where float32 ``r / 1000`` and
+``phi / pi`` have been rounded before the differences are taken (docs/USER_GUIDE.md).
 """
 
 from __future__ import annotations
@@ -19,16 +23,18 @@ from partgnn.data.graph_config import NODE_FEATURES
 from partgnn.data.graph_features import LENGTH_SCALE
 from partgnn.errors import InputError
 
-#: The columns an exported model can be given (:data:`NODE_FEATURES`' names).
-COLUMNS: tuple[str, ...] = NODE_FEATURES
-#: The columns it needs: positions (``eta`` follows from ``r`` and ``z``).
-NEEDED: tuple[str, ...] = ("r", "phi", "z")
+#: The columns an exported model can be given: :data:`NODE_FEATURES`' names, and ``x``, ``y``.
+COLUMNS: tuple[str, ...] = (*NODE_FEATURES, "x", "y")
+#: The positions it needs, one way or the other (``eta`` follows from ``r`` and ``z``).
+POSITIONS: tuple[tuple[str, ...], ...] = (("r", "phi", "z"), ("x", "y", "z"))
 #: partgnn's own scale of each column (a model's node feature is the value divided by it).
 PARTGNN_SCALES: dict[str, float] = {
     "r": LENGTH_SCALE,
     "phi": math.pi,
     "z": LENGTH_SCALE,
     "eta": 1.0,
+    "x": 1.0,
+    "y": 1.0,
 }
 
 
@@ -37,12 +43,13 @@ class NodeInputs:
     """Which columns the node features hold, in order, and the scale each was divided by.
 
     Attributes:
-        columns: Names from :data:`COLUMNS`, each once; ``r``, ``phi`` and ``z`` needed.
+        columns: Names from :data:`COLUMNS`, each once; ``r``, ``phi`` and ``z``, or ``x``,
+            ``y`` and ``z``, needed.
         scales: ``featureScales``: column ``i`` holds the value divided by ``scales[i]``.
     """
 
-    columns: tuple[str, ...] = COLUMNS
-    scales: tuple[float, ...] = tuple(PARTGNN_SCALES[name] for name in COLUMNS)
+    columns: tuple[str, ...] = NODE_FEATURES
+    scales: tuple[float, ...] = tuple(PARTGNN_SCALES[name] for name in NODE_FEATURES)
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.columns if name not in COLUMNS]
@@ -50,10 +57,11 @@ class NodeInputs:
             raise InputError(f"node features: {unknown[0]!r} is not one of {', '.join(COLUMNS)}")
         if len(set(self.columns)) != len(self.columns):
             raise InputError(f"node features: a column named twice ({', '.join(self.columns)})")
-        missing = [name for name in NEEDED if name not in self.columns]
-        if missing:
+        if not any(all(name in self.columns for name in way) for way in POSITIONS):
+            missing = [name for name in POSITIONS[0] if name not in self.columns]
             raise InputError(
-                f"node features: {', '.join(missing)} missing (the model needs r, phi and z)"
+                f"node features: {', '.join(missing)} missing (the model needs r, phi and z, or "
+                "x, y and z)"
             )
         if len(self.scales) != len(self.columns):
             raise InputError(
@@ -71,7 +79,7 @@ class NodeInputs:
         Raises:
             InputError: An unknown, repeated or missing column, or a bad scale.
         """
-        names = COLUMNS if columns is None else tuple(c.strip() for c in columns.split(","))
+        names = NODE_FEATURES if columns is None else tuple(c.strip() for c in columns.split(","))
         if scales is None:
             values = tuple(PARTGNN_SCALES.get(name, 1.0) for name in names)
         else:

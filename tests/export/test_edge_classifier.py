@@ -23,7 +23,11 @@ def _positions(n_hits: int = 60, seed: int = 0) -> tuple[np.ndarray, np.ndarray,
     tracks, per_track = n_hits // 6, 6
     phi0 = rng.uniform(-math.pi, math.pi, tracks)
     phi0[:2] = [math.pi - 0.01, -math.pi + 0.005]  # tracks that cross phi = +-pi
-    r = np.tile(np.linspace(40.0, 900.0, per_track), tracks)
+    # (each track its own radii: an edge between hits at one radius divides by +-MIN_DR, whose
+    # sign the last bit of r decides)
+    r = np.tile(np.linspace(40.0, 900.0, per_track), tracks) + np.repeat(
+        np.arange(tracks), per_track
+    )
     phi = np.repeat(phi0, per_track) + np.repeat(rng.uniform(-0.05, 0.05, tracks), per_track) * (
         r / 1000.0
     )
@@ -54,6 +58,8 @@ def _columns(xyz: np.ndarray, inputs: NodeInputs) -> torch.Tensor:
         "phi": np.arctan2(xyz[:, 1], xyz[:, 0]),
         "z": xyz[:, 2],
         "eta": np.arcsinh(xyz[:, 2] / r),
+        "x": xyz[:, 0],
+        "y": xyz[:, 1],
     }
     columns = [values[c] / s for c, s in zip(inputs.columns, inputs.scales, strict=True)]
     return torch.from_numpy(np.stack(columns, axis=1))
@@ -65,6 +71,7 @@ def _columns(xyz: np.ndarray, inputs: NodeInputs) -> torch.Tensor:
         NodeInputs(),
         NodeInputs(("z", "r", "phi"), (1.0, 1.0, 1.0)),  # raw mm and rad, eta computed
         NodeInputs(("phi", "eta", "r", "z"), (3.141592654, 1.0, 1000.0, 10.0)),
+        NodeInputs(("x", "y", "z"), (1.0, 1.0, 1.0)),  # r and phi computed
     ],
 )
 def test_the_features_are_partgnns_from_any_columns(inputs: NodeInputs):
@@ -121,8 +128,9 @@ def test_a_graph_batch_norm_model_is_refused_in_one_line():
 @pytest.mark.parametrize(
     ("columns", "scales", "message"),
     [
-        ("r,phi,x", None, "'x' is not one of r, phi, z, eta"),
+        ("r,phi,w", None, "'w' is not one of r, phi, z, eta, x, y"),
         ("r,phi", None, "z missing"),
+        ("x,z,eta", None, "r, phi missing"),
         ("r,phi,z,r", None, "a column named twice"),
         ("r,phi,z", "1000,3.14", "2 for 3 node features"),
         ("r,phi,z", "1000,0,1000", "finite and > 0"),
@@ -141,3 +149,4 @@ def test_the_default_inputs_are_partgnns_node_features():
     assert inputs.scales == (1000.0, math.pi, 1000.0, 1.0)
     assert inputs.describe() == "r / 1000, phi / 3.14159, z / 1000, eta"
     assert NodeInputs.parse("r,phi,z", None).scales == (1000.0, math.pi, 1000.0)
+    assert NodeInputs.parse("x,y,z", None).scales == (1.0, 1.0, 1000.0)

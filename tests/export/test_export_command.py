@@ -46,6 +46,8 @@ def sample(sample_dir: Path, tmp_path_factory) -> dict:
     with GraphFile(graphs) as graph_file, ScoresFile(scores) as scores_file:
         graph, infer_scores = graph_file[0], scores_file[0]
     np.savez(work / "graph.npz", node_features=graph.x.numpy(), edge_index=graph.edge_index.numpy())
+    np.savez(work / "graph-xyz.npz", node_features=graph.pos.numpy(),
+             edge_index=graph.edge_index.numpy())  # fmt: skip
     model, _ = load_trained_model(MODEL, 4, 7, torch.device("cpu"))
     module = ExportedEdgeClassifier(model, NodeInputs())
     with torch.no_grad():
@@ -89,6 +91,23 @@ def test_an_exported_model_scores_as_partgnn_does_without_partgnn(sample: dict, 
     assert np.abs(scores - sample["infer"]).max() < INFER_TOLERANCE
     cut = sample["cut"]
     assert ((scores > cut) == (sample["infer"] > cut)).all()  # the same edges above the cut
+
+
+def test_given_x_y_z_the_features_are_the_graph_files_own(sample: dict, tmp_path: Path):
+    """ACTS's ``nodeFeatures = [X, Y, Z]`` (scales 1): the file computes r and phi from the
+    hits' float32 positions as partgnn's graphs are made, so its scores are ``partgnn infer``'s
+    within the network's rounding (no float32 phi first)."""
+    exported = tmp_path / "model.torchscript"
+    assert main(["export", MODEL, "--format", "torchscript", "--out", str(exported),
+                 "--node-features", "x,y,z", "--feature-scales", "1,1,1"]) == 0  # fmt: skip
+    scores, convention = _scored_without_partgnn(
+        exported, "torchscript", sample["work"] / "graph-xyz.npz", tmp_path / "logits.npz"
+    )
+    assert convention["node_feature_columns"] == ["x", "y", "z"]
+    assert np.abs(scores - sample["infer"]).max() < FILE_TOLERANCE
+    code = main(["export", MODEL, "--format", "onnx", "--out", str(tmp_path / "m.onnx"),
+                 "--node-features", "x,y,z", "--feature-scales", "1,1,1"])  # fmt: skip
+    assert code == 2 and not (tmp_path / "m.onnx").exists()
 
 
 def test_export_refuses_what_it_cannot_write_in_one_line(sample: dict, tmp_path: Path, capsys):
