@@ -20,13 +20,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("--out", type=Path, required=True, help="the file to write")
     export.add_argument(
         "--node-features", default=None, metavar="COLUMNS",
-        help="the node features' columns, comma-separated, of r, phi, z, eta (ACTS's "
-        "nodeFeatures; default r,phi,z,eta; without eta it is computed from r and z)",
+        help="the node features' columns, comma-separated, of r, phi, z, eta, x, y (ACTS's "
+        "nodeFeatures; default r,phi,z,eta; without eta it is computed from r and z; with x,y,z "
+        "r and phi are computed as partgnn's graphs are: the graph files' own features)",
     )  # fmt: skip
     export.add_argument(
         "--feature-scales", default=None, metavar="SCALES",
         help="what each column was divided by, comma-separated (ACTS's featureScales; default "
-        "partgnn's: 1000 for r and z [mm], pi for phi, 1 for eta)",
+        "partgnn's: 1000 for lengths (r, z, x, y [mm]), pi for phi, 1 for eta)",
     )  # fmt: skip
     export.add_argument(
         "--device", default="cpu", choices=("cpu", "cuda"),

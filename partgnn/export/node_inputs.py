@@ -33,8 +33,8 @@ PARTGNN_SCALES: dict[str, float] = {
     "phi": math.pi,
     "z": LENGTH_SCALE,
     "eta": 1.0,
-    "x": 1.0,
-    "y": 1.0,
+    "x": LENGTH_SCALE,
+    "y": LENGTH_SCALE,
 }
 
 

@@ -149,4 +149,4 @@ def test_the_default_inputs_are_partgnns_node_features():
     assert inputs.scales == (1000.0, math.pi, 1000.0, 1.0)
     assert inputs.describe() == "r / 1000, phi / 3.14159, z / 1000, eta"
     assert NodeInputs.parse("r,phi,z", None).scales == (1000.0, math.pi, 1000.0)
-    assert NodeInputs.parse("x,y,z", None).scales == (1.0, 1.0, 1000.0)
+    assert NodeInputs.parse("x,y,z", None).scales == (1000.0, 1000.0, 1000.0)  # lengths in m
