@@ -160,7 +160,8 @@ def fit(
     Raises:
         InputError: A bad config, or shards that do not fit the launched world size.
     """
-    from partgnn.train.config import TrainConfig, load_config, validate_config
+    from partgnn.train.config import TrainConfig
+    from partgnn.train.config_file import load_config, validate_config
     from partgnn.train.trainer import Trainer
     from partgnn.train.world_size import check_world_size
 

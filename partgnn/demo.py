@@ -26,7 +26,7 @@ from partgnn.cli.main import main as partgnn_main
 from partgnn.data.storage import GraphFile
 from partgnn.metrics.report import EVALUATION_NAME, findings, load_run, summary_table
 from partgnn.resources import trackml_sample_dir
-from partgnn.train.config import load_config
+from partgnn.train.config_file import load_config
 
 #: Sectors of the demo: at 4 phi sectors many pT > 1 GeV tracks cross a boundary.
 N_SECTORS = 4
@@ -92,7 +92,7 @@ def run(
         "full": ("full", 1, sectors),
         "halo": ("halo", N_SECTORS, sectors),
         "naive": ("naive", N_SECTORS, sectors),
-        f"overlap-k{margin}": ("naive", N_SECTORS, overlapping),
+        f"overlap-k{margin}": ("overlapping", N_SECTORS, overlapping),
     }
     for name, (mode, n_ranks, shards) in runs.items():
         run_dir = out / "runs" / name
@@ -103,8 +103,8 @@ def run(
         if code := _launch(n_ranks, arguments):
             return code
         scores = run_dir / "scores.h5"
-        source = ["--graphs", str(graphs)] if mode == "full" else ["--shards", str(shards)]
-        naive = ["--naive"] if mode == "naive" else []
+        # Each run is scored as it trained: full on whole graphs, the others on their shards.
+        source = ["--graphs", str(graphs)] if n_ranks == 1 else ["--shards", str(shards)]
         infer = [
             "infer",
             "--checkpoint",
@@ -114,7 +114,8 @@ def run(
             str(scores),
             "--device",
             "cpu",
-            *naive,
+            "--mode",
+            mode,
         ]
         if code := _launch(n_ranks, infer):
             return code

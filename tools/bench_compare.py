@@ -55,11 +55,13 @@ from _paths import shipped_config
 from matplotlib.figure import Figure
 
 from partgnn.metrics.report import load_run
-from partgnn.train.config import load_config
+from partgnn.train.config_file import load_config
 
 #: One partgnn command, echoed to stderr; data preparation runs in this process.
 _partgnn = partial(partgnn, echo=True, threads=None)
 STRATEGIES = ("naive", "overlap", "halo")
+#: The training mode of each of the tool's strategies (its run folders' and rows' names).
+MODES = {"naive": "naive", "overlap": "overlapping", "halo": "halo"}
 
 
 def main() -> None:
@@ -160,8 +162,9 @@ def _run_cell(
     for strategy in args.strategies:
         run_dir = _run_dir(out, method, n_parts, strategy)
         k = margin if strategy == "overlap" else 0
+        mode = MODES[strategy]
         overrides = [
-            f"mode={'halo' if strategy == 'halo' else 'naive'}",
+            f"mode={mode}",
             f"data.graphs={graphs['train']}",
             f"data.shards={_shards(out, method, n_parts, 'train', k)}",
             f"data.val_events={args.val_events}",
@@ -200,7 +203,8 @@ def _run_cell(
                 str(scores),
                 "--device",
                 "cpu",
-                *(["--naive"] if strategy != "halo" else []),
+                "--mode",
+                mode,
             )
         for cut, evaluation in zip(args.cut, evaluations, strict=True):
             if not evaluation.exists():

@@ -89,7 +89,7 @@ def main() -> None:
         "full": ("full", 1, shards),
         "halo": ("halo", 2, shards),
         "naive": ("naive", 2, shards),
-        "overlap": ("naive", 2, overlapping),
+        "overlap": ("overlapping", 2, overlapping),
     }
     for strategy in args.strategies:
         mode, ranks, strategy_shards = strategies[strategy]

@@ -35,7 +35,7 @@ RUNS: dict[str, tuple[str, str | None, int]] = {
     "full": ("full", None, 1),
     "halo": ("halo", "phi2", 2),
     "naive": ("naive", "phi2", 2),
-    "overlap": ("naive", "phi2-margin2", 2),
+    "overlap": ("overlapping", "phi2-margin2", 2),
     "ddp": ("ddp", None, 2),
 }
 

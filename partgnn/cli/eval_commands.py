@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from partgnn import json_files
 from partgnn.cli.arg_types import non_negative_float, score, timeout_seconds
+from partgnn.errors import InputError
 
 #: Communication schedules of the halo exchange
 #: (:data:`partgnn.distributed.halo_exchange.TRANSPORTS`; tests/cli checks they agree). The
@@ -36,8 +38,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--graphs", type=Path, help="graphs file (one process)")
     infer.add_argument("--out", type=Path, required=True, help="output scores file (.h5)")
     infer.add_argument(
-        "--naive", action="store_true", help="score each sector alone (boundary edges get 0)"
-    )
+        "--mode", default=None, metavar="MODE",
+        help="compute as a training run of this mode does: halo (default for --shards: the "
+        "exchange, the full graph's scores), naive (each sector alone: edges crossing the "
+        "boundary get 0), overlapping (each sector extended by the shards' margin, scoring the "
+        "edges into its owned nodes); full (default for --graphs)",
+    )  # fmt: skip
+    infer.add_argument("--naive", action="store_true", help=argparse.SUPPRESS)
     infer.add_argument("--device", default="auto")
     infer.add_argument(
         "--backend", choices=BACKENDS, default="auto",
@@ -113,19 +120,26 @@ def run_infer(args: argparse.Namespace) -> int:
     from partgnn.distributed.session import distributed_session
     from partgnn.train.inference import run_inference
 
+    if args.naive:  # the option's old name
+        if args.mode not in (None, "naive"):
+            raise InputError(f"infer: --naive is --mode naive; got --mode {args.mode} too")
+        args.mode = "naive"
+
     with distributed_session(
         device=args.device, backend=args.backend, timeout_s=args.timeout,
         default_timeout_s=INFER_TIMEOUT_S,
         default_timeout_source="the default",
     ) as context:  # fmt: skip
+        if args.naive and context.is_main:
+            print("partgnn: notice: infer --naive is --mode naive (read as it)", file=sys.stderr)
         n_events = run_inference(
             args.checkpoint,
             args.out,
             context,
             shards=args.shards,
             graphs=args.graphs,
+            mode=args.mode,
             transport=args.transport,
-            naive=args.naive,
             model_target=args.model_target,
         )
     if context.is_main:

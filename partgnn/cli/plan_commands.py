@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     from partgnn.data.storage import GraphFile
     from partgnn.distributed.device import resolve_device
-    from partgnn.train.config import load_config
+    from partgnn.train.config_file import load_config
     from partgnn.train.footprint import Footprint
     from partgnn.train.memory_plan import (
         ItemSize,

@@ -77,7 +77,7 @@ def _refuse_changing_the_config_file(spec: str, config: TrainConfig, overrides: 
     as it is: :meth:`~partgnn.train.run_log.RunLog.write_config` leaves an equal config alone).
     """
     from partgnn.resources import resolve_config
-    from partgnn.train.config import load_config
+    from partgnn.train.config_file import load_config
 
     path = resolve_config(spec)
     snapshot = Path(config.run.dir) / "config.yaml"
@@ -93,7 +93,7 @@ def _refuse_changing_the_config_file(spec: str, config: TrainConfig, overrides: 
 
 def run_train(args: argparse.Namespace) -> int:
     from partgnn.distributed.session import distributed_session
-    from partgnn.train.config import load_config
+    from partgnn.train.config_file import load_config
     from partgnn.train.stop_signals import StopSignals
     from partgnn.train.trainer import Trainer
     from partgnn.train.world_size import check_world_size
@@ -138,6 +138,6 @@ def run_train(args: argparse.Namespace) -> int:
     if context.is_main:
         final = summary.get("final") or {}
         shown = {k: v for k, v in final.items() if isinstance(v, float)}
-        print(f"trained {summary['steps']} steps ({config.mode}) -> {config.run.dir}")
+        print(f"trained {summary['steps']} steps ({summary['mode']}) -> {config.run.dir}")
         print(json_files.dumps(shown, indent=2, sort_keys=True))
     return 0

@@ -187,6 +187,12 @@ class ShardDirectory:
             )
 
     @property
+    def margin(self) -> int:
+        """Hops of the extended sectors the shards store (``partition --margin K``; 0:
+        none)."""
+        return int(self.meta["margin"])
+
+    @property
     def source_sha256(self) -> str:
         return str(self.meta["source"]["sha256"])
 

@@ -9,9 +9,15 @@ the partition boundary, and the loss normaliser:
 - ``halo``: the rank's shard (:class:`HaloSource`): local graph plus exchange; the rank counts
   the edges whose target it owns; normaliser = the *global* weighted edge count of the event,
   so that the ranks' losses add up to the full-graph loss.
-- ``naive``: the rank's sector (:class:`NaiveSource`): owned nodes and interior edges (or the
-  stored extended sector); no exchange; normaliser = the sector's own weighted edge count (each
-  sector is trained as an independent graph); the boundary edges the rank would count are lost.
+- ``naive``: the rank's sector (:class:`NaiveSource`): owned nodes and interior edges; no
+  exchange; normaliser = the sector's own weighted edge count (each sector is trained as an
+  independent graph); the boundary edges the rank would count are lost.
+- ``overlapping``: the rank's sector extended by the shards' margin of hops
+  (:class:`OverlappingSource`), as ``naive`` otherwise; the edges into owned nodes from beyond
+  the margin are lost.
+
+Scoring (:mod:`partgnn.train.inference`) reads the same sources: ``item(index, edge_ids=True)``
+adds the global ids of the item's edges, and a rank's scores are those of its counted edges.
 
 Weighted edge count: the sum of the edges' loss weights
 (:meth:`~partgnn.train.loss.EdgeWeights.normaliser`). When the weights depend on the particles'
@@ -31,6 +37,8 @@ import torch.distributed as dist
 from partgnn.data.storage import GraphFile
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchanger
+from partgnn.errors import InputError
+from partgnn.partition.naive import naive_sector
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory, ShardFile, cut_edges
 from partgnn.train.group_shards import open_group_shard
 from partgnn.train.loss import EdgeCountsByKind, EdgeWeights
@@ -76,6 +84,8 @@ class TrainItem:
             touches are left out (:mod:`partgnn.train.unconnected_nodes`).
         unconnected_x: Features of the owned nodes left out, in their order ``(U, F_node)``
             (the input statistics count them: :meth:`owned_features`).
+        edge_ids: The local edges' ids in the event's whole graph ``(E_local,)``, when asked
+            for (scoring: ``item(index, edge_ids=True)``); training items have none.
     """
 
     event_id: int
@@ -95,6 +105,7 @@ class TrainItem:
     weight: torch.Tensor | None = None
     owned_kept: torch.Tensor | None = None
     unconnected_x: torch.Tensor | None = None
+    edge_ids: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.n_owned is None:
@@ -159,7 +170,13 @@ class WholeGraphSource:
         """The event graph's edges (what size-bucketed sampling sorts by)."""
         return self.graphs.n_edges(index)
 
-    def item(self, index: int) -> TrainItem:
+    def close(self) -> None:
+        """Closes the graphs file (and the boundary shards need nothing)."""
+        self.graphs.close()
+
+    def item(self, index: int, *, edge_ids: bool = False) -> TrainItem:
+        """Event ``index`` as this rank computes on it (``edge_ids``: with the edges' ids in
+        the whole graph)."""
         graph = self.graphs[index]
         n_edges = graph.edge_index.shape[1]
         boundary = torch.zeros(n_edges, dtype=torch.bool)
@@ -178,6 +195,7 @@ class WholeGraphSource:
             normaliser=normaliser,
             event_normaliser=normaliser,
             weight=_edge_weights(self.weights, graph.y, graph.edge_pt, self.device),
+            edge_ids=torch.arange(n_edges, device=self.device) if edge_ids else None,
         )
 
 
@@ -224,6 +242,7 @@ class _RankShardSource:
         *,
         skip_unconnected: bool = False,
     ) -> None:
+        self.check_shards(shards)
         self.skip_unconnected = skip_unconnected
         self.device = context.device
         self.shard = open_group_shard(shards, context)
@@ -234,6 +253,13 @@ class _RankShardSource:
         self._global_counts = (
             global_edge_counts(self.shard, context, weights) if weights.by_pt else None
         )
+
+    def check_shards(self, shards: ShardDirectory) -> None:
+        """Refuses shards this source cannot read (before any collective).
+
+        Raises:
+            InputError: One line naming the shard directory.
+        """
 
     def event_normaliser(self, index: int, event: RankEvent) -> float:
         """The weighted edge count of event ``index``'s whole graph."""
@@ -248,6 +274,10 @@ class _RankShardSource:
     def event_size(self, index: int) -> int:
         """The whole event graph's edges (the same on every rank)."""
         return self.shard.n_global_edges(index)
+
+    def close(self) -> None:
+        """Closes the rank's shard file."""
+        self.shard.close()
 
 
 class HaloSource(_RankShardSource):
@@ -270,7 +300,9 @@ class HaloSource(_RankShardSource):
         self.counter = counter
         self.overlap = overlap
 
-    def item(self, index: int) -> TrainItem:
+    def item(self, index: int, *, edge_ids: bool = False) -> TrainItem:
+        """Event ``index``'s shard and exchange (``edge_ids``: with the edges' ids in the
+        whole graph)."""
         event = self.shard[index]
         plan, graph, device = event.plan, event.graph, self.context.device
         rows = None
@@ -293,35 +325,86 @@ class HaloSource(_RankShardSource):
             event_normaliser=normaliser,
             exchange=exchange,
             weight=_edge_weights(self.weights, graph.y, graph.edge_pt, device),
+            edge_ids=to_device(torch.from_numpy(plan.edge_ids), device) if edge_ids else None,
         )
 
 
 class NaiveSource(_RankShardSource):
-    """A rank's independent sector, without exchange (mode ``naive``)."""
+    """A rank's independent sector: its owned nodes and interior edges, without exchange
+    (mode ``naive``)."""
 
-    def item(self, index: int) -> TrainItem:
+    def item(self, index: int, *, edge_ids: bool = False) -> TrainItem:
+        """Event ``index``'s sector (``edge_ids``: with the edges' ids in the whole
+        graph)."""
         event = self.shard[index]
-        if event.sector is not None:
-            return self._extended(index, event)
         plan, graph = event.plan, event.graph
-        interior = torch.from_numpy(plan.interior_edges)
-        y = graph.y[interior]
+        sector = naive_sector(plan)  # what a naive sector is: partition/naive.py's
+        interior = torch.from_numpy(plan.interior_edges)  # its edges among the shard's
         # Boundary edges whose target this rank owns: it would count them, but they are lost.
         lost = torch.from_numpy(plan.edge_owned & ~plan.interior_edges)
         return self._item(
             index,
             event,
-            graph.x[: plan.n_owned],
-            graph.edge_index[:, interior],
+            graph.x[: sector.n_owned],
+            torch.from_numpy(sector.edge_index),
             graph.edge_attr[interior],
-            y,
+            graph.y[interior],
             graph.edge_pt[interior],
-            counted=torch.ones(y.shape[0], dtype=torch.bool),
-            boundary=torch.zeros(y.shape[0], dtype=torch.bool),
+            counted=torch.from_numpy(sector.edge_owned),
+            boundary=torch.zeros(sector.edge_ids.shape[0], dtype=torch.bool),
             lost_y=graph.y[lost],
+            edge_ids=torch.from_numpy(sector.edge_ids) if edge_ids else None,
         )
 
-    def _extended(self, index: int, event: RankEvent) -> TrainItem:
+    def _item(
+        self,
+        index: int,
+        event: RankEvent,
+        x: torch.Tensor,
+        edge_index: torch.Tensor,
+        edge_attr: torch.Tensor,
+        y: torch.Tensor,
+        edge_pt: torch.Tensor,
+        *,
+        counted: torch.Tensor,
+        boundary: torch.Tensor,
+        lost_y: torch.Tensor,
+        n_owned: int | None = None,
+        edge_ids: torch.Tensor | None = None,
+    ) -> TrainItem:
+        sector_counts = self.weights.counts(y[counted], edge_pt[counted])
+        n_owned = x.shape[0] if n_owned is None else n_owned
+        rows = connected_rows(edge_index, x.shape[0], n_owned) if self.skip_unconnected else None
+        return TrainItem(
+            event_id=event.event_id,
+            **_node_fields(rows, x, edge_index, n_owned, self.device),
+            edge_attr=to_device(edge_attr, self.device),
+            y=to_device(y, self.device),
+            counted=to_device(counted, self.device),
+            boundary=to_device(boundary, self.device),
+            normaliser=self.weights.normaliser(sector_counts),
+            event_normaliser=self.event_normaliser(index, event),
+            lost_y=to_device(lost_y, self.device),
+            weight=_edge_weights(self.weights, y, edge_pt, self.device),
+            edge_ids=None if edge_ids is None else to_device(edge_ids, self.device),
+        )
+
+
+class OverlappingSource(NaiveSource):
+    """A rank's sector extended by the shards' margin of hops (``partition --margin K``),
+    without exchange (mode ``overlapping``): the rank counts the edges into its owned nodes."""
+
+    def check_shards(self, shards: ShardDirectory) -> None:
+        if shards.margin < 1:
+            raise InputError(
+                f"{shards.directory}: overlapping sectors need shards written with a margin "
+                "(partition --margin K); these have none: use mode naive, or re-partition"
+            )
+
+    def item(self, index: int, *, edge_ids: bool = False) -> TrainItem:
+        """Event ``index``'s extended sector (``edge_ids``: with the edges' ids in the whole
+        graph)."""
+        event = self.shard[index]
         sector = event.sector
         edge_index = sector.edge_index
         boundary = (edge_index >= sector.n_owned).any(dim=0)
@@ -341,37 +424,7 @@ class NaiveSource(_RankShardSource):
             boundary=boundary,
             lost_y=event.graph.y[lost],
             n_owned=sector.n_owned,
-        )
-
-    def _item(
-        self,
-        index: int,
-        event: RankEvent,
-        x: torch.Tensor,
-        edge_index: torch.Tensor,
-        edge_attr: torch.Tensor,
-        y: torch.Tensor,
-        edge_pt: torch.Tensor,
-        *,
-        counted: torch.Tensor,
-        boundary: torch.Tensor,
-        lost_y: torch.Tensor,
-        n_owned: int | None = None,
-    ) -> TrainItem:
-        sector_counts = self.weights.counts(y[counted], edge_pt[counted])
-        n_owned = x.shape[0] if n_owned is None else n_owned
-        rows = connected_rows(edge_index, x.shape[0], n_owned) if self.skip_unconnected else None
-        return TrainItem(
-            event_id=event.event_id,
-            **_node_fields(rows, x, edge_index, n_owned, self.device),
-            edge_attr=to_device(edge_attr, self.device),
-            y=to_device(y, self.device),
-            counted=to_device(counted, self.device),
-            boundary=to_device(boundary, self.device),
-            normaliser=self.weights.normaliser(sector_counts),
-            event_normaliser=self.event_normaliser(index, event),
-            lost_y=to_device(lost_y, self.device),
-            weight=_edge_weights(self.weights, y, edge_pt, self.device),
+            edge_ids=sector.global_edges if edge_ids else None,
         )
 
 

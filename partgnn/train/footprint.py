@@ -53,6 +53,7 @@ from partgnn.train.config import TrainConfig
 from partgnn.train.events import TrainItem
 from partgnn.train.loss import weighted_count
 from partgnn.train.step import StepSettings, forward_backward
+from partgnn.train.strategies import mode_facts
 
 #: Probe graphs ``(nodes, edges)``: two edge densities and two sizes, so edges, nodes and the
 #: constant are told apart. Every one has >= 16 * 4096 edges (chunks of E / 16).
@@ -264,7 +265,7 @@ def random_train_item(
     generator: torch.Generator,
 ) -> TrainItem:
     """A training item of a random graph of ``nodes`` nodes and ``edges`` edges (10 % true), as
-    a rank of ``config.mode`` holds one (halo modes: a loop-back exchange of
+    a rank of ``config.mode`` holds one (modes that exchange: a loop-back exchange of
     :data:`PROBE_HALO_FRACTION` of the nodes), drawn on ``generator``'s device and moved to
     ``device``."""
     settings = StepSettings.of(config, device)
@@ -276,7 +277,7 @@ def random_train_item(
     edge_index = torch.randint(0, nodes, (2, edges), generator=generator, device=where).to(device)
     y = (torch.rand(edges, generator=generator, device=where) < 0.1).to(device, dtype)
     exchange = None
-    if config.mode in ("halo", "naive"):
+    if mode_facts(config.mode).exchanges:
         n_halo = int(nodes * PROBE_HALO_FRACTION)
         send_index = torch.randperm(nodes - n_halo, generator=generator, device=where)[:n_halo]
         send_index = send_index.to(device)

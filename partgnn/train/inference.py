@@ -1,9 +1,10 @@
 """Distributed inference: edge scores of every event, in the global edge order of its graph.
 
-Each rank of a graph-parallel group runs the partitioned forward pass (with halo exchange) on its
-shard; the scores of the edges each rank owns are summed into an ``(E,)`` vector with one
-all-reduce (each edge is owned by exactly one rank, the others contribute 0), and the main rank
-writes them. A single process can also score whole graphs from a graphs file.
+Each rank computes what its mode's strategy computes in training, on the same source
+(:mod:`partgnn.train.events`): by default the partitioned forward pass with halo exchange on its
+shard; the scores of the edges each rank counts are summed into an ``(E,)`` vector with one
+all-reduce (each edge is counted by at most one rank, the others contribute 0), and the main rank
+writes them. A single process can also score whole graphs from a graphs file (mode ``full``).
 """
 
 from __future__ import annotations
@@ -17,21 +18,24 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch_geometric.data import Data
 
 from partgnn.data.graph_construction import construction_mismatch, graph_construction
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.storage import GraphFile, write_scores
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import HaloExchanger
+from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError, first_line
 from partgnn.models.build import build_model
-from partgnn.partition.shard_reader import RankEvent, ShardDirectory
+from partgnn.models.config import ModelConfig
+from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.resources import pretrained_name
 from partgnn.train.checkpoints import load_checkpoint
-from partgnn.train.group_shards import open_group_shard
+from partgnn.train.config import DataConfig, RunConfig, TrainConfig
+from partgnn.train.config_file import validate_config
 from partgnn.train.loss import DTYPES
 from partgnn.train.model_settings import saved_model_config
+from partgnn.train.step import edge_logits
+from partgnn.train.strategies import Strategy, mode_facts, strategy_for
 
 
 def load_trained_model(
@@ -100,94 +104,80 @@ def check_model_target(
         )
 
 
-@torch.no_grad()
-def score_shards(
-    checkpoint: str | os.PathLike[str],
-    shards: ShardDirectory,
+def scoring_strategy(
+    mode: str,
     context: DistContext,
     *,
+    shards: str | os.PathLike[str] | None = None,
+    graphs: str | os.PathLike[str] | None = None,
     transport: str = "auto",
-    naive: bool = False,
+    model: ModelConfig | None = None,
+) -> Strategy:
+    """The strategy of ``mode`` on these shards (or graphs file), as scoring runs it: its
+    source is the one training reads (:mod:`partgnn.train.events`), with the exchange hidden
+    behind the interior edges in modes that exchange.
+
+    Raises:
+        InputError: Unknown mode, or the data do not fit it or the launched processes.
+    """
+    config = TrainConfig(
+        mode=mode,
+        data=DataConfig(
+            graphs=None if graphs is None else os.fspath(graphs),
+            shards=None if shards is None else os.fspath(shards),
+        ),
+        model=model or ModelConfig(),
+        run=RunConfig(transport=transport, overlap=True),
+    )
+    validate_config(config, f"infer --mode {mode}")
+    return strategy_for(config, context, CommunicationCounter())
+
+
+@torch.no_grad()
+def score_events(
+    checkpoint: str | os.PathLike[str],
+    strategy: Strategy,
+    *,
     model_target: str | None = None,
 ) -> Iterator[tuple[int, np.ndarray | None]]:
-    """Yields ``(event_id, scores (E,))`` per event; the scores only on the group's rank 0.
+    """Yields ``(event_id, scores (E,))`` per event in the global edge order of its graph;
+    the scores only on the graph group's rank 0.
 
-    With ``naive``, every rank scores its sector alone, as sector-based pipelines do: the
-    naive sector (owned nodes and interior edges; edges crossing the boundary are never scored
-    and get score 0), or, when the shards store extended sectors (``partition --margin K``),
-    the overlapping sector of K hops, which scores the edges into its owned nodes.
+    Each rank computes what ``strategy``'s mode computes in training (its source's items) and
+    scores the edges it counts there: halo, the edges it owns with the exchange (the full
+    graph's scores); naive, its sector's interior edges alone (the edges crossing the
+    boundary are never scored and get score 0); overlapping, the edges into its owned nodes on
+    its extended sector; full, every edge. Each edge is counted by at most one rank of a
+    group: one all-reduce sums them.
 
-    A collective per event: every rank of the group must iterate to the end.
+    A collective per event in the modes of several ranks: every rank of the group must
+    iterate to the end.
     """
-    with open_group_shard(shards, context) as shard:
-        model = None
-        for index in range(len(shard)):
-            event = shard[index]
-            graph = event.graph
+    context = strategy.context
+    source = strategy.make_source()
+    try:
+        model = dtype = None
+        for index in range(len(source)):
+            item = source.item(index, edge_ids=True)
             if model is None:
                 model, dtype = load_trained_model(
-                    checkpoint, graph.x.shape[1], graph.edge_attr.shape[1], context.device,
+                    checkpoint, item.x.shape[1], item.edge_attr.shape[1], context.device,
                     model_target=model_target,
                 )  # fmt: skip
-            if naive and event.sector is not None:
-                owned_ids, owned_scores = _score_sector(model, dtype, event.sector, context)
-            else:
-                owned_ids, owned_scores = _score_plan(
-                    model, dtype, event, context, transport=transport, naive=naive
-                )
-            scores = torch.zeros(event.n_global_edges, dtype=torch.float64, device=context.device)
-            scores[owned_ids] = owned_scores
+            logits = edge_logits(model, item, dtype)
+            scores = torch.zeros(
+                source.event_size(index), dtype=torch.float64, device=context.device
+            )
+            scores[item.select_counted(item.edge_ids)] = torch.sigmoid(
+                item.select_counted(logits)
+            ).to(torch.float64)
             if context.world_size > 1:
                 dist.all_reduce(scores, group=context.group)
-            yield event.event_id, (scores.cpu().numpy() if context.rank == 0 else None)
+            yield item.event_id, (scores.cpu().numpy() if context.rank == 0 else None)
+    finally:
+        source.close()
 
 
-def _score_plan(
-    model: torch.nn.Module,
-    dtype: torch.dtype,
-    event: RankEvent,
-    context: DistContext,
-    *,
-    transport: str,
-    naive: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Global ids ``(E_owned,)`` and float64 scores of the edges a rank's plan owns: with the
-    halo exchange, or (``naive``) on its interior edges alone."""
-    graph, plan = event.graph, event.plan
-    edges = torch.ones(plan.n_local_edges, dtype=torch.bool)
-    exchange = None
-    if naive:
-        edges = torch.from_numpy(plan.interior_edges)
-    else:
-        exchange = HaloExchanger.for_plan(plan, context, transport=transport, overlap=True)
-    logits = torch.zeros(plan.n_local_edges, dtype=dtype, device=context.device)
-    logits[edges.to(context.device)] = model(
-        graph.x[: plan.n_owned if naive else None].to(context.device, dtype),
-        graph.edge_index[:, edges].to(context.device),
-        graph.edge_attr[edges].to(context.device, dtype),
-        exchange=exchange,
-    )
-    owned = torch.from_numpy(plan.edge_owned & edges.numpy()).to(context.device)
-    ids = torch.from_numpy(plan.edge_ids).to(context.device)[owned]
-    return ids, torch.sigmoid(logits[owned]).to(torch.float64)
-
-
-def _score_sector(
-    model: torch.nn.Module, dtype: torch.dtype, sector: Data, context: DistContext
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Global ids ``(E_owned,)`` and float64 scores of the edges into an overlapping sector's
-    owned nodes, computed on the sector alone (no exchange)."""
-    device = context.device
-    logits = model(
-        sector.x.to(device, dtype),
-        sector.edge_index.to(device),
-        sector.edge_attr.to(device, dtype),
-    )
-    owned = sector.edge_owned.to(device)
-    return sector.global_edges.to(device)[owned], torch.sigmoid(logits[owned]).to(torch.float64)
-
-
-@torch.no_grad()
 def score_graphs(
     checkpoint: str | os.PathLike[str],
     graphs_path: str | os.PathLike[str],
@@ -195,22 +185,14 @@ def score_graphs(
     *,
     model_target: str | None = None,
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """Yields ``(event_id, scores (E,))`` of whole event graphs, in one process
-    (``model_target``: see :func:`load_trained_model`)."""
-    with GraphFile(graphs_path) as graphs:
-        model = None
-        for graph in graphs:
-            if model is None:
-                model, dtype = load_trained_model(
-                    checkpoint, graph.x.shape[1], graph.edge_attr.shape[1], device,
-                    model_target=model_target,
-                )  # fmt: skip
-            logits = model(
-                graph.x.to(device, dtype),
-                graph.edge_index.to(device),
-                graph.edge_attr.to(device, dtype),
-            )
-            yield int(graph.event_id), torch.sigmoid(logits).to(torch.float64).cpu().numpy()
+    """Yields ``(event_id, scores (E,))`` of whole event graphs, in this one process (mode
+    ``full``; ``model_target``: see :func:`load_trained_model`)."""
+    context = DistContext(rank=0, world_size=1, group=None, device=torch.device(device))
+    model = saved_model_config(load_checkpoint(checkpoint), str(checkpoint))
+    strategy = scoring_strategy("full", context, graphs=graphs_path, model=model)
+    for event_id, scores in score_events(checkpoint, strategy, model_target=model_target):
+        assert scores is not None  # one process: its rank 0
+        yield event_id, scores
 
 
 def run_inference(
@@ -220,25 +202,33 @@ def run_inference(
     *,
     shards: str | os.PathLike[str] | None = None,
     graphs: str | os.PathLike[str] | None = None,
+    mode: str | None = None,
     transport: str = "auto",
-    naive: bool = False,
     model_target: str | None = None,
 ) -> int:
     """Scores every event of a shard directory (or graphs file) and writes ``out`` (rank 0).
-    ``model_target`` allows the checkpoint's own model class (:func:`load_trained_model`).
+
+    Args:
+        mode: How each rank computes (:func:`score_events`): a mode that reads shards for
+            ``shards`` (default ``halo``), one that reads a graphs file for ``graphs``
+            (default ``full``).
+        model_target: Allows the checkpoint's own model class (:func:`load_trained_model`).
 
     Returns:
         The number of events scored.
     """
     if (shards is None) == (graphs is None):
         raise InputError("infer: give exactly one of --shards and --graphs")
-    if naive and shards is None:
-        raise InputError("infer --naive scores the sectors of a shard directory: give --shards")
+    mode = mode or ("halo" if shards is not None else "full")
+    facts = mode_facts(mode, "infer --mode")
+    if facts.reads_shards != (shards is not None):
+        wanted = "--shards" if facts.reads_shards else "--graphs"
+        raise InputError(f"infer --mode {mode} scores the events of {wanted}")
     if shards is not None:
-        directory = ShardDirectory(shards, world_size=context.world_size)
+        directory = ShardDirectory(shards)
         graphs_path, given = Path(directory.meta["source"]["path"]), shards
     else:
-        if context.world_size != 1:
+        if context.global_world_size != 1:
             raise InputError("infer --graphs runs in one process; use --shards for several ranks")
         graphs_path, given = Path(graphs), graphs
     # What the checkpoint records beside its weights: the score cut training chose on its
@@ -246,19 +236,19 @@ def run_inference(
     saved = load_checkpoint(checkpoint)
     if context.is_main:
         warn_on_other_construction(saved.get("construction"), checkpoint, graphs_path, given)
+    model = saved_model_config(saved, str(checkpoint))
+    strategy = scoring_strategy(
+        mode, context, shards=shards, graphs=graphs, transport=transport, model=model
+    )
+    items = score_events(checkpoint, strategy, model_target=model_target)
     if shards is not None:
-        items = score_shards(
-            checkpoint, directory, context, transport=transport, naive=naive,
-            model_target=model_target,
-        )  # fmt: skip
         source = {
             "source_shards": str(Path(shards).resolve()),
-            "naive_sectors": naive,
-            "sector_margin": int(directory.meta.get("margin", 0)) if naive else 0,
+            "mode": strategy.name,
+            "sector_margin": strategy.sector_margin,
             **_source(directory),
         }
     else:
-        items = score_graphs(checkpoint, graphs, context.device, model_target=model_target)
         source = {
             "source_file": str(Path(graphs).resolve()),
             "source_sha256": file_sha256(graphs),

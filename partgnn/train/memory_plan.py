@@ -37,6 +37,7 @@ from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.train.config import TrainConfig
 from partgnn.train.footprint import Footprint
+from partgnn.train.strategies import mode_facts
 
 #: Most ranks :func:`ranks_needed` tries.
 MAX_PARTS = 256
@@ -63,13 +64,14 @@ class ItemSize:
     def of(cls, config: TrainConfig, node_features: int, edge_features: int) -> ItemSize:
         """What an item of ``config``'s mode holds, for these feature widths (items keep the
         stored float32 features; a step casts them to ``run.dtype``)."""
+        facts = mode_facts(config.mode)
         value = 4
         per_edge = 16 + value * edge_features + value + 2
-        if config.mode in ("halo", "naive"):
+        if facts.reads_shards:
             per_edge += 8  # counted_index: a rank does not count the edges another one owns
         if config.loss.target_pt is not None:
             per_edge += value  # the per-edge loss weights
-        if config.mode == "halo" and config.run.overlap:
+        if facts.exchanges and config.run.overlap:
             per_edge += 16  # interior-first order and its inverse
         return cls(per_edge=float(per_edge), per_node=float(value * node_features))
 
@@ -169,16 +171,16 @@ def rank_shapes(config: TrainConfig) -> list[list[EventShape]]:
     Raises:
         InputError: The graphs file or shard directory is missing or malformed.
     """
-    if config.mode in ("full", "ddp"):
+    facts = mode_facts(config.mode)
+    if not facts.reads_shards:
         with GraphFile(config.data.graphs) as graphs:
             return [[graphs.shape(index) for index in range(len(graphs))]]
     shards = ShardDirectory(config.data.shards)
+    sector = facts.loses_cut_edges  # a sector (and its margin), not the shard and its halo
     shapes = []
     for rank in range(shards.n_parts):
         with shards.open_rank(rank) as shard:
-            shapes.append(
-                [shard.shape(index, sector=config.mode == "naive") for index in range(len(shard))]
-            )
+            shapes.append([shard.shape(index, sector=sector) for index in range(len(shard))])
     return shapes
 
 

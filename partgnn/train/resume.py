@@ -30,13 +30,11 @@ from partgnn.train.checkpoints import (
 from partgnn.train.model_settings import check_same_model, saved_model_config
 from partgnn.train.run_directory import clear_run, existing_run
 from partgnn.train.run_directory import refusal as run_refusal
+from partgnn.train.strategies import RECORDED_TRAJECTORY_LABELS
 
 #: The main process's answers in :func:`resume_source` (the other ranks vote :data:`_NOT_MAIN`,
 #: below every answer): start afresh, refuse, or a step (0: last.pt).
 _NOT_MAIN, _REFUSED, _AFRESH = -3, -2, -1
-
-#: Strategies that compute the same trajectory (a run moves between them on resume).
-EXACT_STRATEGIES = ("full", "halo")
 
 
 def resume_source(
@@ -103,6 +101,9 @@ def check_resumable(
         saved = checkpoint.get("trajectory") or trajectory_settings(checkpoint["config"])
     except (KeyError, TypeError):  # a checkpoint older than these settings
         saved = {}
+    if "strategy" in saved:  # recorded by an older partgnn under its old key and labels
+        saved = {**saved, "mode": saved["strategy"]}
+        saved["mode"] = RECORDED_TRAJECTORY_LABELS.get(saved["mode"], saved["mode"])
     changed = [
         f"{key} {saved[key]!r} -> {value!r}"
         for key, value in trajectory.items()
@@ -152,21 +153,23 @@ def finished_summary(
 def trajectory_settings(
     config: dict[str, Any],
     *,
-    strategy: str | None = None,
+    mode: str | None = None,
     events_per_step: int | None = None,
     training_events: int | None = None,
 ) -> dict[str, Any]:
     """The settings that shape a run's trajectory, flat (``"optim.lr": 0.003``...): the
     optimizer and schedule, the loss, the data split and standardisation, the seed, dtype and
-    sampling; with the run's numbers, its strategy (full and halo are one: halo computes the
-    full graph exactly, at any P), events per step (graph groups) and training events. What only
+    sampling; with the run's numbers, its mode (:func:`~partgnn.train.strategies.
+    trajectory_label`: the exact modes are one, halo computes the full graph exactly at any P),
+    events per step (graph groups) and training events. What only
     changes how or where it is computed (P, device, transport, checkpointing, logging) is not
     among them.
 
     Args:
         config: A run config as a dict (:meth:`TrainConfig.to_dict`).
-        strategy, events_per_step, training_events: The run's (omitted when ``None``: a
-            checkpoint from before they were recorded).
+        mode: The mode's trajectory label (omitted when ``None``: a checkpoint from before
+            it was recorded).
+        events_per_step, training_events: The run's (omitted when ``None``, as ``mode``).
     """
     run, data = config["run"], config["data"]
     settings: dict[str, Any] = {f"optim.{k}": v for k, v in config["optim"].items()}
@@ -179,8 +182,8 @@ def trajectory_settings(
         "run.sampling": run["sampling"],
         "run.size_buckets": run["size_buckets"] if run["sampling"] == "size_buckets" else None,
     })  # fmt: skip
-    if strategy is not None:
-        settings["strategy"] = "full/halo" if strategy in EXACT_STRATEGIES else strategy
+    if mode is not None:
+        settings["mode"] = mode
     if events_per_step is not None:
         settings["events per step"] = events_per_step
     if training_events is not None:

@@ -119,7 +119,7 @@ class RunLog:
     def write_config(self, config: dict[str, Any]) -> None:
         """Writes the run's ``config.yaml``; a file there that holds the same config (the
         snapshot of the run being resumed, or the input config itself) is left as it is."""
-        from partgnn.train.config import load_config
+        from partgnn.train.config_file import load_config
 
         path = self.directory / "config.yaml"
         if path.is_file():

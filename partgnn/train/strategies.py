@@ -1,26 +1,31 @@
 """What differs between the training modes, one small class each; the trainer's loop is the same.
 
-A strategy owns, for its mode: the data source (what one rank trains on for one event,
-:mod:`partgnn.train.events`), how many events one optimizer step trains on and which of them
-this rank computes, how gradients and losses combine across ranks, and which validation events
-this rank evaluates.
+A strategy owns, for its mode: its facts (:class:`~partgnn.train.modes.ModeFacts`, which the
+config checks, the world size, the memory plan, resume, scoring and the run's summary read), the
+data source (what one rank computes on for one event, :mod:`partgnn.train.events`; training and
+scoring read the same), how many events one optimizer step trains on and which of them this rank
+computes, how gradients and losses combine across ranks, and which validation events this rank
+evaluates. A new mode is one subclass with its ``facts``: defining it registers it.
 
-============  ===================  ==================  =================================
-mode          source               events per step     gradients over the ranks
-============  ===================  ==================  =================================
-``full``      whole graphs         1                   (one process)
-``ddp``       whole graphs         world size          averaged (each rank its own event)
-``halo``      shard + exchange     graph groups G      summed over the group, averaged
-                                                       over the G groups
-``naive``     independent sector   1                   averaged (each rank its sector)
-============  ===================  ==================  =================================
+===============  ================  ========  =====  ======  ===  ======  ==========================
+mode             a rank holds      exchange  exact  groups  one  loss    gradients over the ranks
+===============  ================  ========  =====  ======  ===  ======  ==========================
+``full``         whole graph       no        yes    no      yes  event   (one process)
+``ddp``          whole graph       no        no     no      no   event   averaged (an event each)
+``halo``         shard             yes       yes    yes     no   event   summed over the group,
+                                                                         averaged over its G groups
+``naive``        sector            no        no     no      no   sector  averaged (a sector each)
+``overlapping``  extended sector   no        no     no      no   sector  averaged (a sector each)
+===============  ================  ========  =====  ======  ===  ======  ==========================
 
-Data-parallel replicas (ddp's ranks, halo's graph groups) each train a different event of a
-step and evaluate every ``n_replicas``-th validation event.
+(groups: several graph groups may train different events of a step; one: one process only; loss:
+what a rank's loss is normalised by.) Data-parallel replicas (ddp's ranks, halo's graph groups)
+each train a different event of a step and evaluate every ``n_replicas``-th validation event.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -40,9 +45,16 @@ from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.train.config import TrainConfig
-from partgnn.train.events import HaloSource, NaiveSource, WholeGraphSource
+from partgnn.train.events import HaloSource, NaiveSource, OverlappingSource, WholeGraphSource
+from partgnn.train.modes import ModeFacts
 
-EventSource = WholeGraphSource | HaloSource | NaiveSource
+EventSource = WholeGraphSource | HaloSource | NaiveSource | OverlappingSource
+
+#: Every mode's strategy by its name, filled by defining the subclasses.
+STRATEGIES: dict[str, type[Strategy]] = {}
+
+#: Names a run recorded for a mode before it had its own (checkpoints' trajectories, summaries).
+RECORDED_NAMES = {"overlap": "overlapping"}
 
 
 @dataclass
@@ -55,7 +67,8 @@ class Strategy:
         counter: Where halo exchanges count their bytes.
     """
 
-    mode: ClassVar[str]
+    #: The mode's facts (a subclass without them is a base of others, not a mode).
+    facts: ClassVar[ModeFacts]
     #: How the ranks' gradients and losses combine.
     combination: ClassVar[GradientCombination] = GradientCombination.MEAN
 
@@ -63,15 +76,30 @@ class Strategy:
     context: DistContext
     counter: CommunicationCounter
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        facts = cls.__dict__.get("facts")
+        if facts is None:
+            return
+        if facts.name in STRATEGIES or facts.name in RECORDED_NAMES:
+            raise TypeError(f"mode {facts.name!r} is defined twice ({cls.__qualname__})")
+        STRATEGIES[facts.name] = cls
+
     @property
     def name(self) -> str:
-        """What the run compares as (``overlap`` for naive sectors with a margin)."""
-        return self.mode
+        """The mode's name (``config.mode``)."""
+        return self.facts.name
 
     @property
     def sector_margin(self) -> int:
         """Hops of the overlapping sectors the run trains on (0: none)."""
         return 0
+
+    @property
+    def trajectory_label(self) -> str:
+        """What a checkpoint records of the mode among the settings a resumed run must keep:
+        the exact modes compute one trajectory (:func:`trajectory_label`)."""
+        return trajectory_label(self.facts)
 
     @property
     def data_path(self) -> str:
@@ -156,7 +184,10 @@ class Strategy:
 class FullStrategy(Strategy):
     """One process, whole event graphs, one event per step."""
 
-    mode = "full"
+    facts = ModeFacts(
+        name="full", phrase="the full graph", holds="whole graph", exchanges=False, exact=True,
+        one_process=True,
+    )  # fmt: skip
 
     def make_source(self) -> EventSource:
         if self.context.global_world_size != 1:
@@ -170,7 +201,9 @@ class FullStrategy(Strategy):
 class DdpStrategy(Strategy):
     """Whole event graphs, one per rank and step; gradients averaged over the ranks."""
 
-    mode = "ddp"
+    facts = ModeFacts(
+        name="ddp", phrase="data parallelism", holds="whole graph", exchanges=False, exact=False
+    )
 
     def make_source(self) -> EventSource:
         return _whole_graphs(self.config, self.context)
@@ -208,7 +241,10 @@ class HaloStrategy(_ShardStrategy):
     """Each event over the P ranks of a graph group, halo exchange at every step: exact.
     Several graph groups train different events of a step (data parallel)."""
 
-    mode = "halo"
+    facts = ModeFacts(
+        name="halo", phrase="halo exchange", holds="shard", exchanges=True, exact=True,
+        graph_groups=True,
+    )  # fmt: skip
     combination = GradientCombination.GRAPH_SUM
 
     def make_source(self) -> EventSource:
@@ -233,46 +269,106 @@ class HaloStrategy(_ShardStrategy):
 
 
 class NaiveStrategy(_ShardStrategy):
-    """Each rank its own sector as an independent graph (cut edges lost), or its sector
-    extended by a margin of hops (overlapping sectors); no exchange."""
+    """Each rank its own sector as an independent graph (cut edges lost); no exchange."""
 
-    mode = "naive"
-    #: The shards' margin, read by :meth:`make_source`.
-    _margin = 0
-
-    @property
-    def name(self) -> str:
-        return "overlap" if self._margin > 0 else self.mode
-
-    @property
-    def sector_margin(self) -> int:
-        return self._margin
+    facts = ModeFacts(
+        name="naive", phrase="naive sectorisation", holds="sector", exchanges=False, exact=False,
+        loss_over="sector",
+    )  # fmt: skip
 
     def make_source(self) -> EventSource:
+        return NaiveSource(
+            self._sector_shards(), self.context, self.config.loss.edge_weights(),
+            skip_unconnected=self.config.model.skips_unconnected_nodes,
+        )  # fmt: skip
+
+    def _sector_shards(self) -> ShardDirectory:
         shards = self._shards()
         if self.context.n_graph_groups != 1:
             raise InputError(
-                f"{self.config.data.shards}: naive mode runs one sector per rank: shards are "
-                f"for {shards.n_parts} ranks but the world size is "
+                f"{self.config.data.shards}: mode {self.name} runs one sector per rank: shards "
+                f"are for {shards.n_parts} ranks but the world size is "
                 f"{self.context.global_world_size}"
             )
-        self._margin = int(shards.meta.get("margin", 0))
-        return NaiveSource(
-            shards, self.context, self.config.loss.edge_weights(),
+        return shards
+
+
+class OverlappingStrategy(NaiveStrategy):
+    """Each rank its sector extended by the shards' margin of hops (``partition --margin K``),
+    as an independent graph: the edges into its owned nodes from beyond the margin are lost;
+    no exchange."""
+
+    facts = ModeFacts(
+        name="overlapping", phrase="overlapping sectors", holds="extended sector",
+        exchanges=False, exact=False, loss_over="sector",
+    )  # fmt: skip
+
+    @property
+    def sector_margin(self) -> int:
+        return ShardDirectory(self.config.data.shards).margin
+
+    def make_source(self) -> EventSource:
+        return OverlappingSource(
+            self._sector_shards(), self.context, self.config.loss.edge_weights(),
             skip_unconnected=self.config.model.skips_unconnected_nodes,
         )  # fmt: skip
 
 
-STRATEGIES: dict[str, type[Strategy]] = {
-    cls.mode: cls for cls in (FullStrategy, HaloStrategy, NaiveStrategy, DdpStrategy)
-}
+def strategy_class(mode: str, where: str = "config") -> type[Strategy]:
+    """The strategy of the mode named ``mode`` (a name a run recorded before: its mode now).
+
+    Raises:
+        InputError: No such mode (one line naming the known ones).
+    """
+    strategy = STRATEGIES.get(RECORDED_NAMES.get(mode, mode))
+    if strategy is None:
+        raise InputError(f"{where}: mode must be one of {', '.join(STRATEGIES)} (got {mode!r})")
+    return strategy
+
+
+def mode_facts(mode: str, where: str = "config") -> ModeFacts:
+    """The facts of the mode named ``mode`` (:func:`strategy_class`)."""
+    return strategy_class(mode, where).facts
+
+
+def trained_mode(config: TrainConfig, *, say: bool = True) -> str:
+    """The mode a run of ``config`` trains: its ``mode``, except that a config of mode
+    ``naive`` on shards with a margin (how overlapping sectors were named before they were a
+    mode of their own) trains ``overlapping``, said in one line (``say``).
+
+    Raises:
+        InputError: Unknown mode, or a naive config's shards cannot be read.
+    """
+    facts = mode_facts(config.mode)
+    if facts.name == "naive":
+        margin = ShardDirectory(config.data.shards).margin
+        if margin > 0:
+            if say:
+                print(
+                    f"partgnn: notice: mode naive on {config.data.shards} (sectors extended by "
+                    f"{margin} hops) trains overlapping sectors: mode overlapping names it",
+                    file=sys.stderr,
+                )
+            return OverlappingStrategy.facts.name
+    return facts.name
 
 
 def strategy_for(
     config: TrainConfig, context: DistContext, counter: CommunicationCounter
 ) -> Strategy:
-    """The strategy of ``config.mode``."""
-    return STRATEGIES[config.mode](config, context, counter)
+    """The strategy of the mode ``config`` trains (:func:`trained_mode`)."""
+    mode = trained_mode(config, say=context.is_main)
+    return STRATEGIES[mode](config, context, counter)
+
+
+def trajectory_label(facts: ModeFacts) -> str:
+    """The mode as a checkpoint's trajectory records it: the exact modes (full, halo) are one,
+    ``full graph``: a run moves between them on resume."""
+    return "full graph" if facts.exact else facts.name
+
+
+#: Trajectory labels checkpoints recorded before :func:`trajectory_label`, and theirs now.
+RECORDED_TRAJECTORY_LABELS = {"full/halo": "full graph", "overlap": "overlapping"}
 
 
 def _whole_graphs(config: TrainConfig, context: DistContext) -> WholeGraphSource:

@@ -213,7 +213,7 @@ class Trainer:
         progress = tqdm(
             total=self.total_steps,
             initial=self.state.step,
-            desc=f"train {self.config.mode}",
+            desc=f"train {self.strategy.name}",
             unit="step",
             disable=not (self.config.run.progress and self.context.is_main),
         )
@@ -263,8 +263,8 @@ class Trainer:
             progress.close()
             self.source.close()
         summary = {
-            "mode": self.config.mode,
-            "strategy": self.strategy.name,
+            "mode": self.strategy.name,
+            "mode_facts": self.strategy.facts.as_record(),
             "sector_margin": self.strategy.sector_margin,
             "world_size": self.context.global_world_size,
             "graph_parallel_size": self.context.world_size,
@@ -353,7 +353,7 @@ class Trainer:
         checkpoint and compared on resume."""
         return trajectory_settings(
             self.config.to_dict(),
-            strategy=self.strategy.name,
+            mode=self.strategy.trajectory_label,
             events_per_step=self.events_per_step,
             training_events=len(self.train_indices),
         )

@@ -13,6 +13,7 @@ from PIL import Image
 from partgnn.errors import InputError
 from partgnn.metrics.report import REPORT_NAME, load_run, write_comparison
 from partgnn.train.run_log import RunLog
+from partgnn.train.strategies import STRATEGIES
 
 NAN = float("nan")
 
@@ -29,8 +30,10 @@ def make_run(
     boundary_true_edges: float = 40.0,
     evaluation: dict | None = None,
     extra_summary: dict | None = None,
+    recorded_facts: bool = True,
 ) -> Path:
-    """A run directory as ``partgnn train`` writes it (through RunLog), one row per step time.
+    """A run directory as ``partgnn train`` writes it (through RunLog), one row per step time
+    (``recorded_facts=False``: as partgnn wrote it before summaries recorded the mode's facts).
 
     ``final`` holds the last row's ``val_*`` metrics (keys without the prefix); earlier rows have
     a higher loss and lower efficiency, so only the last row gives the final numbers.
@@ -56,8 +59,9 @@ def make_run(
     log.summary(
         {
             "mode": mode,
+            **({"mode_facts": STRATEGIES[mode].facts.as_record()} if recorded_facts else {}),
             "world_size": world_size,
-            "graph_parallel_size": world_size if mode in ("halo", "naive") else 1,
+            "graph_parallel_size": world_size if STRATEGIES[mode].facts.reads_shards else 1,
             "steps": 10 * rows,
             "epochs": rows,
             "parameters": 1234,
@@ -271,7 +275,7 @@ def _break_metrics(run: Path, text: str) -> None:
             "summary.json",
             "expected a JSON object",
         ),
-        (lambda r: (r / "summary.json").write_text("{}"), "summary.json", "no 'mode' field"),
+        (lambda r: (r / "summary.json").write_text("{}"), "summary.json", "no known 'mode'"),
         (lambda r: (r / "evaluation.json").write_text("nan?"), "evaluation.json", "not valid JSON"),
     ],
 )
@@ -297,7 +301,7 @@ def test_missing_run_directory(tmp_path: Path):
 
 def test_load_run_reads_what_the_trainer_writes(runs: dict[str, Path]):
     run = load_run(runs["halo"])
-    assert (run.name, run.mode, run.world_size, run.steps, run.device) == (
+    assert (run.name, run.mode.name, run.world_size, run.steps, run.device) == (
         "halo",
         "halo",
         2,
@@ -327,6 +331,7 @@ def test_overlap_run_is_named_and_its_wins_and_costs_are_said(
         memory=(350.0, 340.0),
         evaluation={"edge": {}, "track": {**track, "fake_rate": 0.02}},
         extra_summary={"strategy": "overlap", "sector_margin": 5, "workload": workload},
+        recorded_facts=False,  # a summary of partgnn before overlapping sectors were a mode
     )
     halo_workload = {"replicated_node_fraction": 0.05, "replicated_edge_fraction": 0.02}
     summary = json.loads((runs["halo"] / "summary.json").read_text())
@@ -336,7 +341,7 @@ def test_overlap_run_is_named_and_its_wins_and_costs_are_said(
         json.dumps({"edge": {}, "track": {**track, "spanning_efficiency": 0.92, "fake_rate": 0.03}})
     )
     text = write_comparison([runs["halo"], overlap], tmp_path / "out").read_text()
-    assert "| overlap | overlap k=5 | 2 |" in text
+    assert "| overlap | overlapping k=5 | 2 |" in text
     assert "| +50.0% | +60.0% |" in text and "| +5.0% | +2.0% |" in text
     assert "Overlapping sectors of 5 hops (`overlap`, P=2) finds more boundary true" in text
     assert "overall edge efficiency, boundary" not in text

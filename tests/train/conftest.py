@@ -63,7 +63,7 @@ def train_full_mode(config: Path) -> Path:
     """Trains ``config`` in this process (one rank on the CPU); returns its run directory (the
     config's path without suffix, as :func:`write_config`'s callers name it)."""
     from partgnn.distributed.process_group import destroy_distributed, init_distributed
-    from partgnn.train.config import load_config
+    from partgnn.train.config_file import load_config
     from partgnn.train.trainer import Trainer
 
     context = init_distributed(device="cpu", timeout_s=60)

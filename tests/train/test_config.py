@@ -11,15 +11,9 @@ import yaml
 
 from partgnn.errors import InputError
 from partgnn.resources import configs_dir
-from partgnn.train.config import (
-    MODES,
-    DataConfig,
-    ModelConfig,
-    OptimConfig,
-    TrainConfig,
-    load_config,
-    validate_config,
-)
+from partgnn.train.config import DataConfig, ModelConfig, OptimConfig, TrainConfig
+from partgnn.train.config_file import load_config, validate_config
+from partgnn.train.strategies import STRATEGIES
 
 CONFIG_DIR = configs_dir()
 SHIPPED = sorted(CONFIG_DIR.glob("*.yaml"))
@@ -218,7 +212,10 @@ BAD_FIELDS = [
     (GRAPHS + "run: {dir: [a, b]}\n", "run.dir must be a string (got ['a', 'b'])"),
     ("data: {graphs: true}\n", "data.graphs must be a string (got True)"),
     # choices
-    ("mode: pipeline\n" + GRAPHS, "mode must be one of full, halo, naive, ddp (got 'pipeline')"),
+    (
+        "mode: pipeline\n" + GRAPHS,
+        "mode must be one of full, ddp, halo, naive, overlapping (got 'pipeline')",
+    ),
     (
         GRAPHS + "model: {activation: swish}\n",
         "model.activation must be one of relu, silu, gelu, tanh, leaky_relu (got 'swish')",
@@ -316,10 +313,10 @@ def test_empty_file_is_all_defaults(tmp_path: Path):
     assert load_config(path, ["data.graphs=g.h5"]) == TrainConfig(data=DataConfig(graphs="g.h5"))
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", list(STRATEGIES))
 def test_validate_config_on_a_config_built_in_python(mode):
     config = TrainConfig(mode=mode)
-    needed = "graphs" if mode in ("full", "ddp") else "shards"
+    needed = "shards" if STRATEGIES[mode].facts.reads_shards else "graphs"
     with pytest.raises(InputError, match=rf"^cli: data\.{needed} is needed in mode {mode} "):
         validate_config(config, "cli")
     setattr(config.data, needed, "x")

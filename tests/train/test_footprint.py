@@ -10,7 +10,7 @@ import torch
 from partgnn.memory.heap_release import RELEASE_MIN_BYTES
 from partgnn.memory.meters import heap_meter_available
 from partgnn.train import footprint
-from partgnn.train.config import load_config
+from partgnn.train.config_file import load_config
 
 pytestmark = [
     pytest.mark.skipif(not heap_meter_available(), reason="needs glibc mallinfo2"),

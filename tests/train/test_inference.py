@@ -12,7 +12,7 @@ from partgnn.cli.main import main
 from partgnn.data.storage import GraphFile, ScoresFile
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
-from partgnn.train.config import load_config
+from partgnn.train.config_file import load_config
 from partgnn.train.inference import load_trained_model
 from partgnn.train.standardisation import SCALER_FILE
 from partgnn.train.trainer import Trainer
@@ -187,7 +187,8 @@ def test_overlapping_sectors_of_steps_plus_one_hops_equal_the_full_graph(
                 str(checkpoint),
                 "--shards",
                 str(shards),
-                "--naive",
+                # the old option for 1 hop: --naive on shards with a margin scores them
+                *(["--mode", "overlapping"] if margin == 4 else ["--naive"]),
                 "--out",
                 str(out),
                 "--device",
@@ -199,6 +200,7 @@ def test_overlapping_sectors_of_steps_plus_one_hops_equal_the_full_graph(
         scores[margin] = _scores(out)
         with ScoresFile(out) as scores_file:
             assert scores_file.attrs["sector_margin"] == margin
+            assert scores_file.attrs["mode"] == "overlapping"
     for event_id, values in reference.items():
         assert np.abs(scores[4][event_id] - values).max() <= 1e-5, event_id
     worst = max(np.abs(scores[1][e] - v).max() for e, v in reference.items())

@@ -14,7 +14,7 @@ from partgnn.cli.plan_commands import _choice_line, _recompute_choice
 from partgnn.data.storage import GraphFile
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.train import footprint
-from partgnn.train.config import load_config
+from partgnn.train.config_file import load_config
 from partgnn.train.events import WholeGraphSource
 from partgnn.train.footprint import Footprint
 from partgnn.train.item_cache import item_nbytes

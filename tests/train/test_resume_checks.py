@@ -102,4 +102,4 @@ def test_more_graph_groups_on_resume_are_refused_on_every_rank(dataset, whole_ru
         assert result.returncode == 2, result.stderr[-2000:]
         lines = [line for line in result.stderr.splitlines() if line.startswith("partgnn:")]
         assert len(lines) == 1 and "events per step 1 -> 2" in lines[0], result.stderr[-2000:]
-        assert "strategy 'full/halo' -> 'ddp'" in lines[0]
+        assert "mode 'full graph' -> 'ddp'" in lines[0]

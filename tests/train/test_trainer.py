@@ -15,7 +15,7 @@ from partgnn.distributed.process_group import destroy_distributed, init_distribu
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
 from partgnn.train import trainer as trainer_module
 from partgnn.train.checkpoints import load_checkpoint
-from partgnn.train.config import load_config
+from partgnn.train.config_file import load_config
 from partgnn.train.standardisation import SCALER_FILE
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import REPOSITORY, assert_all_succeeded, child_env, launch
@@ -217,11 +217,11 @@ def test_event_cache_does_not_change_halo_training(dataset, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["naive", "overlap", "ddp"])
-def test_naive_overlap_and_ddp_runs_train(dataset, tmp_path, strategy):
-    mode = "ddp" if strategy == "ddp" else "naive"
+@pytest.mark.parametrize("strategy", ["naive", "overlapping", "ddp"])
+def test_naive_overlapping_and_ddp_runs_train(dataset, tmp_path, strategy):
+    mode = strategy
     shards = dataset["phi2"]
-    if strategy == "overlap":
+    if strategy == "overlapping":
         # Sectors extended by steps + 1 = 4 hops: every owned edge sees its whole receptive field.
         shards = tmp_path / "phi2-margin4"
         write_shards(
@@ -235,18 +235,19 @@ def test_naive_overlap_and_ddp_runs_train(dataset, tmp_path, strategy):
         tmp_path / f"{strategy}.yaml",
         mode=mode,
         data={"graphs": str(dataset["graphs"]), "shards": str(shards)},
-        optim={"epochs": 4 if mode == "naive" else 8, "lr": 0.01},
+        optim={"epochs": 8 if mode == "ddp" else 4, "lr": 0.01},
         run={"dir": str(run_dir), "dtype": "float32"},
     )
     _train(2, config, tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert (summary["strategy"], summary["sector_margin"]) == (
+    assert (summary["mode"], summary["sector_margin"]) == (
         strategy,
-        4 if strategy == "overlap" else 0,
+        4 if strategy == "overlapping" else 0,
     )
+    assert summary["mode_facts"]["loses_cut_edges"] == (strategy != "ddp")
     workload = summary["workload"]
     replicated = (workload["replicated_node_fraction"], workload["replicated_edge_fraction"])
-    if strategy == "overlap":
+    if strategy == "overlapping":
         # The margin is replicated work (no exchange); it scores the boundary edges.
         assert min(replicated) > 0.01, workload
         assert float(_metrics(run_dir)[-1]["val_boundary_efficiency"]) > 0.0

@@ -16,16 +16,17 @@ from partgnn.metrics.report.text import close, fmt, percent
 def findings(runs: list[RunRecord]) -> list[str]:
     """Sentences that answer the report's question from the numbers.
 
-    For every sector run (naive, or overlapping sectors), the reference is a halo run of the
-    same P (else any halo run, else a full run): what the sectors lose on boundary edges, over
-    all edges and on tracks that span sectors, what they win (every metric on which the sector
-    run is better is named), and what each costs in step time, memory, bytes and replicated
-    work. Every halo run is also checked against a full run (they should agree: the exchange is
-    exact).
+    The runs' recorded mode facts say which is which: a sector run's mode loses cut edges
+    (naive, overlapping sectors); its reference is an exact run on several ranks (halo) of the
+    same P, else any such, else an exact run on one process (full): what the sectors lose on
+    boundary edges, over all edges and on tracks that span sectors, what they win (every metric
+    on which the sector run is better is named), and what each costs in step time, memory,
+    bytes and replicated work. Every exact run on several ranks is also checked against one on
+    one process (they should agree: the exchange is exact).
     """
-    sectors = [r for r in runs if r.strategy in ("naive", "overlap")]
-    halo = [r for r in runs if r.mode == "halo"]
-    full = [r for r in runs if r.mode == "full"]
+    sectors = [r for r in runs if r.mode.loses_cut_edges]
+    halo = [r for r in runs if r.mode.exact and not r.mode.one_process]
+    full = [r for r in runs if r.mode.exact and r.mode.one_process]
     sentences = []
     for run in sectors:
         reference = _reference(run, halo, full)
@@ -37,7 +38,7 @@ def findings(runs: list[RunRecord]) -> list[str]:
     if not sentences:
         sentences.append(
             "No sectors-vs-halo comparison: it needs a naive or overlap run and a halo or full "
-            f"run (modes here: {', '.join(sorted({r.mode for r in runs}))})."
+            f"run (modes here: {', '.join(sorted({r.mode.name for r in runs}))})."
         )
     return sentences
 
@@ -51,10 +52,9 @@ def _reference(run: RunRecord, halo: list[RunRecord], full: list[RunRecord]) -> 
 
 
 def _who(run: RunRecord) -> str:
-    if run.strategy == "overlap":
-        what = f"Overlapping sectors of {run.sector_margin} hops"
-    else:
-        what = "Naive sectorisation"
+    what = _capital(run.mode.phrase)
+    if run.sector_margin > 0:
+        what += f" of {run.sector_margin} hops"
     return f"{what} (`{run.name}`, P={run.graph_parallel_size})"
 
 
@@ -84,7 +84,7 @@ def _sectors_vs_reference(sector: RunRecord, ref: RunRecord) -> list[str]:
     mine, theirs, where = _edge_figures(sector, ref)
     x, y = mine["boundary_efficiency"], theirs["boundary_efficiency"]
     who = _who(sector)
-    vs = f"{_MODE_PHRASE.get(ref.mode, ref.mode)} (`{ref.name}`)"
+    vs = f"{ref.mode.phrase} (`{ref.name}`)"
     edges = ""
     n_boundary = mine["boundary_true_edges"]
     if not math.isnan(n_boundary) and n_boundary > 0:
@@ -197,18 +197,20 @@ def _sectors_vs_reference(sector: RunRecord, ref: RunRecord) -> list[str]:
 SAME_WITHIN = 0.001
 
 
-_MODE_PHRASE = {"halo": "halo exchange", "full": "the full graph"}
-
-
 def _halo_vs_full(halo: RunRecord, full: RunRecord) -> str:
     loss_h, loss_f = halo.final("val_loss"), full.final("val_loss")
     agree = "agree" if close(loss_h, loss_f, tolerance=1e-3) else "differ"
     return (
-        f"Halo exchange (`{halo.name}`, P={halo.graph_parallel_size}) and the full graph "
-        f"(`{full.name}`) {agree}: "
+        f"{_capital(halo.mode.phrase)} (`{halo.name}`, P={halo.graph_parallel_size}) and "
+        f"{full.mode.phrase} (`{full.name}`) {agree}: "
         f"final val loss {fmt(loss_h, '.4f')} vs {fmt(loss_f, '.4f')}, edge efficiency "
         f"{fmt(halo.final('val_efficiency'), '.4f')} vs "
         f"{fmt(full.final('val_efficiency'), '.4f')}; peak memory per rank "
         f"{fmt(halo.peak_memory_mb, '.0f')} vs "
         f"{fmt(full.peak_memory_mb, '.0f')} MB."
     )
+
+
+def _capital(phrase: str) -> str:
+    """``phrase`` with a capital first letter, to begin a sentence."""
+    return phrase[:1].upper() + phrase[1:]

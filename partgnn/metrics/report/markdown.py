@@ -115,7 +115,7 @@ def _run_line(run: RunRecord, out_dir: Path) -> str:
     except ValueError:  # another drive on Windows: no relative path
         link = run.directory.resolve().as_posix()
     parts = [
-        f"mode {run.mode}" + (f", {run.strategy_label}" if run.strategy != run.mode else ""),
+        f"mode {run.mode_label}",
         f"{run.ranks_label} rank{'s' if run.world_size != 1 else ''}",
         f"{run.steps} steps in {run.epochs} epochs",
     ]

@@ -33,6 +33,67 @@ BYTES_PER_MB = 1e6
 NAN = float("nan")
 
 
+@dataclass(frozen=True)
+class RecordedMode:
+    """What a run's summary says of its training mode (the facts its strategy declared,
+    :class:`partgnn.train.modes.ModeFacts`, recorded as ``mode_facts``).
+
+    Attributes:
+        name: The mode (``halo``, ``overlapping``...).
+        phrase: The mode in a sentence (``halo exchange``).
+        exact: The run computed the full-graph trajectory (a reference for the sector runs).
+        one_process: The mode runs on one process.
+        loses_cut_edges: Each rank trained on a sector without the edges that cross its
+            boundary (all of them, or those beyond a margin).
+    """
+
+    name: str
+    phrase: str
+    exact: bool
+    one_process: bool
+    loses_cut_edges: bool
+
+    @classmethod
+    def of_summary(cls, summary: dict[str, Any], where: Path) -> RecordedMode:
+        """The mode of a summary.json: its ``mode_facts``, or for a summary written before
+        they were recorded, the facts of its mode's name then (``strategy`` ``overlap``: the
+        overlapping sectors trained in mode naive).
+
+        Raises:
+            InputError: No mode, or facts that are not those of a mode.
+        """
+        facts = summary.get("mode_facts")
+        if facts is None:
+            name = summary.get("strategy") or summary.get("mode")
+            facts = _FACTS_BEFORE_RECORDED.get(name) if isinstance(name, str) else None
+            if facts is None:
+                raise InputError(
+                    f"{where}: no 'mode_facts' and no known 'mode' (is it a partgnn training "
+                    "summary?)"
+                )
+        try:
+            return cls(**{key: facts[key] for key in _RECORDED_KEYS})
+        except (KeyError, TypeError):
+            raise InputError(
+                f"{where}: 'mode_facts' lacks one of {', '.join(_RECORDED_KEYS)}"
+            ) from None
+
+
+_RECORDED_KEYS = ("name", "phrase", "exact", "one_process", "loses_cut_edges")
+
+#: The facts of the modes summaries named before they recorded them (partgnn before 2026-12-02).
+_FACTS_BEFORE_RECORDED: dict[str, dict[str, Any]] = {
+    name: dict(zip(_RECORDED_KEYS, values, strict=True))
+    for name, values in {
+        "full": ("full", "the full graph", True, True, False),
+        "ddp": ("ddp", "data parallelism", False, False, False),
+        "halo": ("halo", "halo exchange", True, False, False),
+        "naive": ("naive", "naive sectorisation", False, False, True),
+        "overlap": ("overlapping", "overlapping sectors", False, False, True),
+    }.items()
+}
+
+
 @dataclass
 class RunRecord:
     """What the report needs of one run directory.
@@ -40,7 +101,7 @@ class RunRecord:
     Attributes:
         name: Label in tables and plots.
         directory: The run directory.
-        mode: Training mode (full, halo, naive, ddp).
+        mode: The training mode, as its summary records it.
         world_size: Processes of the job.
         graph_parallel_size: Ranks that share one event graph (the partition's P).
         steps: Optimizer steps trained.
@@ -53,8 +114,6 @@ class RunRecord:
         bytes_sent: Bytes all ranks sent in halo exchanges during training.
         boundary_true_edges: True boundary edges in the validation events (NaN if unknown).
         evaluation: The parsed evaluation.json, or ``None`` if the run was not evaluated.
-        strategy: ``full``, ``ddp``, ``halo``, ``naive`` or ``overlap`` (naive mode on sectors
-            extended by ``sector_margin`` hops); the mode for runs that predate it.
         sector_margin: Hops of the overlapping sectors (0 otherwise).
         replicated_nodes: Nodes computed beyond those owned, as a fraction of the owned ones
             (halo nodes, overlap margins; NaN if not recorded).
@@ -63,7 +122,7 @@ class RunRecord:
 
     name: str
     directory: Path
-    mode: str
+    mode: RecordedMode
     world_size: int
     graph_parallel_size: int
     steps: int
@@ -76,21 +135,16 @@ class RunRecord:
     bytes_sent: float
     boundary_true_edges: float = NAN
     evaluation: dict[str, Any] | None = None
-    strategy: str = ""
     sector_margin: int = 0
     replicated_nodes: float = NAN
     replicated_edges: float = NAN
 
-    def __post_init__(self) -> None:
-        if not self.strategy:
-            self.strategy = self.mode
-
     @property
-    def strategy_label(self) -> str:
-        """The strategy as tables show it, e.g. ``overlap k=9``."""
-        if self.strategy == "overlap":
-            return f"overlap k={self.sector_margin}"
-        return self.strategy
+    def mode_label(self) -> str:
+        """The mode as tables show it, e.g. ``overlapping k=9``."""
+        if self.sector_margin > 0:
+            return f"{self.mode.name} k={self.sector_margin}"
+        return self.mode.name
 
     def final(self, column: str) -> float:
         """The value of a metrics.csv column at the last evaluation (NaN if absent)."""
@@ -151,9 +205,7 @@ def load_run(directory: str | os.PathLike[str], *, name: str | None = None) -> R
     history, memory = _read_metrics(directory / "metrics.csv")
     summary = _read_json(directory / "summary.json", required=True)
     summary_path = directory / "summary.json"
-    mode = summary.get("mode")
-    if not isinstance(mode, str) or not mode:
-        raise InputError(f"{summary_path}: no 'mode' field (is it a partgnn training summary?)")
+    mode = RecordedMode.of_summary(summary, summary_path)
     world_size = _integer(summary, "world_size", summary_path, default=1)
     communication = summary.get("communication")
     bytes_sent = (
@@ -168,7 +220,6 @@ def load_run(directory: str | os.PathLike[str], *, name: str | None = None) -> R
     parameters = summary.get("parameters")
     workload = summary.get("workload")
     workload = workload if isinstance(workload, dict) else {}
-    strategy = summary.get("strategy")
     return RunRecord(
         name=name or _directory_name(directory),
         directory=directory,
@@ -185,7 +236,6 @@ def load_run(directory: str | os.PathLike[str], *, name: str | None = None) -> R
         bytes_sent=bytes_sent,
         boundary_true_edges=boundary_true_edges,
         evaluation=_read_json(directory / EVALUATION_NAME, required=False),
-        strategy=strategy if isinstance(strategy, str) else "",
         sector_margin=_integer(summary, "sector_margin", summary_path, default=0),
         replicated_nodes=_number(workload.get("replicated_node_fraction")),
         replicated_edges=_number(workload.get("replicated_edge_fraction")),

@@ -12,7 +12,7 @@ def summary_table(runs: list[RunRecord]) -> list[str]:
     with_tracks = any(run.evaluation is not None for run in runs)
     header = [
         ("run", "l"),
-        ("strategy", "l"),
+        ("mode", "l"),
         ("ranks", "r"),
         ("steps", "r"),
         ("val loss", "r"),
@@ -32,7 +32,7 @@ def summary_table(runs: list[RunRecord]) -> list[str]:
         rows.append(
             [
                 cell(run.name),
-                run.strategy_label,
+                run.mode_label,
                 run.ranks_label,
                 str(run.steps),
                 fmt(run.final("val_loss"), ".4f"),
