@@ -31,7 +31,6 @@ import torch
 import torch.distributed as dist
 
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.partition.halo_plan import HaloPlan
 
 Transport = Literal["auto", "all_to_all", "p2p"]
@@ -211,13 +210,14 @@ def halo_exchange(
 
 
 class HaloExchanger:
-    """A rank's halo exchange for one event, as a callable ``x_owned -> [x_owned; x_halo]``.
+    """A rank's halo exchange for one event among the ranks of its graph group: the
+    :class:`~partgnn.distributed.exchange.Exchange` contract.
 
     Models take one of these, so the same model code runs on a whole graph (``P = 1``: the
     identity) and on a partition. With ``overlap``, a model that can (the Interaction Network)
     uses :meth:`start` and :meth:`start_reverse` instead and computes the edges that need no
-    halo row while the rows are in flight, in the order ``interior_first`` gives (built once
-    per event by :meth:`for_plan`).
+    halo row while the rows are in flight (in the event's interior-first order, which the
+    training item carries: :class:`~partgnn.distributed.interior_first.InteriorFirst`).
     """
 
     def __init__(
@@ -228,14 +228,12 @@ class HaloExchanger:
         transport: Transport = "auto",
         counter: CommunicationCounter | None = None,
         overlap: bool = False,
-        interior_first: InteriorFirst | None = None,
     ) -> None:
         self.plan = plan
-        self.context = context
+        self._context = context
         self.transport = transport
         self.counter = counter
         self.overlap = overlap
-        self.interior_first = interior_first
 
     @classmethod
     def for_plan(
@@ -248,19 +246,19 @@ class HaloExchanger:
         overlap: bool = False,
     ) -> HaloExchanger:
         """The exchange of a rank's :class:`~partgnn.partition.halo_plan.HaloPlan`, on the
-        rank's device (the one way the package builds an exchanger for an event); with
-        ``overlap``, also the plan's edges in interior-first order."""
-        interior_first = None
-        if overlap and context.world_size > 1:
-            interior_first = InteriorFirst.from_interior_mask(plan.interior_edges, context.device)
+        rank's device (the one way the package builds an exchanger for an event)."""
         return cls(
             ExchangePlan.from_halo_plan(plan, context.device),
             context,
             transport=transport,
             counter=counter,
             overlap=overlap,
-            interior_first=interior_first,
         )
+
+    @property
+    def context(self) -> DistContext:
+        """The ranks that exchange (this rank's graph group)."""
+        return self._context
 
     @property
     def n_owned(self) -> int:

@@ -2,8 +2,10 @@
 
 With the exchange overlapped, a model computes the interior edges (both endpoints owned, no halo
 row needed) while the halo rows are in flight, then the boundary edges. :class:`InteriorFirst`
-is that order, built once per event on the host from the partition plan's interior mask, so a
-forward pass neither sorts nor reads the mask back from the device.
+is that order, built once per event on the host from the partition plan's interior mask and
+checked against the edges it orders (:meth:`InteriorFirst.of_plan_edges`), so a forward pass
+neither sorts nor reads the mask back from the device. The training item carries it beside the
+edges (:class:`~partgnn.train.events.TrainItem`), not the exchange.
 """
 
 from __future__ import annotations
@@ -43,6 +45,33 @@ class InteriorFirst:
             inverse=torch.from_numpy(inverse).to(device),
             n_interior=int(interior.sum()),
         )
+
+    @classmethod
+    def of_plan_edges(
+        cls,
+        interior: np.ndarray,
+        edge_index: torch.Tensor,
+        n_owned: int,
+        device: torch.device | str = "cpu",
+    ) -> InteriorFirst:
+        """The order of a plan's interior-edge mask ``(E_local,)``, checked against the local
+        edges it orders ``(2, E_local)`` (on the host), whose first ``n_owned`` nodes are owned.
+
+        Raises:
+            ValueError: The mask is not that of these edges (another event's, or edges
+                renumbered without it).
+        """
+        edges = edge_index.numpy() if isinstance(edge_index, torch.Tensor) else edge_index
+        interior = np.asarray(interior, dtype=bool)
+        if interior.shape != (edges.shape[1],) or not np.array_equal(
+            interior, (edges < n_owned).all(axis=0)
+        ):
+            raise ValueError(
+                f"interior-first order: the mask ({interior.shape[0]} edges, "
+                f"{int(interior.sum())} interior) is not that of these {edges.shape[1]} edges "
+                f"with {n_owned} owned nodes"
+            )
+        return cls.from_interior_mask(interior, device)
 
     @classmethod
     def of_edges(cls, edge_index: torch.Tensor, n_owned: int) -> InteriorFirst:

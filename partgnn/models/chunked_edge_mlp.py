@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from torch import nn
 
+from partgnn.distributed.exchange import Exchange
 from partgnn.memory.heap_release import (
     HeapReleasePolicy,
     release_free_heap,
@@ -42,30 +42,6 @@ from partgnn.models.chunk_size import chunk_edges
 from partgnn.models.compute_policy import DEFAULT_COMPUTE, ComputePolicy
 from partgnn.models.lean_mlp import EdgeMLP
 from partgnn.models.node_sums import Incidence
-
-
-class PendingRows(Protocol):
-    """Rows in flight (:class:`~partgnn.distributed.halo_exchange.PendingExchange`)."""
-
-    def wait(self) -> torch.Tensor: ...
-
-
-class AsyncExchange(Protocol):
-    """A halo exchange that can run in the background
-    (:class:`~partgnn.distributed.halo_exchange.HaloExchanger`)."""
-
-    @property
-    def n_owned(self) -> int: ...
-
-    @property
-    def n_halo(self) -> int: ...
-
-    @property
-    def send_index(self) -> torch.Tensor: ...
-
-    def start(self, x_owned: torch.Tensor) -> PendingRows: ...
-
-    def start_reverse(self, grad_halo: torch.Tensor) -> PendingRows: ...
 
 
 @dataclass(frozen=True)
@@ -88,7 +64,7 @@ class EdgeNodes:
     h: torch.Tensor
     src: torch.Tensor
     dst: torch.Tensor
-    exchange: AsyncExchange | None = None
+    exchange: Exchange | None = None
     n_interior: int | None = None
     incidence: Incidence | None = None
 
@@ -196,7 +172,7 @@ class _Call:
     edge: EdgeMLP
     parameters: list[nn.Parameter]
     keep_graphs: bool
-    exchange: AsyncExchange | None
+    exchange: Exchange | None
     n_interior: int
     heap_release: HeapReleasePolicy
     chunk_bytes: int | None = None

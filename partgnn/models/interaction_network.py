@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from functools import partial
 from typing import Any
@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
-from partgnn.distributed.context import DistContext
+from partgnn.distributed.exchange import Exchange
 from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.models.chunked_edge_mlp import EdgeNodes, KeptGraphs, edge_mlp
 from partgnn.models.compute_policy import ComputePolicy
@@ -54,7 +54,6 @@ from partgnn.models.node_sums import Incidence
 from partgnn.models.replayed_exchange import ReplayedExchange
 
 #: ``x_owned -> [x_owned; x_halo]``; the identity on a whole graph.
-Exchange = Callable[[torch.Tensor], torch.Tensor]
 
 #: With checkpointing, the latents of every this many message-passing steps are kept.
 STEPS_PER_REGION = 2
@@ -141,6 +140,7 @@ class InteractionNetwork(nn.Module):
         *,
         exchange: Exchange | None = None,
         n_owned: int | None = None,
+        edge_order: InteriorFirst | None = None,
     ) -> torch.Tensor:
         """Computes edge logits.
 
@@ -150,15 +150,23 @@ class InteractionNetwork(nn.Module):
             edge_attr: Edge features ``(E_local, F_edge)``.
             exchange: The rank's halo exchange (``None`` on a whole graph).
             n_owned: Owned nodes (default: ``exchange.n_owned``, else all rows of ``x``).
+            edge_order: The edges' interior-first order, when the exchange is hidden behind
+                the interior edges (built once per event by the caller and checked against
+                the edges there; default: computed here from the edges, a host sync).
 
         Returns:
             Logits ``(E_local,)``.
+
+        Raises:
+            ValueError: ``edge_order`` orders another number of edges than ``edge_index``.
         """
         if n_owned is None:
-            n_owned = getattr(exchange, "n_owned", x.shape[0])
+            n_owned = exchange.n_owned if exchange is not None else x.shape[0]
         statistics = self._statistics(exchange, edge_index, n_owned)
         with graph_statistics(statistics):
-            return self._forward(x, edge_index, edge_attr, exchange, n_owned, statistics)
+            return self._forward(
+                x, edge_index, edge_attr, exchange, n_owned, statistics, edge_order
+            )
 
     def _forward(
         self,
@@ -168,8 +176,9 @@ class InteractionNetwork(nn.Module):
         exchange: Exchange | None,
         n_owned: int,
         statistics: GroupStatistics | None,
+        edge_order: InteriorFirst | None,
     ) -> torch.Tensor:
-        overlap = self.chunkable and getattr(exchange, "can_overlap", False)
+        overlap = self.chunkable and exchange is not None and exchange.can_overlap
         exchange = exchange or _identity
         # With checkpointing the edge MLPs run in chunks of edges whether or not gradients are
         # recorded (no event-sized temporaries when scoring either); regions of steps are
@@ -181,10 +190,14 @@ class InteractionNetwork(nn.Module):
         if overlap:
             # Interior edges (both endpoints owned) first: they are computed while the halo
             # rows are in flight. The logits are put back in the caller's order at the end.
-            # The exchange of an event brings the order along (built once, on the host).
-            edge_order = getattr(exchange, "interior_first", None)
-            if edge_order is None or not edge_order.matches(edge_index):
+            # The event's item brings the order along (built once, on the host).
+            if edge_order is None:
                 edge_order = InteriorFirst.of_edges(edge_index, n_owned)
+            elif not edge_order.matches(edge_index):
+                raise ValueError(
+                    f"edge_order orders {edge_order.order.shape[0]} edges, edge_index holds "
+                    f"{edge_index.shape[1]}"
+                )
             n_interior = edge_order.n_interior
             edge_index = edge_index.index_select(1, edge_order.order)
             edge_attr = edge_attr.index_select(0, edge_order.order)
@@ -244,8 +257,8 @@ class InteractionNetwork(nn.Module):
         group of the exchange's ranks, each edge counted on the rank owning its target node."""
         if not self.architecture.batch_norm:
             return None
-        context = getattr(exchange, "context", None)
-        if not isinstance(context, DistContext) or context.world_size == 1:
+        context = exchange.context if exchange is not None else None
+        if context is None or context.world_size == 1:
             return GroupStatistics()
         return GroupStatistics(edge_index[1] < n_owned, context.group, distributed=True)
 

@@ -1,14 +1,14 @@
 """Run a PyTorch Geometric message-passing layer on one rank's partition of an event graph.
 
 :class:`PartitionedLayer` wraps a ``torch_geometric.nn.MessagePassing`` layer: it fills the halo
-rows with the owners' current features (the rank's halo exchange), runs the layer on the local
-graph and keeps the owned rows. Every incoming edge of an owned node is local (the partition
-contract of DESIGN.md), so this is exact for every layer whose output at node ``i`` depends only
-on ``x_i``, the incoming edges of ``i`` and their source nodes' ``x``. Which PyG layers that holds
-for is an allow-list proven in real processes (:mod:`partgnn.models.pyg_support`); the others
-are refused with the reason. GCNConv also needs the degrees of its source nodes, which a rank
-only knows for the nodes it owns: the wrapper exchanges them too (:func:`gcn_partition_norm`).
-Per-node inputs other than ``x`` (``pos``, ``normal``) are exchanged like ``x``.
+rows with the owners' current features (the rank's halo exchange), runs the layer on the local graph
+and keeps the owned rows. Every incoming edge of an owned node is local (the partition contract of
+docs/DESIGN.md), so this is exact for every layer whose output at node ``i`` depends only on
+``x_i``, the incoming edges of ``i`` and their source nodes' ``x``. Which PyG layers that holds for
+is an allow-list proven in real processes (:mod:`partgnn.models.pyg_support`); the others are
+refused with the reason. GCNConv also needs the degrees of its source nodes, which a rank only knows
+for the nodes it owns: the wrapper exchanges them too (:func:`gcn_partition_norm`). Per-node inputs
+other than ``x`` (``pos``, ``normal``) are exchanged like ``x``.
 
 Glossary: ``n_owned``/``n_halo`` owned and halo nodes of the rank, ``n_local = n_owned +
 n_halo``; ``E_local`` local edges (every edge that touches an owned node); local node order
@@ -17,21 +17,13 @@ n_halo``; ``E_local`` local edges (every edge that touches an owned node); local
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import nn
 from torch_geometric.nn import GCNConv, MessagePassing
 from torch_geometric.utils import add_remaining_self_loops, scatter
 
-from partgnn.distributed.context import DistContext
+from partgnn.distributed.exchange import Exchange
 from partgnn.distributed.failures import agree_on_failure
-from partgnn.distributed.halo_exchange import (
-    CommunicationCounter,
-    HaloExchanger,
-    Transport,
-)
-from partgnn.models.interaction_network import Exchange
 from partgnn.models.pyg_support import (
     EDGE_KWARGS,
     NODE_KWARGS,
@@ -40,9 +32,6 @@ from partgnn.models.pyg_support import (
     refusal,
     training_problem,
 )
-
-if TYPE_CHECKING:
-    from partgnn.partition.shard_reader import RankEvent
 
 
 class PartitionedLayer(nn.Module):
@@ -148,7 +137,7 @@ class PartitionedLayer(nn.Module):
         normalising_gcn = isinstance(layer, GCNConv) and layer.normalize
         failure = None
         try:
-            self._check_inputs(x_owned, edge_index, getattr(exchange, "n_owned", None), kwargs)
+            self._check_inputs(x_owned, edge_index, exchange.n_owned, kwargs)
             if normalising_gcn and layer.cached:
                 # Its cache would hold this partition's normalisation for every later graph.
                 raise ValueError(
@@ -194,8 +183,8 @@ class PartitionedLayer(nn.Module):
         return out
 
     def _agree(self, failure: BaseException | None, exchange: Exchange) -> None:
-        context = getattr(exchange, "context", None)
-        if self.check_errors and isinstance(context, DistContext):
+        context = exchange.context
+        if self.check_errors and context is not None:
             agree_on_failure(failure, context, self.name)
         elif failure is not None:
             raise failure
@@ -325,17 +314,3 @@ def gcn_partition_norm(
     deg_inv_sqrt = degree.pow(-0.5)
     deg_inv_sqrt = deg_inv_sqrt.masked_fill(deg_inv_sqrt == float("inf"), 0.0)
     return edge_index, deg_inv_sqrt[src] * edge_weight * deg_inv_sqrt[dst]
-
-
-def exchanger_for_event(
-    event: RankEvent,
-    context: DistContext,
-    *,
-    transport: Transport = "auto",
-    counter: CommunicationCounter | None = None,
-) -> HaloExchanger:
-    """The halo exchange of one rank's event, on the rank's device.
-
-    Build it once per event and pass it to every :class:`PartitionedLayer` of the model.
-    """
-    return HaloExchanger.for_plan(event.plan, context, transport=transport, counter=counter)

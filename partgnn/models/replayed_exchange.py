@@ -20,19 +20,23 @@ from contextlib import AbstractContextManager, contextmanager
 
 import torch
 
+from partgnn.distributed.context import DistContext
+from partgnn.distributed.exchange import ArrivingRows, Exchange
+
 
 class ReplayedExchange:
-    """``x_owned -> [x_owned; x_halo]`` (and, where the wrapped exchange can, :meth:`start` /
-    :meth:`start_reverse`), recorded for the replay; see the module docstring.
+    """The :class:`~partgnn.distributed.exchange.Exchange` contract around a rank's exchange,
+    recorded for the replay; see the module docstring.
 
     Args:
-        exchange: The rank's halo exchange (a
-            :class:`~partgnn.distributed.halo_exchange.HaloExchanger` or any callable
-            ``x_owned -> [x_owned; x_halo]``).
+        exchange: The rank's halo exchange; on a whole graph, the identity of its rows (then
+            only the blocking call is made).
         n_owned: Owned rows ``n_owned`` (the rows of ``x_owned``).
     """
 
-    def __init__(self, exchange: Callable[[torch.Tensor], torch.Tensor], n_owned: int) -> None:
+    def __init__(
+        self, exchange: Exchange | Callable[[torch.Tensor], torch.Tensor], n_owned: int
+    ) -> None:
         self.exchange = exchange
         self.n_owned = n_owned
         self._recording: deque[torch.Tensor] | None = None
@@ -58,6 +62,14 @@ class ReplayedExchange:
         return self.exchange.n_halo
 
     @property
+    def can_overlap(self) -> bool:
+        return self.exchange.can_overlap
+
+    @property
+    def context(self) -> DistContext | None:
+        return self.exchange.context
+
+    @property
     def send_index(self) -> torch.Tensor:
         return self.exchange.send_index
 
@@ -73,7 +85,7 @@ class ReplayedExchange:
         pending = self.exchange.start(x_owned)
         return pending if self._recording is None else _Recorded(pending, self._recording)
 
-    def start_reverse(self, grad_halo: torch.Tensor):
+    def start_reverse(self, grad_halo: torch.Tensor) -> ArrivingRows:
         """The wrapped exchange's reverse exchange (the backward pass is never replayed)."""
         return self.exchange.start_reverse(grad_halo)
 

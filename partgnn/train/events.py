@@ -36,7 +36,9 @@ import torch.distributed as dist
 
 from partgnn.data.storage import GraphFile
 from partgnn.distributed.context import DistContext
+from partgnn.distributed.exchange import Exchange
 from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchanger
+from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.errors import InputError
 from partgnn.partition.naive import naive_sector
 from partgnn.partition.shard_reader import RankEvent, ShardDirectory, ShardFile, cut_edges
@@ -70,6 +72,9 @@ class TrainItem:
         event_normaliser: The whole event's weighted edge count (equal to ``normaliser`` except
             in naive mode, whose sectors normalise by their own count).
         exchange: The halo exchange (``None``: no exchange).
+        interior_first: The local edges in the order that hides the exchange (interior edges
+            first), checked against ``edge_index`` when built; ``None``: the model's own
+            (none, or computed from the edges when it hides an exchange).
         n_owned: Rows of ``x`` this rank owns (the first ones; the others are halo or
             replicated margin nodes).
         lost_y: Truth of the boundary edges this rank should count but cannot score ``(L,)``.
@@ -97,7 +102,8 @@ class TrainItem:
     boundary: torch.Tensor
     normaliser: float
     event_normaliser: float
-    exchange: HaloExchanger | None = None
+    exchange: Exchange | None = None
+    interior_first: InteriorFirst | None = None
     n_owned: int | None = None
     lost_y: torch.Tensor | None = None
     n_counted: int | None = None
@@ -292,6 +298,7 @@ class HaloSource(_RankShardSource):
         transport: str = "auto",
         counter: CommunicationCounter | None = None,
         overlap: bool = False,
+        interior_first: bool = False,
         skip_unconnected: bool = False,
     ) -> None:
         super().__init__(shards, context, weights, skip_unconnected=skip_unconnected)
@@ -299,6 +306,7 @@ class HaloSource(_RankShardSource):
         self.transport = transport
         self.counter = counter
         self.overlap = overlap
+        self.interior_first = interior_first and overlap and context.world_size > 1
 
     def item(self, index: int, *, edge_ids: bool = False) -> TrainItem:
         """Event ``index``'s shard and exchange (``edge_ids``: with the edges' ids in the
@@ -313,6 +321,12 @@ class HaloSource(_RankShardSource):
         exchange = HaloExchanger.for_plan(
             plan, self.context, transport=self.transport, counter=self.counter, overlap=self.overlap
         )
+        edge_order = None
+        if self.interior_first:  # checked against the edges the item holds
+            edges = graph.edge_index if rows is None else rows.renumbered(graph.edge_index)
+            edge_order = InteriorFirst.of_plan_edges(
+                plan.interior_edges, edges, plan.n_owned, device
+            )
         normaliser = self.event_normaliser(index, event)
         return TrainItem(
             event_id=event.event_id,
@@ -324,6 +338,7 @@ class HaloSource(_RankShardSource):
             normaliser=normaliser,
             event_normaliser=normaliser,
             exchange=exchange,
+            interior_first=edge_order,
             weight=_edge_weights(self.weights, graph.y, graph.edge_pt, device),
             edge_ids=to_device(torch.from_numpy(plan.edge_ids), device) if edge_ids else None,
         )

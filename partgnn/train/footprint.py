@@ -36,6 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from partgnn.distributed.context import DistContext
+from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.memory.heap_release import (
     ALWAYS_RELEASE_HEAP,
     DEFAULT_HEAP_RELEASE,
@@ -53,7 +55,7 @@ from partgnn.train.config import TrainConfig
 from partgnn.train.events import TrainItem
 from partgnn.train.loss import weighted_count
 from partgnn.train.step import StepSettings, forward_backward
-from partgnn.train.strategies import mode_facts
+from partgnn.train.strategies import mode_facts, orders_interior_first
 
 #: Probe graphs ``(nodes, edges)``: two edge densities and two sizes, so edges, nodes and the
 #: constant are told apart. Every one has >= 16 * 4096 edges (chunks of E / 16).
@@ -276,12 +278,15 @@ def random_train_item(
     edge_attr = edge_attr.to(device, dtype)
     edge_index = torch.randint(0, nodes, (2, edges), generator=generator, device=where).to(device)
     y = (torch.rand(edges, generator=generator, device=where) < 0.1).to(device, dtype)
-    exchange = None
+    exchange, edge_order, n_owned = None, None, nodes
     if mode_facts(config.mode).exchanges:
         n_halo = int(nodes * PROBE_HALO_FRACTION)
-        send_index = torch.randperm(nodes - n_halo, generator=generator, device=where)[:n_halo]
+        n_owned = nodes - n_halo
+        send_index = torch.randperm(n_owned, generator=generator, device=where)[:n_halo]
         send_index = send_index.to(device)
-        exchange = LoopbackExchange(send_index, nodes - n_halo, overlap=config.run.overlap)
+        exchange = LoopbackExchange(send_index, n_owned, overlap=config.run.overlap)
+        if orders_interior_first(config):  # as a training item carries it
+            edge_order = InteriorFirst.of_edges(edge_index, n_owned)
     weights = settings.weights
     normaliser = weighted_count(edges, int(y.sum()), weights.pos_weight)
     weight = None
@@ -299,14 +304,16 @@ def random_train_item(
         normaliser=normaliser,
         event_normaliser=normaliser,
         exchange=exchange,
-        n_owned=nodes - exchange.n_halo if exchange is not None else nodes,
+        interior_first=edge_order,
+        n_owned=n_owned,
         weight=weight,
     )
 
 
 class LoopbackExchange:
-    """A halo exchange within one process: the halo rows are copies of owned rows
-    ``send_index``, so a model runs its halo path (blocking or overlapped) without peers.
+    """A halo exchange within one process (the :class:`~partgnn.distributed.exchange.Exchange`
+    contract): the halo rows are copies of owned rows ``send_index``, so a model runs its halo
+    path (blocking or overlapped) without peers.
 
     Args:
         send_index: Owned row each halo row copies ``(n_halo,)``.
@@ -319,6 +326,7 @@ class LoopbackExchange:
         self.n_owned = n_owned
         self.n_halo = int(send_index.shape[0])
         self.can_overlap = overlap
+        self.context: DistContext | None = None  # no peers
 
     def __call__(self, x_owned: torch.Tensor) -> torch.Tensor:
         return torch.cat([x_owned, x_owned[self.send_index]])

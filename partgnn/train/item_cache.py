@@ -38,10 +38,9 @@ def item_tensors(item: TrainItem) -> list[torch.Tensor]:
     interior-first edge order."""
     tensors = [getattr(item, f.name) for f in dataclasses.fields(item)]
     if item.exchange is not None:
-        tensors.append(item.exchange.plan.send_index)
-        order = item.exchange.interior_first
-        if order is not None:
-            tensors += [order.order, order.inverse]
+        tensors.append(item.exchange.send_index)
+    if item.interior_first is not None:
+        tensors += [item.interior_first.order, item.interior_first.inverse]
     return [tensor for tensor in tensors if isinstance(tensor, torch.Tensor)]
 
 

@@ -37,7 +37,7 @@ from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.train.config import TrainConfig
 from partgnn.train.footprint import Footprint
-from partgnn.train.strategies import mode_facts
+from partgnn.train.strategies import mode_facts, orders_interior_first
 
 #: Most ranks :func:`ranks_needed` tries.
 MAX_PARTS = 256
@@ -71,7 +71,7 @@ class ItemSize:
             per_edge += 8  # counted_index: a rank does not count the edges another one owns
         if config.loss.target_pt is not None:
             per_edge += value  # the per-edge loss weights
-        if facts.exchanges and config.run.overlap:
+        if orders_interior_first(config):
             per_edge += 16  # interior-first order and its inverse
         return cls(per_edge=float(per_edge), per_node=float(value * node_features))
 

@@ -42,10 +42,13 @@ class StepSettings:
 
 def edge_logits(model: nn.Module, item: TrainItem, dtype: torch.dtype) -> torch.Tensor:
     """The model's logits of ``item``'s local edges ``(E_local,)`` (a collective in halo mode:
-    the model calls the item's exchange)."""
+    the model calls the item's exchange; partgnn's model gets the item's interior-first edge
+    order where the item carries one)."""
+    order = {} if item.interior_first is None else {"edge_order": item.interior_first}
     return model(
-        item.x.to(dtype), item.edge_index, item.edge_attr.to(dtype), exchange=item.exchange
-    )
+        item.x.to(dtype), item.edge_index, item.edge_attr.to(dtype), exchange=item.exchange,
+        **order,
+    )  # fmt: skip
 
 
 def training_loss(model: nn.Module, item: TrainItem, settings: StepSettings) -> torch.Tensor:

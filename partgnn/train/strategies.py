@@ -256,6 +256,7 @@ class HaloStrategy(_ShardStrategy):
             transport=run.transport,
             counter=self.counter,
             overlap=run.overlap,
+            interior_first=orders_interior_first(self.config),
             skip_unconnected=self.config.model.skips_unconnected_nodes,
         )
 
@@ -359,6 +360,13 @@ def strategy_for(
     """The strategy of the mode ``config`` trains (:func:`trained_mode`)."""
     mode = trained_mode(config, say=context.is_main)
     return STRATEGIES[mode](config, context, counter)
+
+
+def orders_interior_first(config: TrainConfig) -> bool:
+    """Whether a run's items carry their edges' interior-first order: a mode that exchanges,
+    hiding the exchange (``run.overlap``), with partgnn's model (the one that takes the order;
+    a ``model.target`` of one's own is called as the model contract says)."""
+    return mode_facts(config.mode).exchanges and config.run.overlap and config.model.target is None
 
 
 def trajectory_label(facts: ModeFacts) -> str:

@@ -22,8 +22,9 @@ from torch_geometric.nn import aggr, conv
 
 from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
 from partgnn.distributed.context import DistContext
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.models.interaction_network import Exchange
-from partgnn.models.partitioned_layer import PartitionedLayer, exchanger_for_event
+from partgnn.models.partitioned_layer import PartitionedLayer
 from partgnn.partition.shard_reader import RankEvent
 from tests.distributed.partitioned_run import worker_main
 from tests.distributed.pyg_layer_worker import node_loss
@@ -214,7 +215,7 @@ def run_cases(event: RankEvent, context: DistContext) -> dict[str, dict]:
     results = {}
     for name in CASES:
         model = build_case(name)
-        out = model(x, graph.edge_index, edge_attr, exchanger_for_event(event, context))
+        out = model(x, graph.edge_index, edge_attr, HaloExchanger.for_plan(event.plan, context))
         loss = node_loss(out)
         loss.backward()
         grads, total_loss = summed_over_ranks(model, loss, context.group)

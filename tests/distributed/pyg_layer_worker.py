@@ -28,9 +28,9 @@ from torch_geometric.nn import (
 
 from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import CommunicationCounter
+from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchanger
 from partgnn.models.interaction_network import Exchange
-from partgnn.models.partitioned_layer import PartitionedLayer, exchanger_for_event
+from partgnn.models.partitioned_layer import PartitionedLayer
 from partgnn.partition.shard_reader import RankEvent
 from tests.distributed.partitioned_run import worker_main
 from tests.distributed.reference import DTYPES, summed_over_ranks
@@ -144,7 +144,7 @@ def run_stacks(event: RankEvent, context: DistContext) -> dict[tuple[str, str], 
         for dtype_name, dtype in DTYPES.items():
             stack = build_stack(kind, dtype)
             counter = CommunicationCounter()
-            exchange = exchanger_for_event(event, context, counter=counter)
+            exchange = HaloExchanger.for_plan(event.plan, context, counter=counter)
             out = stack(
                 graph.x[:n_owned].to(dtype), graph.edge_index, graph.edge_attr.to(dtype), exchange
             )
