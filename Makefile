@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo-output
 # The real TrackML sample event, when the workplace keeps one beside the checkout (optional).
-TRACKML_SAMPLE ?= $(wildcard ../shared/data/trackml-sample)
+TRACKML_SAMPLE ?= tests/fixtures/trackml-sample
 
 .PHONY: setup demo test test-fast lint format clean
 

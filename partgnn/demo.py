@@ -8,9 +8,10 @@ owned edges without communication, at the price of replicated work); score the v
 events with each model (halo with the exchange, naive and overlap sector by sector), evaluate
 edge and track metrics (split by whether a particle's hits span several sectors), and write the
 comparison report. When the real TrackML sample event is at hand (``--trackml-sample DIR`` or
-``$PARTGNN_TRACKML_SAMPLE``; ``make demo`` names ``../shared/data/trackml-sample`` when it
-exists), imports it and scores it with the shipped trained models, each on the graph its card
-says (``partgnn pretrained NAME --evaluate``), beside their cards' simulated figures.
+``$PARTGNN_TRACKML_SAMPLE``; ``make demo`` names the repository's copy,
+``tests/fixtures/trackml-sample``), imports it and scores it with the shipped trained models,
+each on the graph its card says (``partgnn pretrained NAME --evaluate``), beside their cards'
+simulated figures.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from partgnn.data.event import Event
 from partgnn.resources import trackml_sample_dir
 from tests.subprocesses import mark_test_start
 
-#: The workplace keeps the real TrackML sample beside the checkout; $PARTGNN_TRACKML_SAMPLE wins.
-SAMPLE_DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "trackml-sample"
+#: The real TrackML sample event, test data of the repository ($PARTGNN_TRACKML_SAMPLE wins).
+SAMPLE_DEFAULT = Path(__file__).resolve().parent / "fixtures" / "trackml-sample"
 
 
 #: The GPUs the test process was given (``None``: all); its child processes see none (below).

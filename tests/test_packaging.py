@@ -4,8 +4,8 @@ The wheel is built from a copy of the source tree and installed with ``--no-deps
 venv; the heavy dependencies (torch, PyG, ...) are borrowed from the test's own environment
 through a ``.pth`` line appended *after* the venv's site-packages, so the ``partgnn`` that runs
 is the wheel's (asserted), while torch need not be downloaded again. The checkout is never on
-``sys.path`` and the TrackML sample is not named, so any run-time read of the source tree or of
-``../shared`` fails the pipeline.
+``sys.path`` and the TrackML sample is not named, so any run-time read of the source tree (its
+test data among it) fails the pipeline.
 """
 
 from __future__ import annotations

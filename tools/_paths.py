@@ -1,4 +1,4 @@
-"""Paths the benchmark scripts share: the shipped configs and the workplace's TrackML sample."""
+"""Paths the benchmark scripts share: the shipped configs and the real TrackML sample."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 from partgnn.resources import configs_dir, trackml_sample_dir
 
-#: The real TrackML sample beside the checkout (``$PARTGNN_TRACKML_SAMPLE`` wins).
-SAMPLE_DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "trackml-sample"
+#: The real TrackML sample event, the repository's test data (``$PARTGNN_TRACKML_SAMPLE`` wins).
+SAMPLE_DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "trackml-sample"
 
 
 def shipped_config(name: str) -> Path:

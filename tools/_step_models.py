@@ -1,7 +1,7 @@
 """The models a step-time tool compares, on one random graph: partgnn's Interaction Network, the
-peer's (acorn's InteractionGNN, through ../shared/peer) and the reference pipeline's CTD 2023
-model (acorn's InteractionGNN2); one AdamW training step of each (shared by tools/bench_gpu.py and
-tools/bench_launch_budget.py).
+peer's (acorn's InteractionGNN, through the peer harness, ``--peer-dir PEER``) and the reference
+pipeline's CTD 2023 model (acorn's InteractionGNN2); one AdamW training step of each (shared by
+tools/bench_gpu.py and tools/bench_launch_budget.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The figures a GPU user asks for, measured on one GPU in one process (issue 38).
 
-- ``peer``: acorn's InteractionGNN (the peer harness's model, ../shared/peer: its stubs, the
+- ``peer``: acorn's InteractionGNN (the peer harness's model, ``--peer-dir PEER``: its stubs, the
   real model source from ``--acorn-src``) and partgnn's Interaction Network on the same random
   graphs (``--edges``, nodes = edges / 10, 3 node features) with the same hyper-parameters
   (``--hidden``, 8 iterations, 2-layer MLPs, SiLU, LayerNorm, sum aggregation, shared weights),

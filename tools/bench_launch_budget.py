@@ -1,26 +1,24 @@
 """The launch budget of one training step, counted on the CPU (issue 49).
 
-A GPU step whose kernels are small is bound by the host issuing them, one launch per operation:
-it does not get faster when a graph is split over GPUs. This tool counts the aten operations one
-training step dispatches below autograd, views left out (forward, backward with its
-recomputation, the AdamW step; each is about one kernel launch on a GPU), for partgnn's
-Interaction Network and the peer's model (acorn's InteractionGNN through ../shared/peer: the
-reference) on the same random graph, taking the code paths a GPU takes: the chunks of edges a GPU
-of ``--gpu-memory-gb`` gets by default (or ``--chunk-edges``), AdamW's multi-tensor
-implementation (CUDA's default), and with ``model.fused`` (``--fused``) the fused LayerNorm +
-activation compiled as on a GPU (:func:`~partgnn.models.kernel_choice.gpu_kernel_paths`: one
-operator forward, one backward; inductor's C++ here, Triton there), not the C++ CPU kernels.
-Per setting it gives the operations
-by phase, the LayerNorm rows normalised, the peak of live tensor bytes during the step (the C
-heap, :class:`~partgnn.memory.meters.HeapMeter`) and, on a tiny graph (``--tiny-edges``), the
-step time, which there is the per-operation overhead (the median of ``--rounds`` rounds of
-every model in turn). ``--breakdown`` says where partgnn's
-operations come from, by difference: per message-passing step, per MLP layer, per chunk of
-edges. Writes ``OUT/launch_budget.json`` and ``.md``; ``--record`` puts the figures on the
-current-figures page::
+A GPU step whose kernels are small is bound by the host issuing them, one launch per operation: it
+does not get faster when a graph is split over GPUs. This tool counts the aten operations one
+training step dispatches below autograd, views left out (forward, backward with its recomputation,
+the AdamW step; each is about one kernel launch on a GPU), for partgnn's Interaction Network and the
+peer's model (acorn's InteractionGNN through the peer harness, ``--peer-dir PEER``: the reference)
+on the same random graph, taking the code paths a GPU takes: the chunks of edges a GPU of
+``--gpu-memory-gb`` gets by default (or ``--chunk-edges``), AdamW's multi-tensor implementation
+(CUDA's default), and with ``model.fused`` (``--fused``) the fused LayerNorm + activation compiled
+as on a GPU (:func:`~partgnn.models.kernel_choice.gpu_kernel_paths`: one operator forward, one
+backward; inductor's C++ here, Triton there), not the C++ CPU kernels. Per setting it gives the
+operations by phase, the LayerNorm rows normalised, the peak of live tensor bytes during the step
+(the C heap, :class:`~partgnn.memory.meters.HeapMeter`) and, on a tiny graph (``--tiny-edges``), the
+step time, which there is the per-operation overhead (the median of ``--rounds`` rounds of every
+model in turn). ``--breakdown`` says where partgnn's operations come from, by difference: per
+message-passing step, per MLP layer, per chunk of edges. Writes ``OUT/launch_budget.json`` and
+``.md``; ``--record`` puts the figures on the current-figures page::
 
     OMP_NUM_THREADS=2 .venv/bin/python tools/bench_launch_budget.py --out budget \\
-        --acorn-src .peer/acorn-src --peer-dir ../shared/peer
+        --acorn-src .peer/acorn-src --peer-dir PEER
     .venv/bin/python tools/bench_launch_budget.py --out /tmp/b --tiny --no-reference
 """
 

@@ -4,7 +4,7 @@ Same random graph, same hyper-parameters (hidden, graph iterations, 2-layer MLPs
 sum aggregation, one edge and one node network shared by all iterations), same thread count, one
 process per model, alternating, ``--rounds`` times:
 
-- **time and peak RSS**: the peer runs as ``../shared/peer/peer_acorn.py`` (its harness, as
+- **time and peak RSS**: the peer runs as ``PEER/peer_acorn.py`` (its harness, as
   written, float32); partgnn's model runs the same loop (AdamW, BCE with logits, median step
   time, ``ru_maxrss``) in each of ``--variants``: activation checkpointing on or off, with
   ``model.fused`` (``+fused``) and under bf16 autocast (``+bf16``);
@@ -15,7 +15,7 @@ process per model, alternating, ``--rounds`` times:
   optimizer) above the bytes in use before it.
 
 Prints markdown for docs/BENCHMARKS.md; ratios are partgnn / peer of the same round. The
-peer's source is read from ``--acorn-src`` (see ../shared/peer/README.md), never copied::
+peer's source is read from ``--acorn-src`` (see PEER/README.md), never copied::
 
     .venv/bin/python tools/bench_peer.py --acorn-src /tmp/acorn-src --nodes 100000 \\
         --edges 1000000 --threads 2 --steps 3 --rounds 2

@@ -49,6 +49,19 @@ FIGURES = {
 }
 
 
+def without_machine_paths(config: dict) -> dict:
+    """A run config as a shipped checkpoint records it: the training machine's paths cut to
+    their names (the data files and folders, the run directory) and no ``run.init_from`` (the
+    checkpoint a stage started from: the card's ``--training`` says how the stages went)."""
+    config = {section: dict(v) if isinstance(v, dict) else v for section, v in config.items()}
+    for key in ("graphs", "shards", "boundary_shards"):
+        if config["data"].get(key):
+            config["data"][key] = Path(config["data"][key]).name
+    config["run"]["dir"] = Path(config["run"]["dir"]).name
+    config["run"].pop("init_from", None)
+    return config
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", required=True, help="the model's name: pretrained:NAME")
@@ -108,11 +121,8 @@ def main() -> None:
     if missing:
         parser.error(f"{', '.join(missing)} needed (unless --add-to-card)")
     state = load_checkpoint(args.checkpoint or args.run / "checkpoints" / "last.pt")
-    config = state["config"]
+    config = without_machine_paths(state["config"])
     config["model"]["fused"] = False
-    # The checkpoint a stage started from is a path on the training machine: the card's
-    # --training says how the stages went instead.
-    config["run"].pop("init_from", None)
     score_cut = state.get("score_cut") if args.score_cut is None else args.score_cut
     kept = {"model": state["model"], "config": config, "score_cut": score_cut}
     construction = None

@@ -3,7 +3,7 @@
 A layer runs exactly on a rank's partition after one halo exchange when its output at node ``i``
 depends only on ``x_i`` (and other per-node inputs such as ``pos``), the incoming edges of ``i``
 and their source nodes' inputs: every incoming edge of an owned node is local (the partition
-contract of DESIGN.md). Several hops inside one forward, a normalisation by source degrees, a
+contract of docs/DESIGN.md). Several hops inside one forward, a normalisation by source degrees, a
 graph built inside the layer, statistics over all nodes of the graph, an aggregation that depends
 on the order of a node's incoming edges, and random masks (dropout) break that.
 

@@ -2,7 +2,7 @@
 
 A :class:`HaloPlan` is built once per (event, rank) from the global ``edge_index`` and the
 node -> part assignment, and reused at every message-passing step. It implements the partition
-contract of DESIGN.md: a rank owns some nodes, holds every edge that touches one of them (cut
+contract of docs/DESIGN.md: a rank owns some nodes, holds every edge that touches one of them (cut
 edges on both sides), keeps the remote endpoints of those edges as halo nodes grouped by owner,
 and counts each global edge once (the owner of its target node counts it).
 
@@ -236,7 +236,7 @@ def build_halo_plans(
 def validate_plans(
     plans: Sequence[HaloPlan], edge_index: np.ndarray, assignment: np.ndarray
 ) -> None:
-    """Checks the invariants of DESIGN.md across the plans of all ranks of one event.
+    """Checks the invariants of docs/DESIGN.md across the plans of all ranks of one event.
 
     Every plan must be valid on its own (:meth:`HaloPlan.validate`), and together: the owned
     nodes of all ranks partition ``V`` as ``assignment`` says; each rank holds exactly the edges

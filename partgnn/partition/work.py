@@ -1,6 +1,6 @@
 """The work of each rank under a partition: the edges, owned nodes and halo nodes it computes.
 
-Under the halo contract (DESIGN.md) rank ``r`` computes every edge with an owned endpoint (cut
+Under the halo contract (docs/DESIGN.md) rank ``r`` computes every edge with an owned endpoint (cut
 edges on both sides), updates its owned nodes, and projects the latents of its owned and halo
 nodes for the edge network. A rank's work, in units of one local edge, is ``1`` per local edge,
 :data:`OWNED_NODE_COST` per owned node and :data:`HALO_NODE_COST` per halo node.

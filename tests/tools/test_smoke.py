@@ -145,7 +145,7 @@ def test_the_recipe_then_the_comparison_on_it_run_tiny(tmp_path):
 
 
 def test_bench_peer_runs_its_partgnn_worker_and_names_a_missing_peer_source(tmp_path):
-    """The peer's source is not in the checkout (../shared/peer/README.md says how to fetch
+    """The peer's source is not in the checkout (PEER/README.md says how to fetch
     it): without it the tool says so in one line; partgnn's worker runs on a tiny graph."""
     rng = np.random.default_rng(0)
     graph = tmp_path / "g.npz"

@@ -2,8 +2,11 @@
 # Issue 41: a first reading of the sparse-graph variant's last checkpoint as the recipe reads it
 # (cut chosen on validation events at 99 % target edge efficiency, then the held-out events).
 set -euo pipefail
-cd /work/main/data/full41
-P=/work/main/.venv/bin/partgnn
+# Run from the repository root: bash $0 (DATA: the issue-41 data folder, default data/full41).
+ROOT=$(pwd)
+[ -x .venv/bin/partgnn ] || { echo "run from the repository root (make setup first)" >&2; exit 2; }
+cd "${DATA:-data/full41}"
+P=$ROOT/.venv/bin/partgnn
 export OMP_NUM_THREADS=2
 E=${E:-eval-sparse-t025}
 mkdir -p $E
