@@ -33,7 +33,6 @@ from torch_geometric.data import Data
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.gradients import GradientCombination, all_reduce_gradients
 from partgnn.distributed.halo_exchange import HaloExchanger, Transport
-from partgnn.distributed.session import distributed_session
 from partgnn.partition.assign import partition_graph
 from partgnn.partition.halo_plan import HaloPlan, build_halo_plans
 from partgnn.train.loss import edge_loss, weighted_count
@@ -143,7 +142,9 @@ def fit(
     replace: bool = False,
     context: DistContext | None = None,
 ) -> dict[str, Any]:
-    """Trains a run config on the launched processes; returns the run's summary.
+    """Trains a run config on the launched processes, as ``partgnn train`` does (one workflow,
+    :func:`~partgnn.train.training_run.run_training`: the world size checked against the
+    shards, ``run.keep_freed_heap``, stop signals); returns the run's summary.
 
     Args:
         config: A :class:`~partgnn.train.config.TrainConfig` (validated here), a YAML path, or
@@ -162,8 +163,7 @@ def fit(
     """
     from partgnn.train.config import TrainConfig
     from partgnn.train.config_file import load_config, validate_config
-    from partgnn.train.trainer import Trainer
-    from partgnn.train.world_size import check_world_size
+    from partgnn.train.training_run import run_training
 
     if isinstance(config, TrainConfig):
         if overrides:
@@ -171,12 +171,5 @@ def fit(
         validate_config(config)
     else:
         config = load_config(config, overrides)
-    if context is not None:
-        return Trainer(config, context).fit(resume=resume, replace=replace)
-    with distributed_session(
-        device=config.run.device,
-        backend=config.run.backend,
-        default_timeout_s=config.run.timeout_s,
-        graph_parallel_size=check_world_size(config),
-    ) as context:
-        return Trainer(config, context).fit(resume=resume, replace=replace)
+    summary, _ = run_training(config, resume=resume, replace=replace, context=context)
+    return summary

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 # Light imports only: the pipeline (torch, PyG, pandas) is imported when a command runs.
 from partgnn.cli.arg_types import fraction, non_negative_float, positive_int
-from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES, GraphBuildConfig
+from partgnn.data.graph_config import GraphBuildConfig
 
 if TYPE_CHECKING:
     from partgnn.data.event import Event
+    from partgnn.data.module_map_files import SimulatedEvents
 
 
 #: A module map is reported thin when more than this share of the data would fall outside it
@@ -299,68 +300,73 @@ def _expected_fit_time(events: int, pileup: float, workers: int, realistic: bool
     )
 
 
-def run_fit_module_map(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+def say_expected_fit_time(simulated: SimulatedEvents) -> None:
+    """One line on stderr: how long simulating ``simulated``'s events for a fit will take
+    (nothing without simulated events)."""
+    if simulated.runs:
+        realistic = simulated.module_planes or simulated.field_profile or simulated.secondaries
+        events = sum(run.events for run in simulated.runs)
+        print(_expected_fit_time(events, simulated.pileup, simulated.workers, realistic),
+              file=sys.stderr)  # fmt: skip
 
-    from partgnn.data.geometry import load_geometry
+
+def map_fit_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The keyword arguments of :func:`~partgnn.data.module_map_files.fit_module_map_file`
+    that ``fit-module-map``'s options give (all but ``--out``)."""
+    from partgnn.data.module_map_files import MapFit, SimulatedEvents
+    from partgnn.data.module_map_inputs import SimulatedRun
+
+    return {
+        "events_files": args.events,
+        "simulated": SimulatedEvents(
+            [SimulatedRun.parse(text) for text in args.simulate], pileup=args.pileup,
+            workers=args.workers, module_planes=args.module_planes,
+            field_profile=args.field_profile, secondaries=args.secondaries,
+        ),
+        "geometry": args.geometry,
+        "fit": MapFit(
+            pt_min=args.pt_min, triplets=args.triplets, max_vertex_radius=args.max_vertex_radius,
+            window=args.window, width=args.width, floor=args.floor,
+            triplet_floor=args.triplet_floor, precision=args.window_precision,
+        ),
+    }  # fmt: skip
+
+
+def recorded_map_fit(arguments: list[str]) -> dict[str, object]:
+    """:func:`map_fit_settings` of ``fit-module-map`` options as a model card records them
+    (``construction.fit_module_map``), read by the command's own parser.
+
+    Raises:
+        InputError: Options the command does not take (one line).
+    """
+    from partgnn.errors import InputError
+
+    parser = argparse.ArgumentParser(prog="partgnn", exit_on_error=False, add_help=False)
+    subparsers = parser.add_subparsers()
+    register(subparsers)
+    try:
+        args = parser.parse_args(["fit-module-map", *arguments, "--out", "unused.npz"])
+    except (argparse.ArgumentError, SystemExit) as err:
+        raise InputError(f"fit-module-map {' '.join(arguments)}: not its options ({err})") from None
+    return map_fit_settings(args)
+
+
+def run_fit_module_map(args: argparse.Namespace) -> int:
     from partgnn.data.h5_files import file_sha256
-    from partgnn.data.module_map_fit import fit_module_map
-    from partgnn.data.module_map_inputs import (
-        SimulatedRun,
-        SourceRecord,
-        file_doublets,
-        simulated_doublets,
-    )
+    from partgnn.data.module_map_files import fit_module_map_file
+    from partgnn.data.module_map_inputs import SimulatedRun
     from partgnn.data.output_files import check_output_path
-    from partgnn.data.storage import EventFile
     from partgnn.errors import InputError
 
     runs = [SimulatedRun.parse(text) for text in args.simulate]
     if not args.events and not runs:
         raise InputError("fit-module-map: give events files, --simulate SEED:FIRST:EVENTS, or both")
     check_output_path(args.out)
-    geometry = load_geometry(args.geometry)
-    options = {"pt_min": args.pt_min, "triplets": args.triplets,
-               "max_vertex_radius": args.max_vertex_radius}  # fmt: skip
-    inputs = []
-    for path in args.events:
-        with EventFile(path) as events:
-            total = len(events)
-        inputs.append((path.name, total, lambda p=path: file_doublets(p, geometry, **options)))
-    for run in runs:
-        inputs.append((str(run), run.events, lambda r=run: simulated_doublets(
-            r, args.geometry, pileup=args.pileup, workers=args.workers,
-            module_planes=args.module_planes, field_profile=args.field_profile,
-            secondaries=args.secondaries, **options)))  # fmt: skip
-    records = [SourceRecord() for _ in inputs]
-    if runs:
-        realistic = args.module_planes or args.field_profile or args.secondaries
-        print(_expected_fit_time(sum(run.events for run in runs), args.pileup, args.workers,
-                                 realistic), file=sys.stderr)  # fmt: skip
-
-    def doublets():
-        for (label, total, read), record in zip(inputs, records, strict=True):
-            for event_id, attrs, found in tqdm(read(), total=total, desc=f"fit {label}"):
-                record.add(event_id, attrs, found)
-                yield found
-
-    settings = {"pt_min": args.pt_min, "geometry": geometry.name}
-    if args.max_vertex_radius is not None:  # (maps fitted without it keep their settings)
-        settings["max_vertex_radius"] = args.max_vertex_radius
-    module_map = fit_module_map(
-        doublets(), window=args.window, width=args.width, settings=settings,
-        floor=args.floor[0] if len(args.floor) == 1 else args.floor,
-        triplet_floor=args.triplet_floor,
-    )  # fmt: skip
-    counts = {
-        "events": sum(record.events for record in records),
-        "doublets": sum(record.doublets for record in records),
-    }
-    module_map.settings["sources"] = [record.as_dict() for record in records]
-    module_map.settings["events"] = counts["events"]
-    if args.window_precision == "float32":
-        module_map = module_map.rounded_outward()
-    module_map.save(args.out)
+    settings = map_fit_settings(args)
+    say_expected_fit_time(settings["simulated"])
+    fitted = fit_module_map_file(args.out, **settings)
+    module_map = fitted.module_map
+    counts = {"events": fitted.events, "doublets": fitted.doublets}
     triplets = module_map.triplets
     print(
         f"module map of {len(module_map):,} module pairs"
@@ -381,14 +387,10 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
 
 
 def run_build_graphs(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from partgnn.data.event_graphs import event_graphs
+    from partgnn.data.event_graphs import write_event_graphs
     from partgnn.data.geometry import load_geometry
-    from partgnn.data.h5_files import file_sha256
     from partgnn.data.module_map import ModuleMap
     from partgnn.data.pretrained_maps import resolve_map
-    from partgnn.data.storage import EVENTS_FORMAT, EventFile, write_graphs
     from partgnn.errors import InputError
 
     if (args.method == "module-map") != (args.map is not None):
@@ -402,44 +404,17 @@ def run_build_graphs(args: argparse.Namespace) -> int:
         if getattr(args, field.name) is not None
     }
     config = GraphBuildConfig(**cuts).resolved(geometry.b_field)
-    with EventFile(args.events) as events:  # (a missing or damaged file: one line, here)
-        n_events = len(events)
-    rows: list[dict[str, float]] = []
-    unmapped = {"hits": 0, "all": 0}
-    built = event_graphs(args.events, geometry, config, args.map, workers=args.workers)
-
-    def graphs() -> Iterator:
-        for built_graph in tqdm(built, total=n_events, desc="build-graphs", unit="event"):
-            unmapped["hits"] += built_graph.unmapped_hits
-            unmapped["all"] += built_graph.hits
-            rows.append({"event_id": int(built_graph.graph.event_id), **built_graph.quality})
-            yield built_graph.graph, built_graph.quality
-
-    provenance = {
-        "source_file": str(args.events.resolve()),
-        "source_sha256": file_sha256(args.events),
-        "source_format": EVENTS_FORMAT,
-        "geometry": geometry.name,
-        "config": dataclasses.asdict(config),
-        "method": args.method,
-        **(
-            {"module_map": str(args.map.resolve()), "module_map_sha256": file_sha256(args.map)}
-            if args.map is not None
-            else {}
-        ),
-        "node_features": list(NODE_FEATURES),
-        "edge_features": list(EDGE_FEATURES),
-    }
-    n_graphs = write_graphs(args.out, graphs(), provenance=provenance)
-    _print_graph_table(rows)
-    print(f"built {n_graphs} graphs -> {args.out}")
-    _warn_empty_graphs(rows, args.out)
-    if args.map is not None and unmapped["hits"] > THIN_MAP_SHARE * max(unmapped["all"], 1):
-        share = unmapped["hits"] / unmapped["all"]
+    written = write_event_graphs(
+        args.events, args.out, geometry, config, args.map, workers=args.workers
+    )
+    _print_graph_table(written.quality)
+    print(f"built {written.n_graphs} graphs -> {args.out}")
+    _warn_empty_graphs(written.quality, args.out)
+    if args.map is not None and written.unmapped_share > THIN_MAP_SHARE:
         fitted_on = ModuleMap.load(args.map).settings.get("events", "?")
         print(
-            f"partgnn: warning: {args.map}: {share:.1%} of the hits lie on modules the map never "
-            f"saw (fitted on {fitted_on} events): no edge reaches "
+            f"partgnn: warning: {args.map}: {written.unmapped_share:.1%} of the hits lie on "
+            f"modules the map never saw (fitted on {fitted_on} events): no edge reaches "
             "them; fit the map on more events (or events like these)",
             file=sys.stderr,
         )

@@ -69,10 +69,17 @@ def run_pretrained(args: argparse.Namespace) -> int:
 
 
 def _fit_module_map(arguments: list[str], out: Path, *, workers: int) -> None:
-    """``partgnn fit-module-map ARGUMENTS --workers W --out OUT``, in this process."""
-    from partgnn.cli.in_process import run_in_process
+    """Fits the map ``fit-module-map ARGUMENTS`` (as the card records it) into ``out``, on
+    ``workers`` processes."""
+    import dataclasses
 
-    run_in_process(["fit-module-map", *arguments, "--workers", str(workers), "--out", str(out)])
+    from partgnn.cli.data_commands import recorded_map_fit, say_expected_fit_time
+    from partgnn.data.module_map_files import fit_module_map_file
+
+    settings = recorded_map_fit(arguments)
+    settings["simulated"] = dataclasses.replace(settings["simulated"], workers=workers)
+    say_expected_fit_time(settings["simulated"])
+    fit_module_map_file(out, **settings)
 
 
 def _summary(card: str) -> str:

@@ -16,7 +16,6 @@ import argparse
 import math
 from pathlib import Path
 
-from partgnn.cli.in_process import run_in_process
 from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card
 
@@ -69,13 +68,20 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object
         InputError: The card records no construction or an unknown track building, or a step
             fails (its line).
     """
+    import torch
     import yaml
 
+    from partgnn.data.event_graphs import write_event_graphs
+    from partgnn.data.geometry import load_geometry
+    from partgnn.data.graph_config import GraphBuildConfig
     from partgnn.data.h5_files import file_sha256
     from partgnn.data.output_files import atomic_output
+    from partgnn.data.pretrained_maps import resolve_map
     from partgnn.data.storage import GraphFile, write_scores
+    from partgnn.distributed.context import DistContext
     from partgnn.json_files import dumps
     from partgnn.metrics.evaluation import evaluate_scores
+    from partgnn.train.inference import run_inference
 
     card_path = pretrained_card(name)
     name = card_path.stem
@@ -91,16 +97,14 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object
         raise InputError(f"{events}: no such events file")
     work.mkdir(parents=True, exist_ok=True)
     graphs, scores = work / "graphs.h5", work / "scores.h5"
+    geometry = load_geometry(None)
     if construction["method"] == "module-map":
-        build = ["--method", "module-map", "--map", PRETRAINED_PREFIX + name]
+        map_path, cuts = resolve_map(PRETRAINED_PREFIX + name), GraphBuildConfig()
     else:
-        build = ["--pt-min", str(construction.get("pt_min", 0.0))]
-    for step in (
-        ["build-graphs", str(events), *build, "--out", str(graphs)],
-        ["infer", "--checkpoint", PRETRAINED_PREFIX + name, "--graphs", str(graphs),
-         "--out", str(scores), "--device", "cpu"],
-    ):  # fmt: skip
-        run_in_process(step)
+        map_path, cuts = None, GraphBuildConfig(pt_min=float(construction.get("pt_min", 0.0)))
+    write_event_graphs(events, graphs, geometry, cuts.resolved(geometry.b_field), map_path)
+    one_process = DistContext(rank=0, world_size=1, group=None, device=torch.device("cpu"))
+    run_inference(PRETRAINED_PREFIX + name, scores, one_process, graphs=graphs)
     cut = float(card["score_cut"])
     options = {"pt_min": pt_min, "pt_max": pt_max, "track_building": track_building}
     evaluation = evaluate_scores(scores, graphs, events_path=events, cut=cut, **options)

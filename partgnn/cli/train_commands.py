@@ -92,34 +92,15 @@ def _refuse_changing_the_config_file(spec: str, config: TrainConfig, overrides: 
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from partgnn.distributed.session import distributed_session
     from partgnn.train.config_file import load_config
-    from partgnn.train.stop_signals import StopSignals
-    from partgnn.train.trainer import Trainer
-    from partgnn.train.world_size import check_world_size
+    from partgnn.train.training_run import run_training
 
     overrides = [*args.set, *([f"run.device={args.device}"] if args.device else [])]
     config = load_config(args.config, overrides)
     _refuse_changing_the_config_file(args.config, config, overrides)
-    graph_parallel_size = check_world_size(config)
-    if config.run.keep_freed_heap:
-        from partgnn.memory.heap_retention import keep_freed_heap
-
-        keep_freed_heap()
-    # Held until this returns: a SIGTERM during setup stops the run after its first step, and
-    # one sent to a rank that is already failing (torchrun's to the survivors of a lost rank)
-    # waits for its error report instead of ending it unsaid.
-    with (
-        StopSignals() as stop,
-        distributed_session(
-            device=config.run.device,
-            backend=config.run.backend,
-            timeout_s=args.timeout,
-            default_timeout_s=config.run.timeout_s,
-            graph_parallel_size=graph_parallel_size,
-        ) as context,
-    ):
-        summary = Trainer(config, context).fit(resume=args.resume, replace=args.replace, stop=stop)
+    summary, context = run_training(
+        config, resume=args.resume, replace=args.replace, timeout_s=args.timeout
+    )
     if summary.get("already_finished"):
         if context.is_main:
             print(

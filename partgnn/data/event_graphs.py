@@ -4,6 +4,7 @@ map, how many of its hits lie on modules the map never saw."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterator
@@ -111,3 +112,90 @@ class _EventGraphTask:
             _WORKER_MAPS.clear()
             _WORKER_MAPS[self.map_path] = ModuleMap.load(self.map_path)
         return _WORKER_MAPS[self.map_path]
+
+
+@dataclass
+class GraphsWritten:
+    """What :func:`write_event_graphs` wrote.
+
+    Attributes:
+        path: The graphs file.
+        n_graphs: Graphs written.
+        quality: Each event's construction quality, in the file's order (``event_id`` and the
+            :class:`EventGraph` ``quality`` fields).
+        hits: The events' hits.
+        unmapped_hits: Of them, those on modules the module map never saw (0 without a map).
+    """
+
+    path: Path
+    n_graphs: int
+    quality: list[dict[str, float]]
+    hits: int
+    unmapped_hits: int
+
+    @property
+    def unmapped_share(self) -> float:
+        """The share of the hits on modules the map never saw (no edge reaches them)."""
+        return self.unmapped_hits / max(self.hits, 1)
+
+
+def write_event_graphs(
+    events_path: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    geometry: DetectorGeometry,
+    config: GraphBuildConfig,
+    map_path: str | os.PathLike[str] | None = None,
+    *,
+    workers: int = 1,
+    progress: bool = True,
+) -> GraphsWritten:
+    """Builds every event's graph (:func:`event_graphs`) and writes the graphs file ``out``
+    (atomically) with its provenance: the events file and its checksum, the geometry, the cuts,
+    the construction method and module map (path and checksum), the feature names.
+
+    Raises:
+        InputError: A missing or damaged events file or map, or an output that cannot be
+            written (one line naming it).
+    """
+    from tqdm import tqdm
+
+    from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
+    from partgnn.data.h5_files import file_sha256
+    from partgnn.data.storage import EVENTS_FORMAT, write_graphs
+
+    events_path = Path(events_path)
+    with EventFile(events_path) as events:  # (a missing or damaged file: one line, here)
+        n_events = len(events)
+    written = GraphsWritten(Path(out), 0, [], 0, 0)
+    built = event_graphs(events_path, geometry, config, map_path, workers=workers)
+
+    def graphs() -> Iterator[tuple[Data, dict[str, float]]]:
+        shown = tqdm(built, total=n_events, desc="build-graphs", unit="event", disable=not progress)
+        for built_graph in shown:
+            written.unmapped_hits += built_graph.unmapped_hits
+            written.hits += built_graph.hits
+            written.quality.append(
+                {"event_id": int(built_graph.graph.event_id), **built_graph.quality}
+            )
+            yield built_graph.graph, built_graph.quality
+
+    provenance = {
+        "source_file": str(events_path.resolve()),
+        "source_sha256": file_sha256(events_path),
+        "source_format": EVENTS_FORMAT,
+        "geometry": geometry.name,
+        "config": dataclasses.asdict(config),
+        "method": "module-map" if map_path is not None else "geometric",
+        **(
+            {
+                "module_map": str(Path(map_path).resolve()),
+                "module_map_sha256": file_sha256(map_path),
+            }
+            if map_path is not None
+            else {}
+        ),
+        "node_features": list(NODE_FEATURES),
+        "edge_features": list(EDGE_FEATURES),
+    }
+    written.n_graphs = write_graphs(out, graphs(), provenance=provenance)
+    return written

@@ -111,8 +111,8 @@ def make_map(spec: str, fit: Callable[[list[str], Path], None]) -> tuple[Path, s
 
     Args:
         spec: ``NAME`` or ``pretrained:NAME``.
-        fit: Runs ``partgnn fit-module-map`` with the card's arguments, writing the map to the
-            path given (the CLI's command; raises on failure).
+        fit: Fits the map the card's recorded ``fit-module-map`` options say, writing it to
+            the path given (raises on failure).
 
     Returns:
         The map's path and one line saying how it compares with the card's.

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from partgnn.cli.main import main
-from partgnn.cli.plan_commands import _choice_line, _recompute_choice
+from partgnn.cli.plan_commands import _choice_line
 from partgnn.data.storage import GraphFile
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.train import footprint
@@ -26,6 +26,7 @@ from partgnn.train.memory_plan import (
     rank_shapes,
     ranks_needed,
 )
+from partgnn.train.memory_planning import RecomputeChoice
 from tests.train.conftest import write_config
 
 #: The footprint measurements use the heap meter (see tests/conftest.py).
@@ -180,7 +181,7 @@ def test_partgnn_plan_measures_both_recomputation_settings_for_a_budget(
     off, on = (float(sizes[i]) * 2**20 for i in (1, 2))
     assert on < off
     between = f"{(on + off) / 2 * 1.15 / 1e9:.4g}"
-    choice = _recompute_choice({False: off, True: on}, float(between) * 1e9, 0.15)
+    choice = RecomputeChoice.of({False: off, True: on}, float(between) * 1e9, 0.15)
     line = _choice_line(choice, float(between), 0.15)
     assert line.startswith(f"recomputation for {float(between):g} GB per rank: on (it does not ")
     assert line.endswith("--set model.recompute=true")
