@@ -31,9 +31,9 @@ def main() -> int:
         graph, _ = build_event_graph(event, geometry, GraphBuildConfig(pt_min=1.0))
         graph.x, graph.edge_attr = graph.x.double(), graph.edge_attr.double()
 
-        plans = partgnn.partition_event(graph, context.world_size, method="phi")
-        part = partgnn.local_graph(graph, plans[context.rank]).to(context.device)
-        exchange = partgnn.make_exchange(plans[context.rank], context)
+        plans = partgnn.partition_event(graph, context.group_size, method="phi")
+        part = partgnn.local_graph(graph, plans[context.group_rank]).to(context.device)
+        exchange = partgnn.make_exchange(plans[context.group_rank], context)
 
         def model_and_loss(x, edge_index, edge_attr, data, exchange):
             torch.manual_seed(0)  # the same initial weights on every rank
@@ -61,8 +61,9 @@ def main() -> int:
         )
         # One write per line, so that the lines of the ranks sharing a terminal do not interleave.
         sys.stdout.write(
-            f"rank {context.rank}/{context.world_size}: {plans[context.rank].n_owned} owned + "
-            f"{plans[context.rank].n_halo} halo nodes, {int(owned.sum())} counted edges; "
+            f"rank {context.group_rank}/{context.group_size}: "
+            f"{plans[context.group_rank].n_owned} owned + "
+            f"{plans[context.group_rank].n_halo} halo nodes, {int(owned.sum())} counted edges; "
             f"max logit error {logit_error:.1e}, gradient error {grad_error:.1e}\n"
         )
         sys.stdout.flush()

@@ -9,9 +9,9 @@ The main entry points are attributes of this package, imported on first use (so 
 
     import partgnn
     with partgnn.distributed_session() as context:            # under torchrun / mpirun / srun
-        plans = partgnn.partition_event(graph, context.world_size)
-        part = partgnn.local_graph(graph, plans[context.rank])
-        exchange = partgnn.make_exchange(plans[context.rank], context)
+        plans = partgnn.partition_event(graph, context.group_size)
+        part = partgnn.local_graph(graph, plans[context.group_rank])
+        exchange = partgnn.make_exchange(plans[context.group_rank], context)
         logits = model(part.x, part.edge_index, part.edge_attr, exchange=exchange)
 
     partgnn.fit("halo", overrides=["data.shards=data/shards-metis2"])   # a whole run

@@ -8,9 +8,9 @@ Everything here is also reachable as ``partgnn.NAME`` (imported on first use, so
 
     context = partgnn.init_distributed(device="auto")        # one rank per part
     graph = ...                                               # a torch_geometric Data, whole event
-    plans = partgnn.partition_event(graph, context.world_size, method="metis")
-    part = partgnn.local_graph(graph, plans[context.rank])    # owned + halo rows, local edges
-    exchange = partgnn.make_exchange(plans[context.rank], context)
+    plans = partgnn.partition_event(graph, context.group_size, method="metis")
+    part = partgnn.local_graph(graph, plans[context.group_rank])    # owned + halo rows, local edges
+    exchange = partgnn.make_exchange(plans[context.group_rank], context)
     logits = model(part.x, part.edge_index, part.edge_attr, exchange=exchange)  # (E_local,)
     loss = partgnn.owned_edge_loss(logits, part, pos_weight=3.0)  # the event's whole sum / count
     loss.backward()                                           # the exchange's backward runs too

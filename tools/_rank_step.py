@@ -46,7 +46,7 @@ class RankStep:
         self.y = graph.y[edge_ids].float().to(device)
         self.edge_index = torch.from_numpy(plan.edge_index).long().to(device)
         send_index = (torch.arange(n_halo) % max(n_owned, 1)).to(device)
-        self.exchange = LoopbackExchange(send_index, n_owned, overlap=True)
+        self.exchange = LoopbackExchange(send_index, n_owned, hide_communication=True)
         torch.manual_seed(0)
         self.model = build_model(model_config, self.x.shape[1], self.edge_attr.shape[1]).to(device)
         self.device, self.bf16 = device, bf16

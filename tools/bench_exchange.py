@@ -89,7 +89,9 @@ def _worker(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(1)
     context = init_distributed(device="cpu", timeout_s=120)
-    with ShardDirectory(args.worker, world_size=context.world_size).open_rank(context.rank) as s:
+    with ShardDirectory(args.worker, world_size=context.group_size).open_rank(
+        context.group_rank
+    ) as s:
         plan = ExchangePlan.from_halo_plan(s[0].plan)
     for hidden in args.hidden:
         for transport in ("all_to_all", "p2p"):
@@ -115,7 +117,7 @@ def _worker(args: argparse.Namespace) -> None:
             dist.all_reduce(forward_total, group=context.group)
             if context.is_main:
                 print(
-                    f"| {context.world_size} | {hidden} | {transport} | {median.item() * 1e3:.2f} "
+                    f"| {context.group_size} | {hidden} | {transport} | {median.item() * 1e3:.2f} "
                     f"| {maxima[0].item():,} | {forward_total.item() / 1e6:.3f} "
                     f"| {maxima[1].item() / 1e6:.3f} |",
                     flush=True,

@@ -6,7 +6,7 @@ it with METIS for each P of ``--parts`` and runs training steps of the roofline 
 checkpointing on) under torchrun, ``--threads`` cores shared by the ranks (P = 1: the whole
 graph in one process, no exchange). Per phase, the slowest rank's seconds (the best of the timed
 steps): forward, backward (with the recomputation of the checkpointed regions), the halo
-exchange (seconds a rank was blocked in exchanges, inside forward and backward; with overlap
+exchange (seconds a rank was blocked in exchanges, inside forward and backward; hiding communication
 most of an exchange runs behind the interior edges' compute), the gradient all-reduce (with the
 wait for the slowest rank's backward pass: the ranks' imbalance) and the optimizer; matmul FLOPs
 counted per rank by ``FlopCounterMode`` and summed. Prints markdown rows for docs/BENCHMARKS.md:
@@ -114,8 +114,10 @@ def _worker(args: argparse.Namespace) -> None:
     from partgnn.train.loss import edge_loss
 
     context = init_distributed(device="cpu", timeout_s=600)
-    torch.set_num_threads(max(1, args.threads // context.world_size))
-    with ShardDirectory(args.worker, world_size=context.world_size).open_rank(context.rank) as s:
+    torch.set_num_threads(max(1, args.threads // context.group_size))
+    with ShardDirectory(args.worker, world_size=context.group_size).open_rank(
+        context.group_rank
+    ) as s:
         event = s[0]
     graph = event.graph
     owned = torch.from_numpy(event.plan.edge_owned)
@@ -125,9 +127,9 @@ def _worker(args: argparse.Namespace) -> None:
     for precision, fused in itertools.product(args.precisions, variants):
         counter = CommunicationCounter()
         exchange = None
-        if context.world_size > 1:
+        if context.group_size > 1:
             exchange = HaloExchanger(ExchangePlan.from_halo_plan(event.plan), context,
-                                     counter=counter, overlap=True)  # fmt: skip
+                                     counter=counter, hide_communication=True)  # fmt: skip
         torch.manual_seed(0)
         model = InteractionNetwork(
             node_features=graph.x.shape[1], edge_features=graph.edge_attr.shape[1], hidden=64,

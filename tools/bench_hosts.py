@@ -135,7 +135,7 @@ def _run(
                 "run": {
                     "dir": str(run_dir),
                     "device": "cpu",
-                    "overlap": overlap != "off",
+                    "hide_communication": overlap != "off",
                     "progress": False,
                     "tensorboard": False,
                     "timeout_s": 3600,

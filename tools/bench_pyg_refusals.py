@@ -83,13 +83,15 @@ def main() -> None:
         event = simulate_event(geometry, SimulationConfig(pileup=10), event_id=0, seed=3)
         graph, _ = build_event_graph(event, geometry, GraphBuildConfig(pt_min=0.0))
         graph.x = graph.x.double()
-        plan = partgnn.partition_event(graph, context.world_size, method="metis")[context.rank]
+        plan = partgnn.partition_event(graph, context.group_size, method="metis")[
+            context.group_rank
+        ]
         part = partgnn.local_graph(graph, plan)
         exchange = partgnn.make_exchange(plan, context)
         x_owned = part.x[: plan.n_owned]
         if context.is_main:
             print(
-                f"{graph.num_nodes} nodes, {graph.num_edges} edges, P = {context.world_size} "
+                f"{graph.num_nodes} nodes, {graph.num_edges} edges, P = {context.group_size} "
                 "(METIS), float64, training mode\n"
             )
             print("| refused layer or setting | if run anyway: relative error of outputs |")
@@ -111,7 +113,7 @@ def _compare(name, build, graph, part, plan, x_owned, exchange, context) -> None
         result = layer(exchange(x_owned), edge_index=part.edge_index)[: plan.n_owned].detach()
     except Exception as err:  # the case fails on this rank: report it
         result = f"raises {type(err).__name__}: {str(err).splitlines()[0][:70]}"
-    gathered = [None] * context.world_size
+    gathered = [None] * context.group_size
     dist.all_gather_object(gathered, (plan.owned_nodes, result), group=context.group)
     if not context.is_main:
         return

@@ -15,7 +15,7 @@ message-passing step and one before the head, forward, and as many reverse ones 
 ``alpha`` the latency of an NCCL point-to-point exchange and ``beta`` the bandwidth per
 direction of the link (``--link``); ``t_allreduce`` the ring all-reduce of the gradients
 (``2 (P - 1) / P`` of their bytes over ``beta`` plus ``2 (P - 1) alpha``). With the exchange
-hidden behind the interior edges (``run.overlap``) the step is at best ``max_r t_r +
+hidden behind the interior edges (``run.hide_communication``) the step is at best ``max_r t_r +
 t_allreduce`` (the "hidden" column). Strong-scaling efficiency ``t_1 / (P t_P)``; the row names
 what limits it. The check a single device can make: the ranks' compute run in turn, ``sum_r t_r``
 against ``t_1`` (the work the partition adds: halo nodes, edges held twice, each rank's own

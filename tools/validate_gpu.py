@@ -5,8 +5,8 @@ them: backend gloo, halo rows staged through host memory, as ``run.backend: auto
 
 - ``selfcheck``: ``partgnn selfcheck`` at every P, with both transports (NCCL while P <= N);
 - ``exact``: three optimizer steps in float64 on a small simulated dataset: mode full on the
-  GPU and halo mode at every P >= 2 (overlap on and off, recomputation on), and mode full and
-  halo at the largest P again with ``model.fused`` (on a GPU the compiled LayerNorm +
+  GPU and halo mode at every P >= 2 (communication hiding on and off, recomputation on), and mode
+  full and halo at the largest P again with ``model.fused`` (on a GPU the compiled LayerNorm +
   activation and the embedding_bag sums), against mode full on the CPU (weights' relative
   difference <= 1e-9);
 - ``resume``: a run interrupted after its step-2 checkpoint and continued with ``--resume``
@@ -125,20 +125,25 @@ class Validation:
         rows = self.records.setdefault("exact", [])
         data = self._dataset()
         reference = self._train(1, data, "cpu-full", mode="full", device="cpu")
-        runs = [("full", 1, {"overlap": False}, False)]
+        runs = [("full", 1, {"hide_communication": False}, False)]
         runs += [
-            ("halo", n, {"overlap": overlap}, False)
+            ("halo", n, {"hide_communication": hide}, False)
             for n in range(2, self.max_ranks + 1)
-            for overlap in (True, False)
+            for hide in (True, False)
         ]
         # model.fused: the compiled LayerNorm + activation and embedding_bag sums on a GPU
-        runs += [("full", 1, {"overlap": False}, True)]
-        runs += [("halo", self.max_ranks, {"overlap": True}, True)] if self.max_ranks > 1 else []
+        runs += [("full", 1, {"hide_communication": False}, True)]
+        runs += (
+            [("halo", self.max_ranks, {"hide_communication": True}, True)]
+            if self.max_ranks > 1
+            else []
+        )
         for mode, n_ranks, run, fused in runs:
-            name = f"exact-{mode}-P{n_ranks}-overlap{int(run['overlap'])}" + "-fused" * fused
+            hide = run["hide_communication"]
+            name = f"exact-{mode}-P{n_ranks}-hide{int(hide)}" + "-fused" * fused
             done = self._train(n_ranks, data, name, mode=mode, device=self.device, run=run,
                                model={"fused": True} if fused else None)  # fmt: skip
-            row = {"mode": mode, "P": n_ranks, "overlap": run["overlap"], "fused": fused,
+            row = {"mode": mode, "P": n_ranks, "hide_communication": hide, "fused": fused,
                    "ok": False, "backend": _backend(done, self.device)}  # fmt: skip
             if not done.rc and not reference.rc:
                 difference, _ = _compare_weights(self.work / name, self.work / "cpu-full")
@@ -380,9 +385,10 @@ def markdown(result: dict) -> str:
         )  # fmt: skip
     if result.get("exact"):
         lines += _table(
-            ["float64, 3 steps: mode", "P", "backend", "overlap", "model.fused",
+            ["float64, 3 steps: mode", "P", "backend", "hiding", "model.fused",
              "weights vs CPU full (rel.)", "ok"],
-            [[r["mode"], r["P"], r.get("backend", "-"), r["overlap"], r.get("fused", False),
+            [[r["mode"], r["P"], r.get("backend", "-"), r["hide_communication"],
+              r.get("fused", False),
               _fmt(r.get("relative_difference"), ".1e"), _ok(r)]
              for r in result["exact"]],
         )  # fmt: skip

@@ -3,8 +3,9 @@
 Simulates 4 small events (pile-up 3, no pT cut, seed 7), builds their graphs, partitions them by
 phi sectors for 2 ranks (with and without a 2-hop margin), and trains the same float64 model for
 2 epochs in each mode: ``full`` (one process), ``halo`` and ``naive`` and overlapping sectors
-(``torchrun``, 2 ranks, one thread each) and ``ddp`` (2 ranks), checkpointing and overlap on.
-Prints one JSON object: each run's SHA-256 over its final weights (``last.pt``'s model state,
+(``torchrun``, 2 ranks, one thread each) and ``ddp`` (2 ranks), checkpointing and communication
+hiding on. Prints one JSON object: each run's SHA-256 over its final weights (``last.pt``'s model
+state,
 parameters in name order, raw bytes), so two commits are compared bit for bit::
 
     .venv/bin/python tools/weights_fingerprint.py > before.json

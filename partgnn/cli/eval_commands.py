@@ -143,7 +143,7 @@ def run_infer(args: argparse.Namespace) -> int:
             model_target=args.model_target,
         )
     if context.is_main:
-        print(f"scored {n_events} events on {context.world_size} ranks -> {args.out}")
+        print(f"scored {n_events} events on {context.group_size} ranks -> {args.out}")
     return 0
 
 

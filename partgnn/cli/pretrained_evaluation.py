@@ -68,7 +68,6 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object
         InputError: The card records no construction or an unknown track building, or a step
             fails (its line).
     """
-    import torch
     import yaml
 
     from partgnn.data.event_graphs import write_event_graphs
@@ -103,7 +102,7 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object
     else:
         map_path, cuts = None, GraphBuildConfig(pt_min=float(construction.get("pt_min", 0.0)))
     write_event_graphs(events, graphs, geometry, cuts.resolved(geometry.b_field), map_path)
-    one_process = DistContext(rank=0, world_size=1, group=None, device=torch.device("cpu"))
+    one_process = DistContext.one_process("cpu")
     run_inference(PRETRAINED_PREFIX + name, scores, one_process, graphs=graphs)
     cut = float(card["score_cut"])
     options = {"pt_min": pt_min, "pt_max": pt_max, "track_building": track_building}

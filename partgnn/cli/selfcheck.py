@@ -39,7 +39,7 @@ def selfcheck(context: DistContext, *, transport: str = "auto", method: str = "m
     event = simulate_event(geometry, SimulationConfig(pileup=3), event_id=0, seed=11)
     graph, _ = build_event_graph(event, geometry, GraphBuildConfig(pt_min=0.0))
     device = context.device
-    plan = partition_event(graph, context.world_size, method, seed=0)[context.rank]
+    plan = partition_event(graph, context.group_size, method, seed=0)[context.group_rank]
     local = local_graph(graph, plan)
     edges = local.edge_ids
     owned = local.edge_owned.to(device)

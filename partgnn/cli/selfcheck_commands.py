@@ -46,7 +46,7 @@ def run_selfcheck(args: argparse.Namespace) -> int:
     ok = max(errors.values()) <= TOLERANCE
     if context.is_main:
         print(
-            f"selfcheck: {context.world_size} ranks ({context.launcher}, {context.backend}, "
+            f"selfcheck: {context.group_size} ranks ({context.launcher}, {context.backend}, "
             f"{context.device}), {args.method} partition: relative error logits "
             f"{errors['logits']:.1e}, gradients {errors['gradients']:.1e} -> "
             f"{'OK' if ok else 'FAILED'}"

@@ -41,8 +41,8 @@ class Exchange(Protocol):
         n_halo: Halo rows it receives (after the owned ones).
         send_index: Local indices of the owned rows it sends ``(rows_sent,)``, in the order the
             peers receive them.
-        can_overlap: Whether :meth:`start` is worth using (peers to wait for, and the run hides
-            communication behind compute).
+        hides_communication: Whether :meth:`start` is worth using (peers to wait for, and
+            the run hides communication behind compute: ``run.hide_communication``).
         context: The ranks that exchange (a model's group-wide statistics reduce over them);
             ``None`` for an exchange within one process.
     """
@@ -57,7 +57,7 @@ class Exchange(Protocol):
     def send_index(self) -> torch.Tensor: ...
 
     @property
-    def can_overlap(self) -> bool: ...
+    def hides_communication(self) -> bool: ...
 
     @property
     def context(self) -> DistContext | None: ...

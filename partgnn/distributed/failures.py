@@ -35,7 +35,7 @@ def agree_on_failure(failure: BaseException | None, context: DistContext, where:
         BaseException: ``failure`` itself on a rank that failed.
         PeerFailure: On the other ranks when at least one rank failed.
     """
-    if context.world_size == 1:
+    if context.group_size == 1:
         if failure is not None:
             raise failure
         return
@@ -49,7 +49,7 @@ def agree_on_failure(failure: BaseException | None, context: DistContext, where:
     if int(flag.item()) == 0:
         return
     report = None if failure is None else (exit_status(failure), describe(failure))
-    reports: list[tuple[int, str] | None] = [None] * context.world_size
+    reports: list[tuple[int, str] | None] = [None] * context.group_size
     dist.all_gather_object(reports, report, group=group)
     if failure is not None:
         raise failure

@@ -42,7 +42,7 @@ class GradientCombination(enum.Enum):
         replicas by this many, those that had an event this step, instead of all of them).
         Collective."""
         if self is GradientCombination.GRAPH_SUM:
-            if context.world_size > 1:
+            if context.group_size > 1:
                 dist.all_reduce(tensor, group=context.group)
             self.across_replicas(tensor, context, replicas)
         else:
@@ -199,8 +199,8 @@ class BucketedGradientReduce:
             p.register_post_accumulate_grad_hook(self._on_gradient) for p in self.parameters
         ]
         if combination is GradientCombination.GRAPH_SUM:
-            self._group = context.gradient_group if context.world_size > 1 else None
-            self._first_stage = context.world_size > 1
+            self._group = context.gradient_group if context.group_size > 1 else None
+            self._first_stage = context.group_size > 1
         else:
             self._group, self._first_stage = None, True
 

@@ -108,8 +108,9 @@ class CommunicationCounter:
         backward_bytes_sent: Bytes it sent in backward exchanges.
         backward_bytes_received: Bytes it received in backward exchanges.
         blocked_seconds: Wall time this rank spent blocked in exchanges: a blocking exchange
-            whole, a started one (overlap) from its :meth:`~PendingExchange.wait` on (on CUDA,
-            the host's time only: the device waits on its stream).
+            whole, a started one (hiding communication) from its
+            :meth:`~PendingExchange.wait` on (on CUDA, the host's time only: the device waits on
+            its stream).
     """
 
     forward_exchanges: int = 0
@@ -198,14 +199,14 @@ def halo_exchange(
         (see the module docstring).
     """
     _check_owned_rows(x_owned, plan)
-    if plan.n_parts != context.world_size:
+    if plan.n_parts != context.group_size:
         raise ValueError(
-            f"halo_exchange: plan is for {plan.n_parts} ranks, the group has {context.world_size}"
+            f"halo_exchange: plan is for {plan.n_parts} ranks, the group has {context.group_size}"
         )
-    if context.world_size == 1:
+    if context.group_size == 1:
         return x_owned
     return _HaloExchange.apply(
-        x_owned, plan, context, resolve_transport(transport, context.world_size), counter
+        x_owned, plan, context, resolve_transport(transport, context.group_size), counter
     )
 
 
@@ -214,10 +215,11 @@ class HaloExchanger:
     :class:`~partgnn.distributed.exchange.Exchange` contract.
 
     Models take one of these, so the same model code runs on a whole graph (``P = 1``: the
-    identity) and on a partition. With ``overlap``, a model that can (the Interaction Network)
-    uses :meth:`start` and :meth:`start_reverse` instead and computes the edges that need no
-    halo row while the rows are in flight (in the event's interior-first order, which the
-    training item carries: :class:`~partgnn.distributed.interior_first.InteriorFirst`).
+    identity) and on a partition. With ``hide_communication``, a model that can (the
+    Interaction Network) uses :meth:`start` and :meth:`start_reverse` instead and computes the
+    edges that need no halo row while the rows are in flight (in the event's interior-first
+    order, which the training item carries:
+    :class:`~partgnn.distributed.interior_first.InteriorFirst`).
     """
 
     def __init__(
@@ -227,13 +229,13 @@ class HaloExchanger:
         *,
         transport: Transport = "auto",
         counter: CommunicationCounter | None = None,
-        overlap: bool = False,
+        hide_communication: bool = False,
     ) -> None:
         self.plan = plan
         self._context = context
         self.transport = transport
         self.counter = counter
-        self.overlap = overlap
+        self.hide_communication = hide_communication
 
     @classmethod
     def for_plan(
@@ -243,7 +245,7 @@ class HaloExchanger:
         *,
         transport: Transport = "auto",
         counter: CommunicationCounter | None = None,
-        overlap: bool = False,
+        hide_communication: bool = False,
     ) -> HaloExchanger:
         """The exchange of a rank's :class:`~partgnn.partition.halo_plan.HaloPlan`, on the
         rank's device (the one way the package builds an exchanger for an event)."""
@@ -252,7 +254,7 @@ class HaloExchanger:
             context,
             transport=transport,
             counter=counter,
-            overlap=overlap,
+            hide_communication=hide_communication,
         )
 
     @property
@@ -279,10 +281,10 @@ class HaloExchanger:
         )
 
     @property
-    def can_overlap(self) -> bool:
-        """Whether :meth:`start` is worth using: there are peers (``P > 1``) and ``overlap`` is
-        on."""
-        return self.overlap and self.context.world_size > 1
+    def hides_communication(self) -> bool:
+        """Whether :meth:`start` is worth using: there are peers (``P > 1``) and
+        ``hide_communication`` is on."""
+        return self.hide_communication and self.context.group_size > 1
 
     def start(self, x_owned: torch.Tensor) -> PendingExchange:
         """Starts the forward exchange of ``x_owned`` (not differentiable: the caller runs
@@ -319,7 +321,7 @@ class HaloExchanger:
         recv_counts: Sequence[int],
         direction: str,
     ) -> PendingExchange:
-        transport = resolve_transport(self.transport, self.context.world_size)
+        transport = resolve_transport(self.transport, self.context.group_size)
         requests = _exchange(send, receive, send_counts, recv_counts, self.context, transport,
                              async_op=True)  # fmt: skip
         if self.counter is not None:

@@ -97,8 +97,8 @@ def init_distributed(
 
     Graph parallelism: the ``W`` processes form ``W / P`` graph-parallel groups of ``P``
     consecutive global ranks (``[0, P)``, ``[P, 2P)``, ...); the data-parallel group of a process
-    holds the ranks at the same position in every graph group. ``DistContext.rank`` and
-    ``world_size`` are within the graph group.
+    holds the ranks at the same position in every graph group. ``DistContext.group_rank`` and
+    ``group_size`` are within the graph group.
 
     Args:
         device: ``"auto"`` (``cuda:<local_rank % device_count>`` when CUDA is available, else
@@ -221,8 +221,8 @@ def init_distributed(
         ) from err
 
     return DistContext(
-        rank=global_rank % group_size,
-        world_size=group_size,
+        group_rank=global_rank % group_size,
+        group_size=group_size,
         group=group,
         device=torch_device,
         backend=backend,

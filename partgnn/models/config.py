@@ -126,18 +126,23 @@ class ModelConfig(Architecture):
 COMPUTE_ONLY_SETTINGS: tuple[str, ...] = ("recompute", "fused", "chunk_mb", "skip_unconnected")
 
 
-def renamed_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """``settings`` (a ``model`` section) with renamed keys under their new names
-    (:data:`RENAMED_SETTINGS`), and the old names found.
+def renamed_settings(
+    settings: dict[str, Any], renamed: dict[str, str] = RENAMED_SETTINGS, section: str = "model"
+) -> tuple[dict[str, Any], list[str]]:
+    """``settings`` (a config section, by default ``model``) with renamed keys under their new
+    names (``renamed``: old -> new, by default :data:`RENAMED_SETTINGS`), and the old names
+    found.
 
     Raises:
         ValueError: A setting is given under both names.
     """
-    found = [old for old in RENAMED_SETTINGS if old in settings]
+    found = [old for old in renamed if old in settings]
     current = dict(settings)
     for old in found:
-        new = RENAMED_SETTINGS[old]
+        new = renamed[old]
         if new in current:
-            raise ValueError(f"model.{old} and model.{new} are one setting (renamed): give one")
+            raise ValueError(
+                f"{section}.{old} and {section}.{new} are one setting (renamed): give one"
+            )
         current[new] = current.pop(old)
     return current, found

@@ -178,7 +178,7 @@ class InteractionNetwork(nn.Module):
         statistics: GroupStatistics | None,
         edge_order: InteriorFirst | None,
     ) -> torch.Tensor:
-        overlap = self.chunkable and exchange is not None and exchange.can_overlap
+        hide = self.chunkable and exchange is not None and exchange.hides_communication
         exchange = exchange or _identity
         # With checkpointing the edge MLPs run in chunks of edges whether or not gradients are
         # recorded (no event-sized temporaries when scoring either); regions of steps are
@@ -187,7 +187,7 @@ class InteractionNetwork(nn.Module):
         chunked = self.compute.recompute and self.chunkable
         lean = self.compute.recompute and torch.is_grad_enabled()
         x, edge_attr = self.input_scaler(x[:n_owned], edge_attr)
-        if overlap:
+        if hide:
             # Interior edges (both endpoints owned) first: they are computed while the halo
             # rows are in flight. The logits are put back in the caller's order at the end.
             # The event's item brings the order along (built once, on the host).
@@ -210,7 +210,7 @@ class InteractionNetwork(nn.Module):
         e = edge_attr if chunked else edge_mlp(self.edge_encoder, edge_attr, compute=self._edges)
         src, dst = edge_index
         graph = _Graph(
-            src, dst, n_owned, exchange, overlap, n_interior if overlap else None,
+            src, dst, n_owned, exchange, hide, n_interior if hide else None,
             listed_by_node=fused, chunked=chunked,
         )  # fmt: skip
         if self.architecture.concat_initial:
@@ -238,7 +238,7 @@ class InteractionNetwork(nn.Module):
             self.edge_head, e, graph.nodes(h), compute=self._edges_of(graph), backward_follows=True
         )
         logits = logits.squeeze(-1)
-        if overlap:
+        if hide:
             logits = logits.index_select(0, edge_order.inverse)
         return logits
 
@@ -258,7 +258,7 @@ class InteractionNetwork(nn.Module):
         if not self.architecture.batch_norm:
             return None
         context = exchange.context if exchange is not None else None
-        if context is None or context.world_size == 1:
+        if context is None or context.group_size == 1:
             return GroupStatistics()
         return GroupStatistics(edge_index[1] < n_owned, context.group, distributed=True)
 
@@ -289,7 +289,7 @@ class InteractionNetwork(nn.Module):
                     compute=self._edges,
                 )  # fmt: skip
                 e = e + update if self.residual else update
-            n_local = graph.n_owned + graph.exchange.n_halo if graph.overlap else nodes.h.shape[0]
+            n_local = graph.n_owned + graph.exchange.n_halo if graph.hide else nodes.h.shape[0]
             h = self._node_update(
                 index, h, e, graph.src, graph.dst, n_local, graph.incidence(n_local),
                 initial=None if graph.initial is None else graph.initial[0][: graph.n_owned],
@@ -376,14 +376,14 @@ class _Graph:
         dst: torch.Tensor,
         n_owned: int,
         exchange: Exchange,
-        overlap: bool,
+        hide: bool,
         n_interior: int | None,
         *,
         listed_by_node: bool = False,
         chunked: bool = False,
     ) -> None:
         self.src, self.dst, self.n_owned = src, dst, n_owned
-        self.exchange, self.overlap, self.n_interior = exchange, overlap, n_interior
+        self.exchange, self.hide, self.n_interior = exchange, hide, n_interior
         self.listed_by_node = listed_by_node
         self.chunked = chunked
         #: The steps run in recomputed regions (activation recomputation).
@@ -440,9 +440,9 @@ class _Graph:
 
     def nodes(self, h: torch.Tensor) -> EdgeNodes:
         """How an edge MLP gets the latents of both endpoints: the halo rows exchanged inside
-        it (overlap), or exchanged here (with the edges listed by node for the gradient of
-        their gather)."""
-        if self.overlap:
+        it (hiding the communication), or exchanged here (with the edges listed by node for the
+        gradient of their gather)."""
+        if self.hide:
             return EdgeNodes(
                 h, self.src, self.dst, exchange=self.exchange, n_interior=self.n_interior
             )

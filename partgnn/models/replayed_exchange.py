@@ -62,8 +62,8 @@ class ReplayedExchange:
         return self.exchange.n_halo
 
     @property
-    def can_overlap(self) -> bool:
-        return self.exchange.can_overlap
+    def hides_communication(self) -> bool:
+        return self.exchange.hides_communication
 
     @property
     def context(self) -> DistContext | None:

@@ -111,11 +111,12 @@ class RunConfig:
         bf16: bf16 autocast for the forward pass: true, false, or ``auto`` (where the device
             computes bf16 natively: :mod:`partgnn.train.precision`).
         transport: Halo-exchange transport (``auto``, ``all_to_all``, ``p2p``).
-        overlap: Hide communication behind compute: each halo exchange runs in the background
-            while the interior edges (both endpoints owned) are computed, forward and backward,
-            and gradients are all-reduced bucket by bucket during the backward pass. ``False``:
-            every exchange blocks and gradients are reduced after the backward pass (the same
-            results up to float rounding).
+        hide_communication: Hide communication behind compute: each halo exchange runs in the
+            background while the interior edges (both endpoints owned) are computed, forward
+            and backward, and gradients are all-reduced bucket by bucket during the backward
+            pass. ``False``: every exchange blocks and gradients are reduced after the backward
+            pass (the same results up to float rounding). Its old name ``run.overlap`` is read as
+            it, with a notice.
         sampling: Which events each step trains on (:mod:`partgnn.train.sampling`):
             ``random`` or ``size_buckets`` (each step's events of similar graph size, so graph
             groups wait less for each other).
@@ -152,7 +153,7 @@ class RunConfig:
     dtype: Literal["float32", "float64"] = "float32"
     bf16: bool | Literal["auto"] = False
     transport: Transport = "auto"
-    overlap: bool = True
+    hide_communication: bool = True
     sampling: Literal["random", "size_buckets"] = "random"
     size_buckets: int = 4
     timeout_s: float = 300.0
@@ -165,6 +166,14 @@ class RunConfig:
     init_from: str | None = None
     deterministic: bool = False
     keep_freed_heap: bool = False
+
+
+#: Settings renamed, per section: old name -> new name (an old config is read as new, said in
+#: one line).
+RENAMED: dict[type, tuple[str, dict[str, str]]] = {
+    ModelConfig: ("model", RENAMED_SETTINGS),
+    RunConfig: ("run", {"overlap": "hide_communication"}),
+}
 
 
 @dataclass
@@ -206,8 +215,8 @@ def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:
         raw = {}
     if not isinstance(raw, dict):
         raise InputError(f"{where}: {prefix.rstrip('.') or 'config'} must be a mapping")
-    if cls is ModelConfig:
-        raw = _current_names(raw, where)
+    if cls in RENAMED:
+        raw = _current_names(raw, where, cls)
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - known)
@@ -225,20 +234,21 @@ def _build(cls: type, raw: Any, where: str, prefix: str) -> Any:
     return cls(**values)
 
 
-def _current_names(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """A ``model`` section with renamed settings under their new names, each said in one
-    warning line (:data:`~partgnn.models.config.RENAMED_SETTINGS`).
+def _current_names(raw: dict[str, Any], where: str, cls: type) -> dict[str, Any]:
+    """A section with renamed settings under their new names, each said in one warning line
+    (:data:`RENAMED`).
 
     Raises:
         InputError: A setting given under both names.
     """
+    section, renamed = RENAMED[cls]
     try:
-        current, old_names = renamed_settings(raw)
+        current, old_names = renamed_settings(raw, renamed, section)
     except ValueError as err:
         raise InputError(f"{where}: {err}") from None
     for old in old_names:
         print(
-            f"partgnn: warning: {where}: model.{old} is renamed model.{RENAMED_SETTINGS[old]} "
+            f"partgnn: warning: {where}: {section}.{old} is renamed {section}.{renamed[old]} "
             "(read as it; rename it in the config)",
             file=sys.stderr,
         )

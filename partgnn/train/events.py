@@ -230,7 +230,7 @@ def global_edge_counts(
         ],
         dtype=torch.int64,
     ).reshape(-1, 3)
-    if context.world_size > 1:
+    if context.group_size > 1:
         group = context.control_group if context.control_group is not None else context.group
         dist.all_reduce(local, group=group)
     return [EdgeCountsByKind(*map(int, row)) for row in local.tolist()]
@@ -297,7 +297,7 @@ class HaloSource(_RankShardSource):
         *,
         transport: str = "auto",
         counter: CommunicationCounter | None = None,
-        overlap: bool = False,
+        hide_communication: bool = False,
         interior_first: bool = False,
         skip_unconnected: bool = False,
     ) -> None:
@@ -305,8 +305,8 @@ class HaloSource(_RankShardSource):
         self.context = context
         self.transport = transport
         self.counter = counter
-        self.overlap = overlap
-        self.interior_first = interior_first and overlap and context.world_size > 1
+        self.hide_communication = hide_communication
+        self.interior_first = interior_first and hide_communication and context.group_size > 1
 
     def item(self, index: int, *, edge_ids: bool = False) -> TrainItem:
         """Event ``index``'s shard and exchange (``edge_ids``: with the edges' ids in the
@@ -319,7 +319,11 @@ class HaloSource(_RankShardSource):
         if rows is not None:
             plan = rows.plan(plan)
         exchange = HaloExchanger.for_plan(
-            plan, self.context, transport=self.transport, counter=self.counter, overlap=self.overlap
+            plan,
+            self.context,
+            transport=self.transport,
+            counter=self.counter,
+            hide_communication=self.hide_communication,
         )
         edge_order = None
         if self.interior_first:  # checked against the edges the item holds

@@ -11,8 +11,8 @@ as on a full event) and fits ``bytes = per_edge * E + per_node * N + constant`` 
 
 In modes ``halo`` and ``naive`` the probes run the way a rank does: with a halo exchange (a
 loop-back one: :data:`PROBE_HALO_FRACTION` of the nodes are halo copies of owned nodes), and
-overlapped with the interior edges when ``run.overlap`` is on, so the edge reordering and the
-chunked edge MLPs of that path are measured too.
+hidden behind the interior edges when ``run.hide_communication`` is on, so the edge reordering
+and the chunked edge MLPs of that path are measured too.
 
 A peak is a count of live bytes: glibc's bytes in use on the CPU
 (:class:`~partgnn.memory.meters.HeapMeter`), ``torch.cuda.max_memory_allocated`` on CUDA.
@@ -284,7 +284,9 @@ def random_train_item(
         n_owned = nodes - n_halo
         send_index = torch.randperm(n_owned, generator=generator, device=where)[:n_halo]
         send_index = send_index.to(device)
-        exchange = LoopbackExchange(send_index, n_owned, overlap=config.run.overlap)
+        exchange = LoopbackExchange(
+            send_index, n_owned, hide_communication=config.run.hide_communication
+        )
         if orders_interior_first(config):  # as a training item carries it
             edge_order = InteriorFirst.of_edges(edge_index, n_owned)
     weights = settings.weights
@@ -313,19 +315,19 @@ def random_train_item(
 class LoopbackExchange:
     """A halo exchange within one process (the :class:`~partgnn.distributed.exchange.Exchange`
     contract): the halo rows are copies of owned rows ``send_index``, so a model runs its halo
-    path (blocking or overlapped) without peers.
+    path (blocking, or hiding communication) without peers.
 
     Args:
         send_index: Owned row each halo row copies ``(n_halo,)``.
         n_owned: Owned rows.
-        overlap: Offer the overlapped path (``start`` / ``start_reverse``).
+        hide_communication: Offer the path that hides communication (``start`` / ``start_reverse``).
     """
 
-    def __init__(self, send_index: torch.Tensor, n_owned: int, *, overlap: bool) -> None:
+    def __init__(self, send_index: torch.Tensor, n_owned: int, *, hide_communication: bool) -> None:
         self.send_index = send_index
         self.n_owned = n_owned
         self.n_halo = int(send_index.shape[0])
-        self.can_overlap = overlap
+        self.hides_communication = hide_communication
         self.context: DistContext | None = None  # no peers
 
     def __call__(self, x_owned: torch.Tensor) -> torch.Tensor:

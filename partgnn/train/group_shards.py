@@ -36,12 +36,12 @@ def open_group_shard(shards: ShardDirectory, context: DistContext) -> ShardFile:
     """
     shard, report = None, None
     try:
-        shard = shards.open_rank(context.rank)
+        shard = shards.open_rank(context.group_rank)
         report = _report(shard)
     except InputError as err:
         report = {"file": str(shards.directory), "error": first_line(err)}
-    if context.world_size > 1:
-        reports: list[Any] = [None] * context.world_size
+    if context.group_size > 1:
+        reports: list[Any] = [None] * context.group_size
         dist.all_gather_object(reports, report, group=context.group)
     else:
         reports = [report]

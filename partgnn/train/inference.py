@@ -127,7 +127,7 @@ def scoring_strategy(
             shards=None if shards is None else os.fspath(shards),
         ),
         model=model or ModelConfig(),
-        run=RunConfig(transport=transport, overlap=True),
+        run=RunConfig(transport=transport, hide_communication=True),
     )
     validate_config(config, f"infer --mode {mode}")
     return strategy_for(config, context, CommunicationCounter())
@@ -171,9 +171,9 @@ def score_events(
             scores[item.select_counted(item.edge_ids)] = torch.sigmoid(
                 item.select_counted(logits)
             ).to(torch.float64)
-            if context.world_size > 1:
+            if context.group_size > 1:
                 dist.all_reduce(scores, group=context.group)
-            yield item.event_id, (scores.cpu().numpy() if context.rank == 0 else None)
+            yield item.event_id, (scores.cpu().numpy() if context.group_rank == 0 else None)
     finally:
         source.close()
 
@@ -187,7 +187,7 @@ def score_graphs(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yields ``(event_id, scores (E,))`` of whole event graphs, in this one process (mode
     ``full``; ``model_target``: see :func:`load_trained_model`)."""
-    context = DistContext(rank=0, world_size=1, group=None, device=torch.device(device))
+    context = DistContext.one_process(device)
     model = saved_model_config(load_checkpoint(checkpoint), str(checkpoint))
     strategy = scoring_strategy("full", context, graphs=graphs_path, model=model)
     for event_id, scores in score_events(checkpoint, strategy, model_target=model_target):

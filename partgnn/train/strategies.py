@@ -154,8 +154,8 @@ class Strategy:
 
     def gradient_reduce(self, parameters: list[nn.Parameter]) -> GradientReduce:
         """How this rank's gradients are combined with the others' at every step: bucket by
-        bucket during the backward pass (``run.overlap``), else after it."""
-        if self.config.run.overlap and self.context.global_world_size > 1:
+        bucket during the backward pass (``run.hide_communication``), else after it."""
+        if self.config.run.hide_communication and self.context.global_world_size > 1:
             return BucketedGradientReduce(parameters, self.context, combination=self.combination)
         return GradientReduceAfterBackward(parameters, self.context, self.combination)
 
@@ -225,16 +225,16 @@ class _ShardStrategy(Strategy):
         return str(self.config.data.shards)
 
     def _shards(self) -> ShardDirectory:
-        return ShardDirectory(self.config.data.shards, world_size=self.context.world_size)
+        return ShardDirectory(self.config.data.shards, world_size=self.context.group_size)
 
     @property
     def counts_event_normaliser(self) -> bool:
         # Every rank of a group knows its event's count: the group's first rank adds it.
-        return self.context.rank == 0
+        return self.context.group_rank == 0
 
     @property
     def reduces_feature_statistics(self) -> bool:
-        return self.context.world_size > 1
+        return self.context.group_size > 1
 
 
 class HaloStrategy(_ShardStrategy):
@@ -255,7 +255,7 @@ class HaloStrategy(_ShardStrategy):
             self.config.loss.edge_weights(),
             transport=run.transport,
             counter=self.counter,
-            overlap=run.overlap,
+            hide_communication=run.hide_communication,
             interior_first=orders_interior_first(self.config),
             skip_unconnected=self.config.model.skips_unconnected_nodes,
         )
@@ -266,7 +266,7 @@ class HaloStrategy(_ShardStrategy):
 
     @property
     def replica_index(self) -> int:
-        return self.context.global_rank // self.context.world_size
+        return self.context.global_rank // self.context.group_size
 
 
 class NaiveStrategy(_ShardStrategy):
@@ -364,9 +364,13 @@ def strategy_for(
 
 def orders_interior_first(config: TrainConfig) -> bool:
     """Whether a run's items carry their edges' interior-first order: a mode that exchanges,
-    hiding the exchange (``run.overlap``), with partgnn's model (the one that takes the order;
-    a ``model.target`` of one's own is called as the model contract says)."""
-    return mode_facts(config.mode).exchanges and config.run.overlap and config.model.target is None
+    hiding the exchange (``run.hide_communication``), with partgnn's model (the one that takes
+    the order; a ``model.target`` of one's own is called as the model contract says)."""
+    return (
+        mode_facts(config.mode).exchanges
+        and config.run.hide_communication
+        and config.model.target is None
+    )
 
 
 def trajectory_label(facts: ModeFacts) -> str:

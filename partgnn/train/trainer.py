@@ -267,7 +267,7 @@ class Trainer:
             "mode_facts": self.strategy.facts.as_record(),
             "sector_margin": self.strategy.sector_margin,
             "world_size": self.context.global_world_size,
-            "graph_parallel_size": self.context.world_size,
+            "graph_parallel_size": self.context.group_size,
             "steps": self.state.step,
             "total_steps": self.total_steps,
             "epochs": self.state.epoch,

@@ -39,8 +39,8 @@ def _write(out_dir: Path, rank: int, record: dict) -> None:
 def _basics(ctx) -> dict:
     return {
         "launcher": ctx.launcher,
-        "rank": ctx.rank,
-        "world_size": ctx.world_size,
+        "rank": ctx.group_rank,
+        "world_size": ctx.group_size,
         "global_rank": ctx.global_rank,
         "global_world_size": ctx.global_world_size,
         "local_rank": ctx.local_rank,

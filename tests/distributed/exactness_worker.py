@@ -1,9 +1,9 @@
 """One rank of the exactness check: the Interaction Network on this rank's shard.
 
-For every partition method, dtype, checkpointing setting, transport and overlap setting (exchange
-in the background while the interior edges are computed, or blocking), with ``--fused`` models
-whose LayerNorms and activations are fused (``--gpu-kernel-paths``: compiled, as on a GPU), with
-``--reference-style`` models with BatchNorm
+For every partition method, dtype, checkpointing setting, transport and communication-hiding setting
+(exchange in the background while the interior edges are computed, or blocking), with ``--fused``
+models whose LayerNorms and activations are fused (``--gpu-kernel-paths``: compiled, as on a GPU),
+with ``--reference-style`` models with BatchNorm
 over the whole graph and the initial encodings concatenated, it runs a forward and
 backward pass on event 0 of ``ROOT/<method>`` (shards for this world size), all-reduces the
 parameter gradients and the loss over the ranks, and saves what the test compares against a
@@ -51,15 +51,15 @@ def main() -> None:
     context = init_distributed(device="cpu", timeout_s=60)
     with gpu_kernel_paths() if args.gpu_kernel_paths else nullcontext():
         results = _results(args, context)
-    torch.save(results, args.out.with_name(f"{args.out.name}.rank{context.rank}"))
+    torch.save(results, args.out.with_name(f"{args.out.name}.rank{context.group_rank}"))
     destroy_distributed(context)
 
 
 def _results(args: argparse.Namespace, context) -> dict:
     results = {}
     for method in args.methods:
-        shards = ShardDirectory(args.root / method, world_size=context.world_size)
-        with shards.open_rank(context.rank) as shard:
+        shards = ShardDirectory(args.root / method, world_size=context.group_size)
+        with shards.open_rank(context.group_rank) as shard:
             event = shard[0]
         plan = ExchangePlan.from_halo_plan(event.plan)
         graph = event.graph
@@ -68,14 +68,14 @@ def _results(args: argparse.Namespace, context) -> dict:
         for dtype_name in args.dtypes:
             dtype = DTYPES[dtype_name]
             for checkpoint in (False, True):
-                for transport, overlap in itertools.product(args.transports, (False, True)):
+                for transport, hide in itertools.product(args.transports, (False, True)):
                     model = build_model(
                         graph, dtype, checkpoint=checkpoint, fused=args.fused,
                         reference_style=args.reference_style,
                     )  # fmt: skip
                     counter = CommunicationCounter()
                     exchange = HaloExchanger(
-                        plan, context, transport=transport, counter=counter, overlap=overlap
+                        plan, context, transport=transport, counter=counter, hide_communication=hide
                     )
                     logits = model(
                         graph.x.to(dtype),
@@ -86,7 +86,7 @@ def _results(args: argparse.Namespace, context) -> dict:
                     loss = edge_loss(logits[owned], graph.y[owned].to(dtype), event.n_global_edges)
                     loss.backward()
                     grads, total_loss = summed_over_ranks(model, loss, context.group)
-                    results[(method, dtype_name, checkpoint, transport, overlap)] = {
+                    results[(method, dtype_name, checkpoint, transport, hide)] = {
                         "edge_ids": edge_ids,
                         "logits": logits.detach()[owned],
                         "grads": grads,

@@ -56,9 +56,9 @@ def main() -> None:
     generator = torch.Generator().manual_seed(5)
     features = torch.randn(4, 3, 2, generator=generator, dtype=torch.float64)
     weights = torch.randn(4, 3, 2, generator=generator, dtype=torch.float64)
-    for name, assignment in scenarios(context.world_size).items():
-        plans = build_halo_plans(PATH, assignment, context.world_size)
-        plan = plans[context.rank]
+    for name, assignment in scenarios(context.group_size).items():
+        plans = build_halo_plans(PATH, assignment, context.group_size)
+        plan = plans[context.group_rank]
         holders = np.zeros(4)
         for other in plans:
             holders[other.local_nodes] += 1
@@ -76,7 +76,7 @@ def main() -> None:
                 transport=transport,
                 counter=counter,
             )
-            where = f"{name}, {transport}{', staged' if staged else ''}, rank {context.rank}"
+            where = f"{name}, {transport}{', staged' if staged else ''}, rank {context.group_rank}"
             if not torch.equal(out.detach(), features[local]):
                 raise SystemExit(f"{where}: forward rows differ from the global rows")
             (out * weights[local]).sum().backward()
@@ -84,28 +84,31 @@ def main() -> None:
             if not torch.allclose(x.grad, expected, rtol=0, atol=1e-14):
                 raise SystemExit(f"{where}: backward gradient differs")
             row_bytes = 3 * 2 * 8
-            if context.world_size > 1 and (
+            if context.group_size > 1 and (
                 counter.forward_bytes_sent != plan.send_index.size * row_bytes
                 or counter.backward_bytes_sent != plan.n_halo * row_bytes
             ):
                 raise SystemExit(f"{where}: byte count {counter.as_dict()}")
             exchanger = HaloExchanger(
-                ExchangePlan.from_halo_plan(plan), case_context, transport=transport, overlap=True
+                ExchangePlan.from_halo_plan(plan),
+                case_context,
+                transport=transport,
+                hide_communication=True,
             )
             halo = local[plan.n_owned :]
             if not torch.equal(exchanger.start(features[owned]).wait(), features[halo]):
                 raise SystemExit(f"{where}: started exchange's rows differ from the global rows")
             print(f"checked: {case_name(name, transport, staged)}", flush=True)
-    if context.world_size > 1:
-        round_robin = build_halo_plans(PATH, np.arange(4) % context.world_size, context.world_size)
-        _check_blocked_time(context, ExchangePlan.from_halo_plan(round_robin[context.rank]))
+    if context.group_size > 1:
+        round_robin = build_halo_plans(PATH, np.arange(4) % context.group_size, context.group_size)
+        _check_blocked_time(context, ExchangePlan.from_halo_plan(round_robin[context.group_rank]))
     destroy_distributed(context)
 
 
 def _check_blocked_time(context, plan: ExchangePlan) -> None:
     """Every rank but the late one waits for it, in a blocking and in a started exchange
     (all_to_all: every rank takes part)."""
-    late = context.rank == context.world_size - 1
+    late = context.group_rank == context.group_size - 1
     for kind in ("blocking", "started"):
         counter = CommunicationCounter()
         x = torch.zeros(plan.n_owned, 4)
@@ -115,14 +118,14 @@ def _check_blocked_time(context, plan: ExchangePlan) -> None:
             halo_exchange(x, plan, context, transport="all_to_all", counter=counter)
         else:
             exchanger = HaloExchanger(
-                plan, context, transport="all_to_all", counter=counter, overlap=True
+                plan, context, transport="all_to_all", counter=counter, hide_communication=True
             )
             exchanger.start(x).wait()
         blocked = counter.blocked_seconds
         if late and blocked >= LATE_S:
             raise SystemExit(f"{kind}: the late rank was blocked {blocked:.3f} s")
         if not late and blocked < LATE_S - 0.05:
-            raise SystemExit(f"{kind}: rank {context.rank} was blocked {blocked:.3f} s only")
+            raise SystemExit(f"{kind}: rank {context.group_rank} was blocked {blocked:.3f} s only")
     print("checked: blocked time", flush=True)
 
 

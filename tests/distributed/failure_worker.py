@@ -57,7 +57,7 @@ def main() -> None:
     generator = np.random.default_rng(0)
     edge_index = generator.integers(0, N_NODES, (2, 40))
     assignment = np.arange(N_NODES) % 2  # ranks 0 and 1; rank 2 owns no node
-    plan = build_halo_plans(edge_index, assignment, context.world_size)[context.rank]
+    plan = build_halo_plans(edge_index, assignment, context.group_size)[context.group_rank]
     exchange = HaloExchanger(ExchangePlan.from_halo_plan(plan), context)
     local_edges = torch.from_numpy(plan.edge_index)
     torch.manual_seed(0)
@@ -75,13 +75,13 @@ def main() -> None:
 
     record = {
         "empty-rank": scenario(FeaStConv(4, 8, heads=2), x_owned),
-        "bad-rows": scenario(GraphConv(4, 8), x_owned[:-1] if context.rank == 1 else x_owned),
+        "bad-rows": scenario(GraphConv(4, 8), x_owned[:-1] if context.group_rank == 1 else x_owned),
         "recovered": scenario(GraphConv(4, 8), x_owned),
     }
-    args.out.with_name(f"{args.out.name}.rank{context.rank}").write_text(json.dumps(record))
+    args.out.with_name(f"{args.out.name}.rank{context.group_rank}").write_text(json.dumps(record))
     try:
         failing = FailsOnRankZero()
-        failing.rank = context.rank
+        failing.rank = context.group_rank
         PartitionedLayer(failing, assume_exact=True)(x_owned, local_edges, exchange)
     finally:
         destroy_distributed(context)

@@ -76,11 +76,11 @@ def worker_main(compute: Callable[[RankEvent, DistContext], dict]) -> None:
     try:
         results = {}
         for method in args.methods:
-            shards = ShardDirectory(args.root / method, world_size=context.world_size)
-            with shards.open_rank(context.rank) as shard:
+            shards = ShardDirectory(args.root / method, world_size=context.group_size)
+            with shards.open_rank(context.group_rank) as shard:
                 event = shard[0]
             for key, value in compute(event, context).items():
                 results[(method, *key) if isinstance(key, tuple) else (method, key)] = value
-        torch.save(results, args.out.with_name(f"{args.out.name}.rank{context.rank}"))
+        torch.save(results, args.out.with_name(f"{args.out.name}.rank{context.group_rank}"))
     finally:
         destroy_distributed(context)

@@ -2,12 +2,12 @@
 
 For P = 1..4 ranks (gloo over loopback), partition methods metis / phi / phieta, float64 and
 float32, with and without activation checkpointing (the lean model's: MLPs recomputed in the
-backward pass, exchanges not), both transports, and with and without overlap (the exchange in
-flight while the interior edges are computed, forward and backward): the owned-edge logits, the
-loss and every parameter gradient (summed over ranks) equal a single-process full-graph run within
-the issue's bounds (relative error <= 1e-10 in float64, <= 1e-5 in float32), and the bytes the
-exchanges moved equal the plan's analytic number. Set PARTGNN_EXACTNESS_REPORT=FILE to append the
-measured errors as markdown rows."""
+backward pass, exchanges not), both transports, and with and without hiding communication (the
+exchange in flight while the interior edges are computed, forward and backward): the owned-edge
+logits, the loss and every parameter gradient (summed over ranks) equal a single-process full-graph
+run within the issue's bounds (relative error <= 1e-10 in float64, <= 1e-5 in float32), and the
+bytes the exchanges moved equal the plan's analytic number. Set PARTGNN_EXACTNESS_REPORT=FILE to
+append the measured errors as markdown rows."""
 
 from __future__ import annotations
 
@@ -71,9 +71,9 @@ def test_partitioned_run_equals_full_graph(graphs_file, reference, tmp_path, wor
 
 @pytest.mark.slow
 def test_fused_partitioned_run_equals_fused_full_graph(graphs_file, tmp_path):
-    """``model.fused`` on 2 ranks (METIS; checkpointing and overlap each on and off) equals the
-    single-process full-graph run with the same fused kernel within the same bounds, and the
-    kernel did run. (Against the *plain* full graph float32 differs by the kernel's own
+    """``model.fused`` on 2 ranks (METIS; checkpointing and communication hiding each on and off)
+    equals the single-process full-graph run with the same fused kernel within the same bounds, and
+    the kernel did run. (Against the *plain* full graph float32 differs by the kernel's own
     rounding, 1.6e-5 on this graph: tests/models compares the kernel with the plain ops.)"""
     reference = _full_graph_reference(graphs_file, fused=True)
     cases = set(
@@ -91,8 +91,8 @@ def test_fused_partitioned_run_equals_fused_full_graph(graphs_file, tmp_path):
 @pytest.mark.slow
 def test_compiled_fused_partitioned_run_equals_full_graph(graphs_file, reference, tmp_path):
     """``model.fused`` on the GPU's paths (LayerNorm + activation compiled by torch.compile,
-    here inductor's C++; issue 49) on 2 ranks, float64, checkpointing and overlap each on and
-    off, equals the plain single-process full-graph run within the float64 bound, and every
+    here inductor's C++; issue 49) on 2 ranks, float64, checkpointing and communication hiding each
+    on and off, equals the plain single-process full-graph run within the float64 bound, and every
     variant was compiled (none fell back to op by op)."""
     cases = set(
         itertools.product(("metis",), ("float64",), (False, True), ("all_to_all",), (False, True))
@@ -126,9 +126,9 @@ FLOAT32_NOISE_FLOOR = 1e-3
 def test_reference_style_partitioned_run_equals_full_graph(graphs_file, tmp_path, world_size):
     """The reference pipeline's architecture (BatchNorm with the whole graph's statistics,
     reduced over the group; the initial encodings exchanged once and concatenated at every
-    step) on 2 and 3 ranks (METIS and phi sectors; checkpointing on and off; overlap asked for,
-    which such a model computes without) equals the single-process full-graph run within the
-    same bounds in float64. In float32 the single-process run itself is only within ~1e-3 of
+    step) on 2 and 3 ranks (METIS and phi sectors; checkpointing on and off; communication hiding
+    asked for, which such a model computes without) equals the single-process full-graph run within
+    the same bounds in float64. In float32 the single-process run itself is only within ~1e-3 of
     float64 (BatchNorm's backward subtracts means of the gradients): the bound there is
     :data:`FLOAT32_NOISE` times that run's own error (against float64; at least
     :data:`FLOAT32_NOISE_FLOOR`) instead of 1e-5."""
@@ -225,10 +225,10 @@ def _report(rows) -> None:
     if not path:
         return
     with open(path, "a") as report:
-        for world_size, method, dtype, checkpoint, transport, overlap, errors in rows:
+        for world_size, method, dtype, checkpoint, transport, hide, errors in rows:
             report.write(
                 f"| {world_size} | {method} | {dtype} | {'on' if checkpoint else 'off'} "
-                f"| {transport}{' + overlap' if overlap else ''} "
+                f"| {transport}{' + hidden' if hide else ''} "
                 f"| {errors['logits']:.2e} | {errors['loss']:.2e} "
                 f"| {errors['grads']:.2e} |\n"
             )

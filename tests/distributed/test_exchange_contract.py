@@ -19,13 +19,21 @@ from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.models.replayed_exchange import ReplayedExchange
 from partgnn.train.footprint import LoopbackExchange
 
-MEMBERS = ("n_owned", "n_halo", "send_index", "can_overlap", "context", "start", "start_reverse")
+MEMBERS = (
+    "n_owned",
+    "n_halo",
+    "send_index",
+    "hides_communication",
+    "context",
+    "start",
+    "start_reverse",
+)
 
 
 def _exchangers() -> dict[str, object]:
-    context = DistContext(rank=0, world_size=1, group=None, device=torch.device("cpu"))
+    context = DistContext.one_process("cpu")
     halo = HaloExchanger(ExchangePlan.single(5), context)
-    loopback = LoopbackExchange(torch.tensor([0, 2]), 4, overlap=True)
+    loopback = LoopbackExchange(torch.tensor([0, 2]), 4, hide_communication=True)
     return {
         "HaloExchanger": halo,
         "LoopbackExchange": loopback,
@@ -44,7 +52,9 @@ def test_every_exchanger_implements_the_contract(name):
         rows = torch.arange(5 * 3, dtype=torch.float64).reshape(-1, 3)
     local = exchanger(rows)
     assert local.shape == (exchanger.n_owned + exchanger.n_halo, 3)
-    if exchanger.can_overlap:  # (one rank of its own: nothing to start; the rest is collective)
+    if (
+        exchanger.hides_communication
+    ):  # (one rank of its own: nothing to start; the rest is collective)
         assert torch.equal(exchanger.start(rows).wait(), local[exchanger.n_owned :])
 
 
@@ -57,10 +67,10 @@ def test_the_model_reads_no_exchange_member_by_probing():
 
 
 class _Renamed(LoopbackExchange):
-    """An exchanger whose ``can_overlap`` was renamed: not the contract any more."""
+    """An exchanger whose ``hides_communication`` was renamed: not the contract any more."""
 
     def __getattribute__(self, name: str):
-        if name == "can_overlap":
+        if name == "hides_communication":
             raise AttributeError(name)
         return super().__getattribute__(name)
 
@@ -78,9 +88,9 @@ def _model_and_inputs(n_edges: int) -> tuple[InteractionNetwork, torch.Tensor, t
 def test_an_exchanger_without_a_member_fails_loudly():
     model, x, edge_attr = _model_and_inputs(7)
     edge_index = torch.tensor([[0, 1, 2, 3, 4, 5, 1], [1, 2, 3, 0, 0, 1, 3]])
-    renamed = _Renamed(torch.tensor([0, 2]), 4, overlap=True)
+    renamed = _Renamed(torch.tensor([0, 2]), 4, hide_communication=True)
     assert not isinstance(renamed, Exchange)
-    with pytest.raises(AttributeError, match="can_overlap"):
+    with pytest.raises(AttributeError, match="hides_communication"):
         model(x, edge_index, edge_attr, exchange=renamed)
 
 
@@ -97,7 +107,7 @@ def test_the_interior_first_order_is_checked_against_its_edges():
 def test_the_model_refuses_an_order_of_other_edges():
     model, x, edge_attr = _model_and_inputs(4)
     edge_index = torch.tensor([[0, 1, 2, 5], [1, 0, 1, 2]])
-    exchange = LoopbackExchange(torch.tensor([0, 2]), 4, overlap=True)
+    exchange = LoopbackExchange(torch.tensor([0, 2]), 4, hide_communication=True)
     wrong = InteriorFirst.from_interior_mask(np.ones(3, dtype=bool))
     with pytest.raises(ValueError, match="edge_order orders 3 edges, edge_index holds 4"):
         model(x, edge_index, edge_attr, exchange=exchange, edge_order=wrong)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.failure_notices import is_lost_peer, read_notices
@@ -45,7 +44,7 @@ def test_lost_peer_errors_are_told_from_a_rank_s_own(err, lost):
 
 
 def test_a_single_process_keeps_its_own_error_and_has_no_notices():
-    context = DistContext(rank=0, world_size=1, group=None, device=torch.device("cpu"))
+    context = DistContext.one_process("cpu")
     err = RuntimeError("Connection reset by peer")
     assert explain_failure(err, context) is err
     assert read_notices() == []

@@ -34,7 +34,7 @@ def test_exchange_forward_and_backward_with_empty_parts(tmp_path, world_size):
 
 
 def test_one_rank_is_the_identity_without_communication():
-    context = DistContext(rank=0, world_size=1, group=None, device=torch.device("cpu"))
+    context = DistContext.one_process("cpu")
     x = torch.randn(5, 3, requires_grad=True)
     out = HaloExchanger(ExchangePlan.single(5), context)(x)
     assert out is x
@@ -45,11 +45,11 @@ def test_plan_from_halo_plan_and_argument_checks():
     plan = ExchangePlan.from_halo_plan(plans[0])
     assert (plan.n_owned, plan.n_halo, plan.rows_sent) == (2, 1, 1)
     assert plan.send_counts == (0, 1) and plan.recv_counts == (0, 1) and plan.peers == (1,)
-    context = DistContext(rank=0, world_size=2, group=None, device=torch.device("cpu"))
+    context = DistContext(group_rank=0, group_size=2, group=None, device=torch.device("cpu"))
     with pytest.raises(ValueError, match="x_owned has 3 rows, the plan owns 2"):
         halo_exchange(torch.zeros(3, 4), plan, context)
     with pytest.raises(ValueError, match="plan is for 2 ranks, the group has 1"):
-        halo_exchange(torch.zeros(2, 4), plan, DistContext(0, 1, None, torch.device("cpu")))
+        halo_exchange(torch.zeros(2, 4), plan, DistContext.one_process("cpu"))
 
 
 def test_auto_transport_depends_only_on_group_size():

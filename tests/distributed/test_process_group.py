@@ -249,7 +249,7 @@ def test_bad_timeout_option_and_config_are_named():
 def test_single_process_is_a_real_group_of_one():
     ctx = init_distributed(device="cpu", environ={})
     try:
-        assert (ctx.launcher, ctx.rank, ctx.world_size, ctx.global_world_size) == (
+        assert (ctx.launcher, ctx.group_rank, ctx.group_size, ctx.global_world_size) == (
             "single",
             0,
             1,

@@ -1,5 +1,6 @@
 """The chunked edge MLP with an exchange: the same values and gradients as the plain MLP on
-``[owned; halo]`` rows, and the overlap order (interior edges while the rows are in flight).
+``[owned; halo]`` rows, and the order that hides the exchange (interior edges while the rows are in
+flight).
 
 The exchange here is one process's loop-back: its halo rows are copies of some of its own
 owned rows (``h[send_index]``), which is what a real exchange computes across ranks; the

@@ -53,7 +53,7 @@ def _layers() -> dict[str, nn.Module]:
 
 def _single_rank_exchanger(n_nodes: int) -> HaloExchanger:
     """The P = 1 exchange (identity, no process group needed)."""
-    context = DistContext(rank=0, world_size=1, group=None, device=torch.device("cpu"))
+    context = DistContext.one_process("cpu")
     return HaloExchanger(ExchangePlan.single(n_nodes), context)
 
 

@@ -55,7 +55,7 @@ def _graph() -> tuple[torch.Tensor, torch.Tensor]:
 
 def _exchange() -> HaloExchanger:
     """The P = 1 exchange (identity, no process group needed)."""
-    context = DistContext(rank=0, world_size=1, group=None, device=torch.device("cpu"))
+    context = DistContext.one_process("cpu")
     return HaloExchanger(ExchangePlan.single(N_NODES), context)
 
 

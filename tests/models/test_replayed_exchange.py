@@ -21,7 +21,7 @@ from tests.models.test_chunked_edge_mlp import LoopbackExchange
 class BlockingLoopback(LoopbackExchange):
     """``x_owned -> [x_owned; x_owned[send_index]]``, differentiable; counts its calls."""
 
-    can_overlap = False
+    hides_communication = False
 
     def __call__(self, x_owned: torch.Tensor) -> torch.Tensor:
         self.log.append("exchange")
@@ -29,7 +29,7 @@ class BlockingLoopback(LoopbackExchange):
 
 
 class AsyncLoopback(LoopbackExchange):
-    can_overlap = True
+    hides_communication = True
 
 
 def test_a_region_replays_what_its_forward_pass_received_in_order():

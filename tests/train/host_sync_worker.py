@@ -1,10 +1,10 @@
 """One rank of the host-sync budget test: ``python -m tests.train.host_sync_worker GRAPHS SHARDS
 OUT``.
 
-For each setting (overlap and checkpointing on and off) trains halo mode for :data:`EPOCHS`
-epochs and counts the host reads (:class:`tests.host_syncs.HostSyncCounter`) of every training
-step after the first epoch (whose steps also decode the events, kept from then on): the step
-itself (:meth:`Trainer._train_step`, which also agrees on stopping). AdamW's own step
+For each setting (communication hiding and checkpointing on and off) trains halo mode for
+:data:`EPOCHS` epochs and counts the host reads (:class:`tests.host_syncs.HostSyncCounter`) of every
+training step after the first epoch (whose steps also decode the events, kept from then on): the
+step itself (:meth:`Trainer._train_step`, which also agrees on stopping). AdamW's own step
 counters are host tensors (kept on the CPU, also on GPUs), so its update is not counted.
 Writes ``OUT/rank<rank>.json``: ``{setting: {kind: calls per step}}``.
 """
@@ -26,7 +26,7 @@ from tests.train.conftest import write_config
 EPOCHS = 3
 
 
-def _per_step(context, folder: Path, data: dict, overlap: bool, checkpoint: bool):
+def _per_step(context, folder: Path, data: dict, hide: bool, checkpoint: bool):
     folder.mkdir(parents=True, exist_ok=True)
     config = write_config(
         folder / f"rank{context.global_rank}.yaml",
@@ -34,7 +34,7 @@ def _per_step(context, folder: Path, data: dict, overlap: bool, checkpoint: bool
         data=data,
         model={"recompute": checkpoint},
         optim={"epochs": EPOCHS, "grad_clip": 1.0},
-        run={"dir": str(folder / "run"), "overlap": overlap},
+        run={"dir": str(folder / "run"), "hide_communication": hide},
     )
     trainer = Trainer(load_config(config), context)
     counts: Counter[str] = Counter()
@@ -78,10 +78,10 @@ def main() -> int:
     context = init_distributed(device="cpu", timeout_s=120)
     try:
         per_step = {
-            f"overlap={overlap},checkpoint={checkpoint}": _per_step(
-                context, out / f"{overlap}-{checkpoint}", data, overlap, checkpoint
+            f"hide_communication={hide},checkpoint={checkpoint}": _per_step(
+                context, out / f"{hide}-{checkpoint}", data, hide, checkpoint
             )
-            for overlap in (False, True)
+            for hide in (False, True)
             for checkpoint in (False, True)
         }
     finally:

@@ -90,6 +90,18 @@ def test_yaml_sets_given_fields_and_leaves_the_rest_default(tmp_path: Path, caps
     assert not (tmp_path / "runs").exists()
 
 
+def test_run_overlap_is_the_old_name_of_run_hide_communication(tmp_path: Path, capsys):
+    path = write(tmp_path, GRAPHS + "run: {overlap: false}\n")
+    assert load_config(path).run.hide_communication is False
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "run.overlap is renamed run.hide_communication" in err[0], err
+    both = write(tmp_path, GRAPHS + "run: {overlap: false, hide_communication: true}\n")
+    with pytest.raises(
+        InputError, match=r"run\.overlap and run\.hide_communication are one setting"
+    ):
+        load_config(both)
+
+
 def test_yaml_numbers_are_coerced_to_the_field_type(tmp_path: Path):
     # PyYAML reads 1e-3 (no dot) as a string, and 5 as an int: both are fine for a float field.
     path = write(tmp_path, GRAPHS + "optim: {lr: 1e-3}\nloss: {pos_weight: 5}\n")

@@ -1,5 +1,5 @@
 """Host synchronisations per training step (issue 25): counted on the CPU, halo mode on 2 ranks,
-with overlap and checkpointing on and off (tests/train/host_sync_worker.py)."""
+with communication hiding and checkpointing on and off (tests/train/host_sync_worker.py)."""
 
 from __future__ import annotations
 

@@ -127,7 +127,7 @@ class ToyStrategy(Strategy):
     def make_source(self) -> NaiveSource:
         from partgnn.partition.shard_reader import ShardDirectory
 
-        shards = ShardDirectory(self.config.data.shards, world_size=self.context.world_size)
+        shards = ShardDirectory(self.config.data.shards, world_size=self.context.group_size)
         return NaiveSource(shards, self.context, self.config.loss.edge_weights())
 
 

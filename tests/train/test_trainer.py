@@ -48,14 +48,14 @@ def _metrics(run_dir: Path) -> list[dict[str, str]]:
 
 
 def _three_step_config(
-    path: Path, dataset, mode: str, dtype: str, shards: str, overlap: bool = True
+    path: Path, dataset, mode: str, dtype: str, shards: str, hide: bool = True
 ) -> Path:
     return write_config(
         path,
         mode=mode,
         data={"graphs": str(dataset["graphs"]), "shards": str(dataset[shards])},
         optim={"epochs": 3, "max_steps": 3},
-        run={"dir": str(path.with_suffix("")), "dtype": dtype, "overlap": overlap},
+        run={"dir": str(path.with_suffix("")), "dtype": dtype, "hide_communication": hide},
     )
 
 
@@ -76,12 +76,12 @@ def full_runs(dataset, tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("world_size", "overlap"), [(2, True), (2, False), (3, True)])
-def test_three_halo_steps_equal_full_mode(dataset, full_runs, tmp_path, world_size, overlap):
+@pytest.mark.parametrize(("world_size", "hide"), [(2, True), (2, False), (3, True)])
+def test_three_halo_steps_equal_full_mode(dataset, full_runs, tmp_path, world_size, hide):
     halo_runs = {}
     for dtype in ("float64", "float32"):
         config = _three_step_config(
-            tmp_path / f"halo-{dtype}.yaml", dataset, "halo", dtype, f"phi{world_size}", overlap
+            tmp_path / f"halo-{dtype}.yaml", dataset, "halo", dtype, f"phi{world_size}", hide
         )
         _train(world_size, config, tmp_path)
         halo_runs[dtype] = config.with_suffix("")
