@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -38,6 +38,7 @@ from partgnn.partition.halo_plan import HaloPlan, build_halo_plans
 from partgnn.train.loss import edge_loss, weighted_count
 
 if TYPE_CHECKING:
+    from partgnn.metrics.run_summary import RunSummary
     from partgnn.train.config import TrainConfig
 
 
@@ -141,10 +142,11 @@ def fit(
     resume: bool | str = False,
     replace: bool = False,
     context: DistContext | None = None,
-) -> dict[str, Any]:
+) -> RunSummary:
     """Trains a run config on the launched processes, as ``partgnn train`` does (one workflow,
     :func:`~partgnn.train.training_run.run_training`: the world size checked against the
-    shards, ``run.keep_freed_heap``, stop signals); returns the run's summary.
+    shards, ``run.keep_freed_heap``, stop signals); returns the run's summary (what its
+    ``summary.json`` holds: :class:`~partgnn.metrics.run_summary.RunSummary`).
 
     Args:
         config: A :class:`~partgnn.train.config.TrainConfig` (validated here), a YAML path, or
@@ -156,7 +158,7 @@ def fit(
         replace: Start afresh where the run directory holds a run, removing its files first
             (without it, and without ``resume``, that is refused).
         context: The processes' distributed context; default: initialise ``torch.distributed``
-            here (the graph-parallel size from the shards) and tear it down at the end.
+            here (the graph group's size from the shards) and tear it down at the end.
 
     Raises:
         InputError: A bad config, or shards that do not fit the launched world size.

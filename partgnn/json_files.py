@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from partgnn.errors import InputError, first_line
 
 
 def strict(value: Any) -> Any:
@@ -37,3 +41,26 @@ def dumps(value: Any, **options: Any) -> str:
         **options: ``json.dumps``'s (``indent``, ``sort_keys``, ``default``...).
     """
     return json.dumps(strict(value), allow_nan=False, **options)
+
+
+def read_file(path: str | os.PathLike[str], *, missing: str = "not found") -> Any:
+    """The JSON content of the file ``path`` (``NaN`` accepted, as older partgnn wrote it).
+
+    Args:
+        path: The file.
+        missing: What the error says of a file that is not there.
+
+    Raises:
+        InputError: Missing, unreadable or not JSON: one line naming the file.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{path}: {missing}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read ({first_line(err)})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None

@@ -134,7 +134,7 @@ def test_slurm_batch_script_through_a_fake_srun(shell_env, tmp_path: Path):
     assert "selfcheck: 4 ranks (slurm" in out and "-> OK" in out
     summary = json.loads((tmp_path / "runs" / "halo-slurm" / "summary.json").read_text())
     assert summary["steps"] == 2
-    assert summary["world_size"] == 4 and summary["graph_parallel_size"] == 2
+    assert summary["world_size"] == 4 and summary["group_size"] == 2
 
 
 @pytest.mark.slow

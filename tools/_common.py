@@ -54,6 +54,7 @@ class ToolParser(argparse.ArgumentParser):
             description=description, formatter_class=argparse.RawDescriptionHelpFormatter
         )
         self._tiny_defaults: dict[str, Any] = {}
+        self._renamed: dict[str, str] = {}
         self.add_argument(
             "--tiny",
             action="store_true",
@@ -75,7 +76,31 @@ class ToolParser(argparse.ArgumentParser):
         """Sets the values ``--tiny`` gives the options not given on the command line."""
         self._tiny_defaults.update(defaults)
 
+    def renamed(self, old: str, new: str) -> None:
+        """Reads option ``old`` (its former name) as ``new``, with a one-line notice."""
+        self._renamed[old] = new
+
+    def _new_names(self, args: Sequence[str]) -> list[str]:
+        """``args`` with the options' former names replaced by their names (said once each)."""
+        named = []
+        for arg in args:
+            option, sep, value = arg.partition("=")
+            if option in self._renamed:
+                given = [a.partition("=")[0] for a in args]
+                if self._renamed[option] in given:
+                    self.error(f"{option} is the former name of {self._renamed[option]}: give one")
+                print(
+                    f"{self.prog}: notice: {option} is now called {self._renamed[option]} "
+                    f"(read as it)",
+                    file=sys.stderr,
+                )
+                arg = self._renamed[option] + sep + value
+            named.append(arg)
+        return named
+
     def parse_args(self, args: Sequence[str] | None = None, namespace=None):  # type: ignore[override]
+        if self._renamed:
+            args = self._new_names(sys.argv[1:] if args is None else list(args))
         parsed = super().parse_args(args, namespace)
         if parsed.tiny and self._tiny_defaults:
             self.set_defaults(**self._tiny_defaults)

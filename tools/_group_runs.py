@@ -4,7 +4,6 @@ benchmarks of issue 13 (bench_balance, bench_lr_scaling) run."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 import subprocess
 import sys
@@ -71,14 +70,16 @@ def train_halo(folder: Path, name: str, processes: int, config: dict) -> dict:
     )  # fmt: skip
     if done.returncode:
         sys.exit(f"{name}: training failed\n{done.stderr[-3000:]}")
-    summary = json.loads((run_dir / "summary.json").read_text())
+    from partgnn.metrics.run_summary import RunSummary
+
+    summary = RunSummary.read(run_dir)
     with open(run_dir / "metrics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    workload = summary["workload"]
+    workload = summary.workload
     per_rank = workload["step_seconds_per_rank"]
     return {
-        "steps": summary["steps"],
-        "step_s": sum(per_rank) / (len(per_rank) * summary["steps"]),
+        "steps": summary.steps,
+        "step_s": sum(per_rank) / (len(per_rank) * summary.steps),
         "waiting": workload["gradient_wait_fraction_per_rank"],
         "val_loss": [float(row["val_loss"]) for row in rows],
         "summary": summary,

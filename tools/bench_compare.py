@@ -41,7 +41,6 @@ finished runs, which can be copied into ``OUT/runs/`` to resume on a new checkou
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -238,15 +237,17 @@ def _read_cell(out: Path, method: str, n_parts: int, cuts: list[str | None]) -> 
 
 def _result(run_dir: Path, evaluation: Path, method: str, n_parts: int, strategy: str) -> dict:
     run = load_run(run_dir)
-    metrics = json.loads(evaluation.read_text())
+    from partgnn.metrics.evaluation_results import EvaluationResults
+
+    metrics = EvaluationResults.read(evaluation)
     return {
         "method": method,
         "P": n_parts,
         "strategy": strategy,
         "run": run,
-        "edge": metrics["edge"],
-        "track": metrics["track"],
-        "cut": metrics["cut"],
+        "edge": metrics.edge,
+        "track": metrics.track,
+        "cut": metrics.cut,
     }
 
 

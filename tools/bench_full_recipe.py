@@ -55,6 +55,7 @@ from _paths import shipped_config
 
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.storage import EventFile, GraphFile, write_scores
+from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.metrics.track_building import TRACK_BUILDING_METHODS
 from partgnn.train.checkpoints import load_checkpoint
 
@@ -209,7 +210,7 @@ def _score_and_evaluate(
         )
     evaluate = partial(_evaluate, out, track_building=track_building)
     chosen = evaluate("val", "evaluation-val.json", *cut_rule)
-    cut = f"{chosen['cut']!r}"
+    cut = f"{chosen.cut!r}"
     evaluate("test", "evaluation-test.json", "--cut", cut)
     evaluate(
         "test", "evaluation-test-low-pt.json", "--cut", cut, "--pt-min", "0.5", "--pt-max", "1"
@@ -251,7 +252,7 @@ def _evaluate(
         track_building,
         *options,
     )
-    return json.loads((out / result).read_text())
+    return EvaluationResults.read(out / result)
 
 
 def _print_tables(out: Path, run_dir: Path, ranks: int) -> None:
@@ -315,10 +316,10 @@ def _print_tables(out: Path, run_dir: Path, ranks: int) -> None:
     for name, label in rows:
         if not (out / name).exists():
             continue
-        r = results[name] = json.loads((out / name).read_text())
-        edge, track = r["edge"], r["track"]
+        r = results[name] = EvaluationResults.read(out / name)
+        edge, track = r.edge, r.track
         print(
-            f"| {label} ({r['events']}) | {r['cut']:.6g} | {edge['target_efficiency']:.4f} "
+            f"| {label} ({r.events}) | {r.cut:.6g} | {edge['target_efficiency']:.4f} "
             f"| {edge['masked_purity']:.4f} | {edge['purity']:.4f} | {edge['auc']:.5f} "
             f"| {track['efficiency']:.4f} ({track['efficiency_atlas']:.4f}) "
             f"| {track['fake_rate']:.4f} | {track['impure_rate']:.4f} "
@@ -329,7 +330,7 @@ def _print_tables(out: Path, run_dir: Path, ranks: int) -> None:
         "0.5 < pT <= 1": ("evaluation-test-low-pt.json", "evaluation-perfect-low-pt.json"),
     }.items():
         if test in results and perfect in results:
-            found, limit = results[test]["track"], results[perfect]["track"]
+            found, limit = results[test].track, results[perfect].track
             print(
                 f"\ntrack efficiency / construction limit ({band}): double majority "
                 f"{found['efficiency'] / limit['efficiency']:.4f}, ATLAS "

@@ -1,26 +1,25 @@
-"""Benchmark of halo training across two hosts: step time with and without overlap.
+"""Benchmark of halo training across two hosts: step time with communication hidden and not.
 
-The two hosts are network namespaces joined by a veth pair (tests/distributed/two_hosts.py;
-needs root), the link rate limited with ``tc tbf`` per ``--links`` (``none``: the veth pair's
-own speed; this kernel has no ``netem``, so no added delay). One simulated pile-up event graph
-is partitioned with METIS for each P; ``partgnn train`` runs in mode full on one process for
-t1 and in mode halo under ``torchrun --nnodes 2`` (P / 2 ranks per host) for each P, link and
-overlap setting, one thread per rank; and in mode naive (sectors without exchange) over the
-unlimited link, the same processes without halo communication. Prints markdown rows for
-docs/BENCHMARKS.md:
+The two hosts are network namespaces joined by a veth pair (tests/distributed/two_hosts.py; needs
+root), the link rate limited with ``tc tbf`` per ``--links`` (``none``: the veth pair's own speed;
+this kernel has no ``netem``, so no added delay). One simulated pile-up event graph is partitioned
+with METIS for each P; ``partgnn train`` runs in mode full on one process for t1 and in mode halo
+under ``torchrun --nnodes 2`` (P / 2 ranks per host) for each P, link and ``--hide-communication``
+setting (``run.hide_communication``), one thread per rank; and in mode naive (sectors without
+exchange) over the unlimited link, the same processes without halo communication. Prints markdown
+rows for docs/BENCHMARKS.md:
 
     .venv/bin/python tools/bench_hosts.py --parts 2 4 --links none 10gbit 1gbit 100mbit
 
-Step time: the median over the optimizer steps after the first of the trainer's seconds per
-step (forward, backward, gradient all-reduce, AdamW; reading the event excluded). Parallel
-efficiency t1 / (P tP).
+Step time: the median over the optimizer steps after the first of the trainer's seconds per step
+(forward, backward, gradient all-reduce, AdamW; reading the event excluded). Parallel efficiency
+t1 / (P tP).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import signal
 import statistics
@@ -42,15 +41,29 @@ def main() -> None:
     parser = ToolParser(__doc__)
     parser.add_argument("--parts", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--links", nargs="+", default=["none", "10gbit", "1gbit"])
-    parser.add_argument("--overlap", nargs="+", default=["on", "off"])
+    parser.add_argument(
+        "--hide-communication", nargs="+", choices=["on", "off"], default=["on", "off"],
+        help="run.hide_communication: halo exchange behind interior edges' work, on and/or off",
+    )  # fmt: skip
+    parser.renamed("--overlap", "--hide-communication")
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--pt-min", type=float, default=0.0)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--steps", type=int, default=4, help="message-passing steps")
     parser.add_argument("--train-steps", type=int, default=5, help="optimizer steps per run")
-    parser.add_argument("--checkpointing", choices=["on", "off"], default="off")
+    parser.add_argument(
+        "--recompute", choices=["on", "off"], default="off",
+        help="activation recomputation (model.recompute)",
+    )  # fmt: skip
+    parser.renamed("--checkpointing", "--recompute")
     parser.tiny(
-        parts=[2], links=["none"], overlap=["on"], pileup=3.0, hidden=8, steps=1, train_steps=2
+        parts=[2],
+        links=["none"],
+        hide_communication=["on"],
+        pileup=3.0,
+        hidden=8,
+        steps=1,
+        train_steps=2,
     )
     args = parser.parse_args()
     # A killed benchmark still removes its namespaces (the context manager's finally).
@@ -69,11 +82,11 @@ def main() -> None:
         n_nodes, n_edges = write_event_graph(graphs, pileup=args.pileup, pt_min=args.pt_min)
         print(
             f"event graph: {n_nodes:,} nodes, {n_edges:,} edges; "
-            f"Interaction Network H = {args.hidden}, {args.steps} steps, float32, checkpointing "
-            f"{args.checkpointing}; {os.cpu_count()} cores, one thread per rank\n"
+            f"Interaction Network H = {args.hidden}, {args.steps} steps, float32, recompute "
+            f"{args.recompute}; {os.cpu_count()} cores, one thread per rank\n"
         )
         print(
-            "| P | link (per direction) | overlap | step time (s) | t(off) / t(on) "
+            "| P | link (per direction) | hide communication | step time (s) | t(off) / t(on) "
             "| parallel efficiency t1 / (P tP) | MB exchanged per step |"
         )
         print("|---|---|---|---|---|---|---|")
@@ -93,16 +106,16 @@ def main() -> None:
             )
             for link in args.links:
                 times = {}
-                for overlap in args.overlap:
-                    step_time, exchanged = _run(folder, n_parts, link, overlap, shards, **common)
-                    times[overlap] = step_time
+                for hide in args.hide_communication:
+                    step_time, exchanged = _run(folder, n_parts, link, hide, shards, **common)
+                    times[hide] = step_time
                     gain = (
                         f"{times['off'] / times['on']:.3f}"
                         if len(times) == 2 and "on" in times and "off" in times
                         else ""
                     )
                     print(
-                        f"| {n_parts} | {link} | {overlap} | {step_time:.2f} | {gain} "
+                        f"| {n_parts} | {link} | {hide} | {step_time:.2f} | {gain} "
                         f"| {t1 / (n_parts * step_time):.2f} | {exchanged:.1f} |",
                         flush=True,
                     )
@@ -112,30 +125,30 @@ def _run(
     folder: Path,
     n_parts: int,
     link: str,
-    overlap: str,
+    hide: str,
     shards: Path | None,
     *,
     graphs: Path,
     args: argparse.Namespace,
 ) -> tuple[float, float]:
     """One training run; returns (seconds per step, MB exchanged per step)."""
-    run_dir = folder / f"run-{n_parts}-{link}-{overlap}"
+    run_dir = folder / f"run-{n_parts}-{link}-{hide}"
     config = folder / f"{run_dir.name}.yaml"
     config.write_text(
         yaml.safe_dump(
             {
-                "mode": "full" if n_parts == 1 else "naive" if overlap == "naive" else "halo",
+                "mode": "full" if n_parts == 1 else "naive" if hide == "naive" else "halo",
                 "data": {"graphs": str(graphs), "shards": str(shards), "val_events": 0},
                 "model": {
                     "hidden": args.hidden,
                     "steps": args.steps,
-                    "recompute": args.checkpointing == "on",
+                    "recompute": args.recompute == "on",
                 },
                 "optim": {"epochs": args.train_steps, "warmup_steps": 1},
                 "run": {
                     "dir": str(run_dir),
                     "device": "cpu",
-                    "hide_communication": overlap != "off",
+                    "hide_communication": hide != "off",
                     "progress": False,
                     "tensorboard": False,
                     "timeout_s": 3600,
@@ -170,11 +183,14 @@ def _run(
     if any(codes):
         last = next((t.strip().splitlines()[-1] for t in tails if t.strip()), "")
         sys.exit(
-            f"bench_hosts: P = {n_parts}, link {link}, overlap {overlap} failed (exit codes "
+            f"bench_hosts: P = {n_parts}, link {link}, hide communication {hide} failed (exit "
+            f"codes "
             f"{codes}, {time.perf_counter() - started:.0f} s): {last[:200]}"
         )
-    summary = json.loads((run_dir / "summary.json").read_text())
-    exchanged = summary["communication"]["bytes_sent"] / max(summary["steps"], 1) / 1e6
+    from partgnn.metrics.run_summary import RunSummary
+
+    summary = RunSummary.read(run_dir)
+    exchanged = summary.bytes_sent / max(summary.steps, 1) / 1e6
     # One training event: metrics.csv has one row (one step) per epoch; the first step warms up.
     with (run_dir / "metrics.csv").open(newline="") as handle:
         times = [float(row["step_time_s"]) for row in csv.DictReader(handle)][1:]

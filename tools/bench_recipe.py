@@ -17,7 +17,6 @@ those switches of ``partgnn simulate`` (issue 50).
 from __future__ import annotations
 
 import csv
-import json
 import os
 import platform
 import time
@@ -29,6 +28,7 @@ from _paths import sample_dir, shipped_config
 
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.storage import GraphFile, write_scores
+from partgnn.metrics.evaluation_results import EvaluationResults
 
 #: One partgnn command, echoed to stderr; data preparation runs in this process.
 _partgnn = partial(partgnn, echo=True, threads=None)
@@ -153,7 +153,7 @@ def _evaluate(
     if cut is not None:
         command += ["--cut", str(cut)]
     _partgnn(*command)
-    return json.loads(out.read_text())
+    return EvaluationResults.read(out)
 
 
 def _saved_results(out: Path) -> dict:
@@ -162,7 +162,7 @@ def _saved_results(out: Path) -> dict:
         "perfect": "evaluation-perfect.json",
         "sample": "evaluation-sample.json",
     }
-    return {k: json.loads((out / v).read_text()) for k, v in names.items() if (out / v).exists()}
+    return {k: EvaluationResults.read(out / v) for k, v in names.items() if (out / v).exists()}
 
 
 def _write_truth_scores(graphs: Path, out: Path) -> None:
@@ -172,12 +172,14 @@ def _write_truth_scores(graphs: Path, out: Path) -> None:
 
 
 def _print_tables(run_dir: Path, results: dict, train_seconds: float | None) -> None:
-    summary = json.loads((run_dir / "summary.json").read_text())
-    wall = train_seconds if train_seconds is not None else summary["wall_time_s"]
+    from partgnn.metrics.run_summary import RunSummary
+
+    summary = RunSummary.read(run_dir)
+    wall = train_seconds if train_seconds is not None else summary.wall_time_s
     print(
         f"machine: {os.cpu_count()} cores ({platform.machine()}), "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; "
-        f"training wall time {wall / 60:.1f} min, {summary['steps']} steps\n"
+        f"training wall time {wall / 60:.1f} min, {summary.steps} steps\n"
     )
     with open(run_dir / "metrics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -216,15 +218,15 @@ def _print_tables(run_dir: Path, results: dict, train_seconds: float | None) -> 
         if name not in results:
             continue
         r = results[name]
-        edge, track = r["edge"], r["track"]
+        edge, track = r.edge, r.track
         print(
-            f"| {label} ({r['events']}) | {r['cut']:g} | {edge['efficiency']:.4f} "
+            f"| {label} ({r.events}) | {r.cut:g} | {edge['efficiency']:.4f} "
             f"| {edge['purity']:.4f} | {edge['auc']:.5f} | {track['efficiency']:.4f} "
             f"| {track['fake_rate']:.4f} | {track.get('impure_rate', float('nan')):.4f} "
             f"| {track['duplicate_rate']:.4f} |"
         )
     if "perfect" in results:
-        ratio = results["test"]["track"]["efficiency"] / results["perfect"]["track"]["efficiency"]
+        ratio = results["test"].track["efficiency"] / results["perfect"].track["efficiency"]
         print(f"\ntrack efficiency / perfect-score limit: {ratio:.4f}")
 
 

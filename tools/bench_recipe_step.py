@@ -18,7 +18,6 @@ A variant is ``--variant NAME [KEY=VALUE ...]``; without ``--variant``, the thre
 from __future__ import annotations
 
 import csv
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -98,8 +97,9 @@ def _measure(run_dir: Path, shards: Path, args, overrides: list[str]) -> dict[st
         sys.exit(f"training failed (exit {code}): {run_dir.with_suffix('.log').read_text()}")
     with open(run_dir / "metrics.csv", newline="") as handle:
         last = list(csv.DictReader(handle))[-1]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    workload, steps = summary["workload"], int(last["step"])
+    from partgnn.metrics.run_summary import RunSummary
+
+    workload, steps = RunSummary.read(run_dir).workload, int(last["step"])
     return {
         "step_s": float(last["step_time_s"]),
         "peak_gb": float(last["peak_memory_mb_max"]) / 1024,

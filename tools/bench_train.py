@@ -3,14 +3,14 @@
 Simulates one pile-up-200 event, builds its graph (``--pt-min``, default no cut: ~1e5 nodes and
 ~1.1e6 edges), partitions it with METIS for each P, and trains a few steps with ``partgnn train``
 (mode full for P = 1, halo under torchrun for P > 1; one thread per rank), with and without
-activation checkpointing. Before each run ``partgnn plan`` predicts every rank's peak; the rows
-show the prediction and its error against the measured peak RSS. ``--model-of CONFIG`` takes
-the model, the loss and the precision (``run.dtype``, ``run.bf16``) of a run config (a shipped
-one's name or a path) instead of ``--hidden``/``--steps``. Prints markdown rows for
-docs/BENCHMARKS.md:
+activation recomputation (``--recompute``: ``model.recompute``). Before each run ``partgnn plan``
+predicts every rank's peak; the rows show the prediction and its error against the measured peak
+RSS. ``--model-of CONFIG`` takes the model, the loss and the precision (``run.dtype``, ``run.bf16``)
+of a run config (a shipped one's name or a path) instead of ``--hidden``/``--steps``. Prints
+markdown rows for docs/BENCHMARKS.md:
 
     .venv/bin/python tools/bench_train.py --parts 1 2 4 --hidden 32 --steps 4 --train-steps 3
-    .venv/bin/python tools/bench_train.py --parts 1 2 4 --model-of recipe --checkpointing on
+    .venv/bin/python tools/bench_train.py --parts 1 2 4 --model-of recipe --recompute on
 """
 
 from __future__ import annotations
@@ -35,12 +35,16 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--steps", type=int, default=4, help="message-passing steps")
     parser.add_argument("--train-steps", type=int, default=3, help="optimizer steps per run")
-    parser.add_argument("--checkpointing", nargs="+", default=["off", "on"])
+    parser.add_argument(
+        "--recompute", nargs="+", choices=["off", "on"], default=["off", "on"],
+        help="activation recomputation (model.recompute) off and/or on",
+    )  # fmt: skip
+    parser.renamed("--checkpointing", "--recompute")
     parser.add_argument(
         "--model-of", default=None, metavar="CONFIG",
         help="take model, loss and precision from this run config (name or path)",
     )  # fmt: skip
-    parser.tiny(parts=[1], pileup=3.0, hidden=8, steps=1, train_steps=1, checkpointing=["on"])
+    parser.tiny(parts=[1], pileup=3.0, hidden=8, steps=1, train_steps=1, recompute=["on"])
     args = parser.parse_args()
     if args.model_of:
         base = _model_of(args.model_of)
@@ -63,18 +67,18 @@ def main() -> None:
             f"{os.cpu_count()} cores, one thread per rank\n"
         )
         print(
-            "| P | checkpointing | peak RSS per rank (MiB) | max rank (MiB) "
+            "| P | recompute | peak RSS per rank (MiB) | max rank (MiB) "
             "| planned per rank (MiB) | plan error per rank | step time (s) "
             "| parallel efficiency t1 / (P tP) | MB exchanged per step |"
         )
         print("|---|---|---|---|---|---|---|---|---|")
         step_time_1 = {}
-        for checkpointing in args.checkpointing:
+        for recompute in args.recompute:
             for n_parts in args.parts:
                 shards = folder / f"metis{n_parts}"
                 if not shards.exists():
                     write_shards(graphs, shards, PartitionOptions(n_parts=n_parts), progress=False)
-                run_dir = folder / f"run-{n_parts}-{checkpointing}"
+                run_dir = folder / f"run-{n_parts}-{recompute}"
                 config = folder / f"{run_dir.name}.yaml"
                 config.write_text(
                     yaml.safe_dump(
@@ -83,7 +87,7 @@ def main() -> None:
                             "data": {"graphs": str(graphs), "shards": str(shards), "val_events": 0},
                             "model": {
                                 **base["model"],
-                                "recompute": checkpointing == "on",
+                                "recompute": recompute == "on",
                             },
                             "loss": base["loss"],
                             "optim": {"epochs": args.train_steps, "warmup_steps": 1},
@@ -127,27 +131,29 @@ def main() -> None:
                 )
                 if done.returncode:
                     print(
-                        f"| {n_parts} | {checkpointing} | failed (exit {done.returncode}, "
+                        f"| {n_parts} | {recompute} | failed (exit {done.returncode}, "
                         f"{time.perf_counter() - started:.0f} s): "
                         f"{(done.stderr.strip().splitlines() or [''])[-1][:120]} | | | | | | |",
                         flush=True,
                     )
                     continue
-                summary = json.loads((run_dir / "summary.json").read_text())
-                final = summary["final"]
+                from partgnn.metrics.run_summary import RunSummary
+
+                summary = RunSummary.read(run_dir)
+                final = summary.final or {}
                 memory = final["peak_memory_mb_per_rank"]
                 step_time = final["step_time_s"]
                 if n_parts == 1:
-                    step_time_1[checkpointing] = step_time
+                    step_time_1[recompute] = step_time
                 efficiency = (
-                    step_time_1[checkpointing] / (n_parts * step_time)
-                    if checkpointing in step_time_1
+                    step_time_1[recompute] / (n_parts * step_time)
+                    if recompute in step_time_1
                     else float("nan")
                 )
-                exchanged = summary["communication"]["bytes_sent"] / summary["steps"] / 1e6
+                exchanged = summary.bytes_sent / summary.steps / 1e6
                 errors = [100 * (p / m - 1) for p, m in zip(planned, memory, strict=True)]
                 print(
-                    f"| {n_parts} | {checkpointing} | {' / '.join(f'{m:.0f}' for m in memory)} "
+                    f"| {n_parts} | {recompute} | {' / '.join(f'{m:.0f}' for m in memory)} "
                     f"| {max(memory):.0f} | {' / '.join(f'{p:.0f}' for p in planned)} "
                     f"| {' / '.join(f'{e:+.1f} %' for e in errors)} | {step_time:.2f} "
                     f"| {efficiency:.2f} | {exchanged:.1f} |",

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import shlex
 import shutil
@@ -38,6 +37,7 @@ from partgnn.data.h5_files import file_sha256
 from partgnn.data.pretrained_maps import SHIPPED_MAP_SUFFIX
 from partgnn.data.storage import GraphFile
 from partgnn.export.node_inputs import NodeInputs
+from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.resources import pretrained_dir
 from partgnn.train.checkpoints import load_checkpoint
 
@@ -196,7 +196,7 @@ def export_entry(name: str) -> dict[str, str]:
 def _track_building(evaluations: list[str]) -> str:
     """The one track building the ``LABEL=JSON`` evaluations were made with (a card's figures
     are all measured one way: ``partgnn pretrained --evaluate`` builds tracks that way)."""
-    methods = {_read(item)[1].get("track_building", DEFAULT_TRACK_BUILDING) for item in evaluations}
+    methods = {_read(item)[1].track_building or DEFAULT_TRACK_BUILDING for item in evaluations}
     if len(methods) != 1:
         raise SystemExit(
             f"--evaluation: tracks built by {' and '.join(sorted(methods))}; evaluate them all "
@@ -205,9 +205,9 @@ def _track_building(evaluations: list[str]) -> str:
     return methods.pop()
 
 
-def _read(item: str) -> tuple[str, dict]:
+def _read(item: str) -> tuple[str, EvaluationResults]:
     label, _, path = item.partition("=")
-    return label, json.loads(Path(path).read_text())
+    return label, EvaluationResults.read(path)
 
 
 def _add_evaluations(card: dict, evaluations: list[str]) -> None:
@@ -219,19 +219,19 @@ def _add_evaluations(card: dict, evaluations: list[str]) -> None:
     method = card.get("track_building", DEFAULT_TRACK_BUILDING)
     for item in evaluations:
         label, metrics = _read(item)
-        if (built := metrics.get("track_building", DEFAULT_TRACK_BUILDING)) != method:
+        if (built := metrics.track_building or DEFAULT_TRACK_BUILDING) != method:
             raise SystemExit(
                 f"--evaluation {label}: tracks built by {built}, the card's "
                 f"by {method} (partgnn evaluate --track-building {method})"
             )
         card["held_out"][label] = {
-            "events": metrics["events"],
-            "cut": metrics["cut"],
-            "target_pt": metrics.get("target_pt", [1.0, None]),
+            "events": metrics.events,
+            "cut": metrics.cut,
+            "target_pt": list(metrics.target_pt or (1.0, None)),
             **{
-                f"{section}_{key}": _rounded(metrics[section].get(key))
+                f"{section}_{key}": _rounded(getattr(metrics, section).get(key))
                 for section, keys in FIGURES.items()
-                if metrics.get(section)
+                if getattr(metrics, section)
                 for key in keys
             },
         }

@@ -210,16 +210,17 @@ class Validation:
                     ranks = json.loads(plan.stdout)["ranks"]
                     row["planned_mb_per_rank"] = [round(r["total_bytes"] / 2**20) for r in ranks]
                 if not done.rc:
-                    summary = json.loads((self.work / name / "summary.json").read_text())
-                    final = summary["final"]
+                    from partgnn.metrics.run_summary import RunSummary
+
+                    summary = RunSummary.read(self.work / name)
+                    final = summary.final or {}
                     row.update(
                         step_time_s=final["step_time_s"],
                         peak_mb_per_rank=final["peak_memory_mb_per_rank"],
                         allocated_mb_per_rank=final.get("peak_allocated_mb_per_rank"),
                         device_used_mb_per_rank=final.get("device_used_mb_per_rank"),
-                        gradient_wait_fraction=summary["workload"]["gradient_wait_fraction"],
-                        mb_exchanged_per_step=summary["communication"]["bytes_sent"]
-                        / max(summary["steps"], 1) / 1e6,
+                        gradient_wait_fraction=summary.workload_number("gradient_wait_fraction"),
+                        mb_exchanged_per_step=summary.bytes_sent / max(summary.steps, 1) / 1e6,
                     )  # fmt: skip
                 self._record(rows, row, name, done)
 

@@ -6,10 +6,13 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from partgnn import json_files
 from partgnn.cli.arg_types import non_negative_float, score, timeout_seconds
 from partgnn.errors import InputError
+
+if TYPE_CHECKING:
+    from partgnn.metrics.evaluation_results import EvaluationResults
 
 #: Communication schedules of the halo exchange
 #: (:data:`partgnn.distributed.halo_exchange.TRANSPORTS`; tests/cli checks they agree). The
@@ -148,7 +151,7 @@ def run_infer(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from partgnn.data.output_files import atomic_output, check_output_path
+    from partgnn.data.output_files import check_output_path
     from partgnn.metrics.evaluation import evaluate_scores
 
     if args.out is not None:
@@ -168,8 +171,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     )
     _print_metrics(metrics)
     if args.out is not None:
-        with atomic_output(args.out) as tmp:
-            tmp.write_text(json_files.dumps(metrics, indent=2, sort_keys=True) + "\n")
+        metrics.write(args.out)
         print(f"metrics -> {args.out}")
     return 0
 
@@ -186,16 +188,20 @@ def _note(key: str, section: dict) -> str:
     return ""
 
 
-def _print_metrics(metrics: dict[str, object]) -> None:
-    low, high = metrics["target_pt"]
+def _print_metrics(metrics: EvaluationResults) -> None:
+    from partgnn.metrics.evaluation_results import SECTIONS
+
+    assert metrics.target_pt is not None  # evaluate_scores records it
+    low, high = metrics.target_pt
     band = f"pT > {low:g} GeV" if high is None else f"{low:g} < pT <= {high:g} GeV"
-    print(f"{metrics['events']} events, score cut {metrics['cut']:.9g} ({metrics['cut_source']}), "
-          f"target particles {band}, tracks by {metrics['track_building']}")  # fmt: skip
-    for section in ("edge", "track", "construction"):
-        if not metrics.get(section):
+    print(f"{metrics.events} events, score cut {metrics.cut:.9g} ({metrics.cut_source}), "
+          f"target particles {band}, tracks by {metrics.track_building}")  # fmt: skip
+    for section in SECTIONS:
+        numbers = getattr(metrics, section)
+        if not numbers:
             continue  # construction: counted from the events file, when given
         print(f"  {section} metrics:")
-        for key, value in metrics[section].items():
+        for key, value in numbers.items():
             missing = value is None or (isinstance(value, float) and math.isnan(value))
             shown = "n/a" if missing else f"{value:.4f}"
-            print(f"    {key:<28} {shown}{_note(key, metrics[section])}")
+            print(f"    {key:<28} {shown}{_note(key, numbers)}")

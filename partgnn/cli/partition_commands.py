@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from partgnn.partition.statistics import DEFAULT_HIDDEN
 if TYPE_CHECKING:
     import numpy as np
 
+    from partgnn.partition.shard_meta import EventPartition, ShardMeta
     from partgnn.partition.shard_reader import ShardDirectory
 
 
@@ -69,21 +71,21 @@ def run_partition(args: argparse.Namespace) -> int:
     if warning is not None:
         print(f"partgnn: warning: {warning}", file=sys.stderr)
     _print_summary(meta)
-    print(f"wrote {options.n_parts} shards of {len(meta['event_ids'])} events -> {args.out}")
+    print(f"wrote {options.n_parts} shards of {len(meta.event_ids)} events -> {args.out}")
     return 0
 
 
-def empty_parts_warning(meta: dict) -> str | None:
+def empty_parts_warning(meta: ShardMeta) -> str | None:
     """What to say when the partition left parts without nodes (their ranks idle), or None."""
-    per_event = meta["statistics"]["per_event"]
-    empty = [(row["event_id"], row["owned_nodes"].count(0)) for row in per_event]
+    per_event = meta.per_event
+    empty = [(row.event_id, row.owned_nodes.count(0)) for row in per_event]
     empty = [(event_id, count) for event_id, count in empty if count]
     if not empty:
         return None
     event_id, count = max(empty, key=lambda item: item[1])
     return (
         f"{len(empty)} of {len(per_event)} events leave parts without nodes (event {event_id}: "
-        f"{count} of {meta['n_parts']} parts empty); their ranks idle on those events - "
+        f"{count} of {meta.n_parts} parts empty); their ranks idle on those events - "
         "use fewer parts"
     )
 
@@ -97,16 +99,16 @@ def run_inspect(args: argparse.Namespace) -> int:
     for rank in range(shards.n_parts):  # every part file there, of this partition run
         with shards.open_rank(rank):
             pass
-    event_ids = list(meta["event_ids"])
+    event_ids = list(meta.event_ids)
     event_id = event_ids[0] if args.event is None and event_ids else args.event
     if event_id not in event_ids:
         raise InputError(f"{args.directory}: no event {event_id} (events: {_ids(event_ids)})")
     _print_summary(meta)
-    per_event = {row["event_id"]: row for row in meta["statistics"]["per_event"]}
+    per_event = {row.event_id: row for row in meta.per_event}
     _print_ranks(per_event[event_id])
     if args.plot is not None:
         pos, assignment, edge_index = _gather_event(shards, event_ids.index(event_id))
-        title = f"event {event_id}: {meta['method']}, P = {meta['n_parts']}"
+        title = f"event {event_id}: {meta.method}, P = {meta.n_parts}"
         plot_partition(pos, assignment, edge_index, args.plot, title=title)
         print(f"plot -> {args.plot}")
     return 0
@@ -132,43 +134,33 @@ def _gather_event(shards: ShardDirectory, index: int) -> tuple[np.ndarray, ...]:
     return pos, assignment, edge_index
 
 
-def _number(value: float | None, spec: str) -> str:
+def _number(value: float, spec: str) -> str:
     """``value`` formatted, or ``n/a`` where it is undefined (no edges to cut)."""
-    return "n/a" if value is None else format(value, spec)
+    return "n/a" if math.isnan(value) else format(value, spec)
 
 
-def _print_summary(meta: dict) -> None:
-    summary = meta["statistics"]["summary"]
-    print(
-        f"method {meta['method']}, P = {meta['n_parts']}, {summary['events']} events, "
-        f"source {meta['source']['path']}"
-    )
-    if not summary["events"]:
+def _print_summary(meta: ShardMeta) -> None:
+    summary = meta.summary
+    n_events = 0 if summary is None else summary.events
+    print(f"method {meta.method}, P = {meta.n_parts}, {n_events} events, source {meta.source.path}")
+    if summary is None or not summary.events:
         return
     rows = [
-        ("edge cut fraction", _number(summary["edge_cut_fraction"], ".4f")),
+        ("edge cut fraction", _number(summary.edge_cut_fraction, ".4f")),
         (
             "true-edge cut fraction (lost by naive)",
-            _number(summary["true_edge_cut_fraction"], ".4f"),
+            _number(summary.true_edge_cut_fraction, ".4f"),
         ),
-        ("halo / owned nodes, mean over ranks", _number(summary["halo_ratio_mean"], ".4f")),
-        ("halo / owned nodes, worst rank", _number(summary["halo_ratio_max"], ".4f")),
-        ("node imbalance (max / mean)", _number(summary["node_imbalance"], ".4f")),
-        ("edge imbalance (max / mean local edges)", _number(summary["edge_imbalance"], ".4f")),
-        *(
-            [
-                (
-                    "work imbalance (edges, owned and halo nodes)",
-                    _number(summary["work_imbalance"], ".4f"),
-                )
-            ]
-            if "work_imbalance" in summary  # shards written before partgnn recorded it
-            else []
-        ),
-        ("neighbour ranks, worst rank", _number(summary["neighbours_max"], ".1f")),
+        ("halo / owned nodes, mean over ranks", _number(summary.halo_ratio_mean, ".4f")),
+        ("halo / owned nodes, worst rank", _number(summary.halo_ratio_max, ".4f")),
+        ("node imbalance (max / mean)", _number(summary.node_imbalance, ".4f")),
+        ("edge imbalance (max / mean local edges)", _number(summary.edge_imbalance, ".4f")),
+        # n/a also in shards written before partgnn recorded it
+        ("work imbalance (edges, owned and halo nodes)", _number(summary.work_imbalance, ".4f")),
+        ("neighbour ranks, worst rank", _number(summary.neighbours_max, ".1f")),
         (
-            f"bytes per exchange, all ranks (H = {summary['hidden']}, float32)",
-            f"{summary['bytes_per_exchange_total']:,.0f}",
+            f"bytes per exchange, all ranks (H = {summary.hidden}, float32)",
+            _number(summary.bytes_per_exchange_total, ",.0f"),
         ),
     ]
     width = max(len(name) for name, _ in rows)
@@ -177,18 +169,18 @@ def _print_summary(meta: dict) -> None:
         print(f"  {name:<{width}}  {value:>12}")
 
 
-def _print_ranks(row: dict) -> None:
-    print(f"event {row['event_id']}: {row['n_nodes']:,} nodes, {row['n_edges']:,} edges")
+def _print_ranks(row: EventPartition) -> None:
+    print(f"event {row.event_id}: {row.n_nodes:,} nodes, {row.n_edges:,} edges")
     print(
         f"  {'rank':>4} {'owned':>9} {'halo':>8} {'halo/own':>8} {'edges':>10} "
         f"{'peers':>5} {'send rows':>9} {'bytes/exch':>11}"
     )
-    for rank in range(row["n_parts"]):
+    for rank in range(row.n_parts):
         print(
-            f"  {rank:>4} {row['owned_nodes'][rank]:>9,} {row['halo_nodes'][rank]:>8,} "
-            f"{row['halo_ratio'][rank]:>8.3f} {row['local_edges'][rank]:>10,} "
-            f"{row['neighbours'][rank]:>5} {row['send_rows'][rank]:>9,} "
-            f"{row['bytes_per_exchange'][rank]:>11,}"
+            f"  {rank:>4} {row.owned_nodes[rank]:>9,} {row.halo_nodes[rank]:>8,} "
+            f"{row.halo_ratio[rank]:>8.3f} {row.local_edges[rank]:>10,} "
+            f"{row.neighbours[rank]:>5} {row.send_rows[rank]:>9,} "
+            f"{row.bytes_per_exchange[rank]:>11,}"
         )
 
 

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card
+
+if TYPE_CHECKING:
+    from partgnn.metrics.evaluation_results import EvaluationResults
 
 #: The figures printed beside the card's: (label, section, key).
 FIGURES = (
@@ -52,7 +57,28 @@ def card_track_building(card: dict, card_path: Path) -> str:
     return method
 
 
-def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object]:
+@dataclass(frozen=True)
+class PretrainedEvaluation:
+    """A shipped model evaluated on events of one's own.
+
+    Attributes:
+        model: The model's name.
+        events: The events file.
+        cut: The card's score cut.
+        track_building: How tracks were built (the card's way).
+        evaluation: The model's scores evaluated.
+        limit: The graphs' truth as scores evaluated: what the construction leaves.
+    """
+
+    model: str
+    events: Path
+    cut: float
+    track_building: str
+    evaluation: EvaluationResults
+    limit: EvaluationResults
+
+
+def evaluate_pretrained(name: str, events: Path, work: Path) -> PretrainedEvaluation:
     """Builds, scores and evaluates ``events`` as ``name``'s card says; returns the figures.
 
     Args:
@@ -74,11 +100,9 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object
     from partgnn.data.geometry import load_geometry
     from partgnn.data.graph_config import GraphBuildConfig
     from partgnn.data.h5_files import file_sha256
-    from partgnn.data.output_files import atomic_output
     from partgnn.data.pretrained_maps import resolve_map
     from partgnn.data.storage import GraphFile, write_scores
     from partgnn.distributed.context import DistContext
-    from partgnn.json_files import dumps
     from partgnn.metrics.evaluation import evaluate_scores
     from partgnn.train.inference import run_inference
 
@@ -112,33 +136,31 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> dict[str, object
         items = [(int(graph.event_id), graph.y.numpy()) for graph in graph_file]
     write_scores(truth, items, provenance={"source_sha256": file_sha256(graphs)})
     limit = evaluate_scores(truth, graphs, events_path=events, cut=0.5, **options)
-    for file_name, metrics in (("evaluation.json", evaluation), ("evaluation-limit.json", limit)):
-        with atomic_output(work / file_name) as tmp:
-            tmp.write_text(dumps(metrics, indent=2, sort_keys=True) + "\n")
-    return {"model": name, "events": str(events), "cut": cut, "track_building": track_building,
-            "evaluation": evaluation, "limit": limit}  # fmt: skip
+    evaluation.write(work / "evaluation.json")
+    limit.write(work / "evaluation-limit.json")
+    return PretrainedEvaluation(name, events, cut, track_building, evaluation, limit)
 
 
-def figures_table(result: dict[str, object]) -> list[str]:
+def figures_table(result: PretrainedEvaluation) -> list[str]:
     """Markdown lines: the figures of ``result`` beside the card's simulated held-out ones."""
     import yaml
 
-    card = yaml.safe_load(pretrained_card(str(result["model"])).read_text())
+    card = yaml.safe_load(pretrained_card(result.model).read_text())
     held_out = card.get("held_out", {})
     simulated, simulated_limit = held_out.get(CARD_HELD_OUT, {}), held_out.get(CARD_LIMIT, {})
-    evaluation, limit = result["evaluation"], result["limit"]
+    evaluation, limit = result.evaluation, result.limit
     lines = [
-        f"pretrained:{result['model']} on {result['events']} ({_events(evaluation['events'])}), "
-        f"cut {result['cut']:.4g}, tracks by {result['track_building']}",
+        f"pretrained:{result.model} on {result.events} ({_events(evaluation.events or 0)}), "
+        f"cut {result.cut:.4g}, tracks by {result.track_building}",
         "",
         "| figure | these events | card: simulated held-out |",
         "|---|---|---|",
     ]
     for label, section, key in FIGURES:
-        mine = (evaluation.get(section) or {}).get(key)
+        mine = evaluation.number(section, key)
         theirs = simulated.get(f"{section}_{key}")
         if section == "track":
-            mine_limit = (limit.get("track") or {}).get(key)
+            mine_limit = limit.number("track", key)
             theirs_limit = simulated_limit.get(f"track_{key}")
             lines.append(f"| {label} | {_of(mine, mine_limit)} | {_of(theirs, theirs_limit)} |")
         else:

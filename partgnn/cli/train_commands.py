@@ -101,24 +101,24 @@ def run_train(args: argparse.Namespace) -> int:
     summary, context = run_training(
         config, resume=args.resume, replace=args.replace, timeout_s=args.timeout
     )
-    if summary.get("already_finished"):
+    if summary.already_finished:
         if context.is_main:
             print(
-                f"{config.run.dir}: the run is finished ({summary['steps']} of "
-                f"{summary['total_steps']} steps); nothing changed (--replace starts it anew)"
+                f"{config.run.dir}: the run is finished ({summary.steps} of "
+                f"{summary.total_steps} steps); nothing changed (--replace starts it anew)"
             )
         return 0
-    if summary.get("stopped_by"):
+    if summary.stopped_by:
         if context.is_main:
             print(
-                f"partgnn: stopped by {summary['stopped_by']} after step {summary['steps']} of "
-                f"{summary['total_steps']}; checkpoint written, continue with --resume auto",
+                f"partgnn: stopped by {summary.stopped_by} after step {summary.steps} of "
+                f"{summary.total_steps}; checkpoint written, continue with --resume auto",
                 file=sys.stderr,
             )
-        return 128 + int(signal.Signals[summary["stopped_by"]])
+        return 128 + int(signal.Signals[summary.stopped_by])
     if context.is_main:
-        final = summary.get("final") or {}
+        final = summary.final or {}
         shown = {k: v for k, v in final.items() if isinstance(v, float)}
-        print(f"trained {summary['steps']} steps ({summary['mode']}) -> {config.run.dir}")
+        print(f"trained {summary.steps} steps ({summary.mode}) -> {config.run.dir}")
         print(json_files.dumps(shown, indent=2, sort_keys=True))
     return 0

@@ -10,14 +10,19 @@ import torch.distributed as dist
 from partgnn.errors import InputError
 
 
-def check_graph_parallel_size(size: int | None, world_size: int, launcher: str) -> int:
+def check_group_size(size: int | None, world_size: int, launcher: str) -> int:
+    """The graph group's size ``P`` (``None``: the world size).
+
+    Raises:
+        InputError: ``size`` not a positive integer, or not a divisor of the world size.
+    """
     if size is None:
         return world_size
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise InputError(f"graph_parallel_size must be a positive integer (got {size!r})")
+        raise InputError(f"group_size must be a positive integer (got {size!r})")
     if world_size % size:
         raise InputError(
-            f"graph_parallel_size {size} does not divide the world size {world_size} "
+            f"group_size {size} does not divide the world size {world_size} "
             f"(launcher {launcher}): start a multiple of {size} processes"
         )
     return size

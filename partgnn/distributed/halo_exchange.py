@@ -97,7 +97,7 @@ class ExchangePlan:
 class CommunicationCounter:
     """Bytes moved by halo exchanges: per direction, accumulated until :meth:`reset`.
 
-    Recomputed forward passes (activation checkpointing) exchange again and are counted again:
+    Recomputed forward passes (activation recomputation) exchange again and are counted again:
     the numbers are the traffic that really happened.
 
     Attributes:
@@ -160,15 +160,15 @@ class CommunicationCounter:
         }
 
 
-def resolve_transport(transport: str, n_parts: int) -> str:
-    """The concrete transport for ``transport`` in a group of ``n_parts`` ranks.
+def resolve_transport(transport: str, group_size: int) -> str:
+    """The concrete transport for ``transport`` in a graph group of ``group_size`` ranks.
 
-    ``"auto"`` depends only on ``n_parts``, so every rank of a group makes the same choice.
+    ``"auto"`` depends only on ``group_size``, so every rank of a group makes the same choice.
     """
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r} (choose {', '.join(TRANSPORTS)})")
     if transport == "auto":
-        return "p2p" if n_parts >= AUTO_P2P_MIN_RANKS else "all_to_all"
+        return "p2p" if group_size >= AUTO_P2P_MIN_RANKS else "all_to_all"
     return transport
 
 

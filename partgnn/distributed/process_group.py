@@ -18,6 +18,7 @@ import datetime
 import math
 import os
 import sys
+import warnings
 from collections.abc import Mapping
 
 import torch
@@ -34,7 +35,7 @@ from partgnn.distributed.device import (
 from partgnn.distributed.groups import (
     build_control_group,
     build_groups,
-    check_graph_parallel_size,
+    check_group_size,
 )
 from partgnn.distributed.launch_env import LaunchInfo, detect_launcher, expand_hostlist
 from partgnn.distributed.rendezvous import (
@@ -75,9 +76,10 @@ def init_distributed(
     timeout_s: float | None = None,
     default_timeout_s: float = DEFAULT_TIMEOUT_S,
     default_timeout_source: str = "run.timeout_s",
-    graph_parallel_size: int | None = None,
+    group_size: int | None = None,
     environ: Mapping[str, str] | None = None,
     control_group: bool | None = None,
+    graph_parallel_size: int | None = None,
 ) -> DistContext:
     """Initialise ``torch.distributed`` for this process and return its context.
 
@@ -115,10 +117,11 @@ def init_distributed(
             ``default_timeout_s`` (a run config's ``run.timeout_s``, a command's default).
         default_timeout_s: The timeout when neither ``timeout_s`` nor the environment sets one.
         default_timeout_source: What ``default_timeout_s`` is, for the error of a bad one.
-        graph_parallel_size: ``P``, the ranks that share one event graph; must divide the world
-            size. Default: the whole world (one graph group, no data parallelism).
+        group_size: ``P``, the ranks of a graph group (they share one event graph); must divide
+            the world size. Default: the whole world (one graph group, no data parallelism).
         environ: Environment to read instead of ``os.environ`` (tests). Under torchrun the
             ``env://`` rendezvous still reads ``os.environ``.
+        graph_parallel_size: The former name of ``group_size`` (a DeprecationWarning).
 
     Returns:
         The context of this process: its graph-parallel ``group`` (``None``, the default group,
@@ -130,8 +133,7 @@ def init_distributed(
         DistributedError: The rendezvous or the group creation failed or timed out.
 
     .. warning::
-        Collective: every process of the job must call it, with the same
-        ``graph_parallel_size``.
+        Collective: every process of the job must call it, with the same ``group_size``.
 
     .. note::
         CUDA / NCCL: one process per GPU. With ``device="auto"`` a process uses GPU
@@ -169,7 +171,17 @@ def init_distributed(
     assert info.world_size is not None and info.local_rank is not None
     world_size, global_rank, local_rank = info.world_size, info.rank, info.local_rank
 
-    group_size = check_graph_parallel_size(graph_parallel_size, world_size, info.launcher)
+    if graph_parallel_size is not None:
+        if group_size is not None:
+            raise InputError(
+                "init_distributed: graph_parallel_size is group_size's former name: give one"
+            )
+        warnings.warn(
+            "init_distributed(graph_parallel_size=) is now group_size=", DeprecationWarning,
+            stacklevel=2,
+        )  # fmt: skip
+        group_size = graph_parallel_size
+    group_size = check_group_size(group_size, world_size, info.launcher)
     sharing = None
     if torch.cuda.is_available():
         count = torch.cuda.device_count()

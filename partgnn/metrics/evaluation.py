@@ -21,6 +21,7 @@ from partgnn.errors import InputError
 from partgnn.metrics.construction import construction_counts, construction_summary
 from partgnn.metrics.edge_counts import SCORE_CUT
 from partgnn.metrics.edge_metrics import edge_metrics, roc_auc
+from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.metrics.track_building import build_tracks
 from partgnn.metrics.tracks import TrackMetrics, track_metrics
 from partgnn.partition.shard_reader import ShardDirectory, cut_edges, node_parts
@@ -39,7 +40,7 @@ def evaluate_scores(
     cut_at_efficiency: float | None = None,
     track_building: str = "components",
     cut_at_impure_rate: float | None = None,
-) -> dict[str, object]:
+) -> EvaluationResults:
     """Edge and track metrics of a scores file over all its events.
 
     Edge counts add up over events (AUC over all edges together); track metrics add up their
@@ -118,9 +119,9 @@ def evaluate_scores(
             y = graph.y.numpy()
             boundary, hit_sector = None, None
             if shards is not None:
-                if event_id not in shards.meta["event_ids"]:
+                if event_id not in shards.meta.event_ids:
                     raise InputError(f"{shards_path}: no event {event_id}")
-                shard_index = shards.meta["event_ids"].index(event_id)
+                shard_index = shards.meta.event_ids.index(event_id)
                 boundary = cut_edges(shards, shard_index, y.shape[0])
                 hit_sector = node_parts(shards, shard_index, graph.num_nodes)
             particle_id = graph.particle_id.numpy()
@@ -155,18 +156,18 @@ def evaluate_scores(
             all_y.append(y)
     edge = _sum_edge_rows(edge_rows)
     edge["auc"] = roc_auc(np.concatenate(all_scores), np.concatenate(all_y))
-    return {
-        "scores": str(scores_path),
-        "graphs": str(graphs_path),
-        "events": len(edge_rows),
-        "cut": cut,
-        "cut_source": cut_source,
-        "track_building": track_building,
-        "target_pt": [pt_min, pt_max],
-        "edge": edge,
-        "track": TrackMetrics.combine(track_rows).to_dict(),
-        "construction": construction_summary(construction_rows) or None,
-    }
+    return EvaluationResults(
+        scores=str(scores_path),
+        graphs=str(graphs_path),
+        events=len(edge_rows),
+        cut=cut,
+        cut_source=cut_source,
+        track_building=track_building,
+        target_pt=(pt_min, pt_max),
+        edge=edge,
+        track=TrackMetrics.combine(track_rows).to_dict(),
+        construction=construction_summary(construction_rows) or None,
+    )
 
 
 def cut_for_target_efficiency(

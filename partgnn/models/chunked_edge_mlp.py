@@ -5,7 +5,7 @@ halo exchange.
 :class:`~partgnn.models.lean_mlp.EdgeMLP`. Two options make it a custom autograd function that
 walks the edges part by part, forward and backward:
 
-- **recompute** (activation checkpointing at the granularity of one MLP): nothing is kept for
+- **recompute** (activation recomputation at the granularity of one MLP): nothing is kept for
   the backward pass but the inputs, which the model holds anyway; the backward pass recomputes
   one chunk at a time, so at most one chunk's activations exist at once. The halo exchange is
   not part of the recomputation and is never repeated.

@@ -12,7 +12,7 @@ it is counted on the rank that owns its target node, so every edge of the event 
 
 Which rows count and over which group is the :class:`GroupStatistics` of the forward pass
 (:func:`statistics` installs it); without one (a module used on its own) the statistics are the
-rows'. Recomputed (activation checkpointing), a region gets the statistics its forward pass
+rows'. Recomputed (activation recomputation), a region gets the statistics its forward pass
 computed again without communicating (:meth:`GroupStatistics.region`), as the halo rows are
 replayed (:mod:`partgnn.models.replayed_exchange`); the gradients' sums still cross the group.
 
@@ -101,7 +101,7 @@ class GroupStatistics:
         return local
 
     def region(self) -> tuple[AbstractContextManager, AbstractContextManager]:
-        """A checkpointed region's contexts (``torch.utils.checkpoint``'s ``context_fn``): its
+        """A recomputed region's contexts (``torch.utils.checkpoint``'s ``context_fn``): its
         forward pass records the group's sums, its recomputation replays them."""
         sums: deque[torch.Tensor] = deque()
         return self._within("_recording", sums), self._within("_replaying", sums)

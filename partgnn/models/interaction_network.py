@@ -55,7 +55,7 @@ from partgnn.models.replayed_exchange import ReplayedExchange
 
 #: ``x_owned -> [x_owned; x_halo]``; the identity on a whole graph.
 
-#: With checkpointing, the latents of every this many message-passing steps are kept.
+#: With recomputation, the latents of every this many message-passing steps are kept.
 STEPS_PER_REGION = 2
 
 
@@ -180,12 +180,12 @@ class InteractionNetwork(nn.Module):
     ) -> torch.Tensor:
         hide = self.chunkable and exchange is not None and exchange.hides_communication
         exchange = exchange or _identity
-        # With checkpointing the edge MLPs run in chunks of edges whether or not gradients are
+        # With recomputation the edge MLPs run in chunks of edges whether or not gradients are
         # recorded (no event-sized temporaries when scoring either); regions of steps are
         # recomputed only when they are.
         fused = self.compute.fused
         chunked = self.compute.recompute and self.chunkable
-        lean = self.compute.recompute and torch.is_grad_enabled()
+        recompute_regions = self.compute.recompute and torch.is_grad_enabled()
         x, edge_attr = self.input_scaler(x[:n_owned], edge_attr)
         if hide:
             # Interior edges (both endpoints owned) first: they are computed while the halo
@@ -201,7 +201,7 @@ class InteractionNetwork(nn.Module):
             n_interior = edge_order.n_interior
             edge_index = edge_index.index_select(1, edge_order.order)
             edge_attr = edge_attr.index_select(0, edge_order.order)
-        if lean and self.chunkable:
+        if recompute_regions and self.chunkable:
             h = activation_checkpoint(self.node_encoder, x, use_reentrant=False)
         else:
             h = self._node_mlp(self.node_encoder, [x])
@@ -216,7 +216,7 @@ class InteractionNetwork(nn.Module):
         if self.architecture.concat_initial:
             # The initial encodings, with their halo rows (exchanged once).
             graph.initial = (exchange(h), e)
-        if lean:
+        if recompute_regions:
             # Regions of STEPS_PER_REGION steps are recomputed in the backward pass from their
             # first step's latents: the edge latents of the other steps are not kept. The
             # recomputation gets the halo rows (and the BatchNorm statistics) the forward pass
@@ -266,8 +266,8 @@ class InteractionNetwork(nn.Module):
         self, first: int, last: int, h: torch.Tensor, e: torch.Tensor, graph: _Graph
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Message-passing steps ``[first, last)``: new node latents ``(n_owned, H)`` and edge
-        latents ``(E_local, H)`` from ``h`` and ``e`` (the edge features before step 0 in
-        checkpointing, encoded inside it)."""
+        latents ``(E_local, H)`` from ``h`` and ``e`` (the edge features before step 0 when the edge
+        MLPs run in chunks, encoded inside it)."""
         for step in range(first, last):
             index = 0 if len(self.edge_mlps) == 1 else step
             nodes = graph.nodes(h)
@@ -348,7 +348,7 @@ def _identity(x: torch.Tensor) -> torch.Tensor:
 
 
 def _joined_regions(sources: list) -> tuple[AbstractContextManager, AbstractContextManager]:
-    """One checkpointed region's contexts from several sources' ``region()``: each replays
+    """One recomputed region's contexts from several sources' ``region()``: each replays
     what its forward pass recorded."""
     pairs = [source.region() for source in sources]
     return _all_of([p[0] for p in pairs]), _all_of([p[1] for p in pairs])

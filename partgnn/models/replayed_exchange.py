@@ -1,14 +1,15 @@
 """A halo exchange whose results a recomputed forward pass gets again without communicating.
 
-Activation checkpointing over several message-passing steps (the Interaction Network's lean
-mode) recomputes, in the backward pass, forward work that contains halo exchanges. Repeating
-them would double the forward communication and, worse, need every rank of the group to
-recompute the same region at the same time. :class:`ReplayedExchange` wraps a rank's exchange:
-inside a checkpointed region's forward pass it exchanges and records the halo rows it received;
-in the region's recomputation it hands the recorded rows out again, in the same order.
+Activation recomputation over several message-passing steps (the Interaction Network with
+``model.recompute``) runs again, in the backward pass, forward work that contains halo
+exchanges. Repeating them would double the forward communication and, worse, need every rank
+of the group to recompute the same region at the same time. :class:`ReplayedExchange` wraps a
+rank's exchange: inside a recomputed region's forward pass it exchanges and records the halo rows
+it received; in the region's recomputation it hands the recorded rows out again, in the same
+order.
 
 Only the halo rows are recorded (``n_halo x H`` per exchange, small next to the edge latents the
-checkpointing saves), and each region's record is released as it is replayed or when the
+recomputation saves), and each region's record is released as it is replayed or when the
 region's autograd graph goes.
 """
 
@@ -43,7 +44,7 @@ class ReplayedExchange:
         self._replaying: deque[torch.Tensor] | None = None
 
     def region(self) -> tuple[AbstractContextManager, AbstractContextManager]:
-        """The ``context_fn`` of one checkpointed region (``torch.utils.checkpoint``): a
+        """The ``context_fn`` of one recomputed region (``torch.utils.checkpoint``): a
         context for its forward pass, which records, and one for its recomputation, which
         replays."""
         received: deque[torch.Tensor] = deque()
@@ -118,7 +119,7 @@ class _Recorded:
 
 
 class _RecordedCall(torch.autograd.Function):
-    """A blocking exchange in a checkpointed region: recorded, or replayed.
+    """A blocking exchange in a recomputed region: recorded, or replayed.
 
     The wrapped exchange runs on its own autograd graph, kept out of the checkpoint (its saved
     tensors are not dropped and recomputed): the recomputation, which does not run it, must

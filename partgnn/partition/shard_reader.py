@@ -17,14 +17,12 @@ import only this module (no partitioner, no pymetis).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import h5py
 import numpy as np
@@ -43,34 +41,17 @@ from partgnn.data.h5_files import (
 )
 from partgnn.errors import InputError, first_line
 from partgnn.partition.halo_plan import HaloPlan, InvalidPlanError
+from partgnn.partition.shard_meta import META_FILE, SHARDS_FORMAT_VERSION, ShardMeta
 
 T = TypeVar("T")
 
-SHARDS_FORMAT = "partgnn-shards"
-
-
 SHARD_FORMAT = "partgnn-shard"
-
-
-#: 2: part files name their partition run (method, seed, run id) besides P and the source.
-#: 3: checksummed datasets and object headers (:data:`partgnn.data.h5_files.LIBVER`), meta.json
-#: carries the SHA-256 of its own content.
-SHARDS_FORMAT_VERSION = 3
-
-
-META_FILE = "meta.json"
 
 
 PLAN_ARRAYS = ("owned_nodes", "halo_nodes", "halo_counts", "edge_ids", "send_index", "send_counts")
 
 
 SECTOR_ARRAYS = ("nodes", "edge_ids")
-
-
-def meta_checksum(meta: dict[str, Any]) -> str:
-    """SHA-256 of a meta.json's content but its ``checksum`` field (sorted-key JSON)."""
-    content = {key: value for key, value in meta.items() if key != "checksum"}
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def shard_path(directory: str | os.PathLike[str], rank: int) -> Path:
@@ -112,35 +93,6 @@ class RankEvent:
     n_global_true_edges: int
 
 
-#: meta.json fields every reader relies on: (type, what a value must be, check).
-_META_FIELDS: dict[str, tuple[type, str, Callable[[Any], bool]]] = {
-    "n_parts": (int, "an integer >= 1", lambda v: v >= 1),
-    "method": (str, "a method name", lambda v: bool(v)),
-    "seed": (int, "an integer", lambda v: True),
-    "run_id": (str, "a run identifier", lambda v: bool(v)),
-    "margin": (int, "an integer >= 0", lambda v: v >= 0),
-    "source": (dict, "an object with the graphs file's path and sha256",
-               lambda v: isinstance(v.get("sha256"), str) and isinstance(v.get("path"), str)),
-    "event_ids": (list, "a list of distinct integer event ids",
-                  lambda v: all(_is_int(i) for i in v) and len(set(v)) == len(v)),
-}  # fmt: skip
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_meta_fields(meta: dict[str, Any], meta_path: Path) -> None:
-    """Every field of :data:`_META_FIELDS` is present, of its type and valid."""
-    for key, (kind, wanted, valid) in _META_FIELDS.items():
-        if key not in meta:
-            raise InputError(f"{meta_path}: lacks field {key!r}")
-        value = meta[key]
-        right_type = _is_int(value) if kind is int else isinstance(value, kind)
-        if not (right_type and valid(value)):
-            raise InputError(f"{meta_path}: field {key!r} must be {wanted} (got {value!r:.60})")
-
-
 class ShardDirectory:
     """A shard directory: its ``meta.json``, checked, and lazy access to one rank's shard.
 
@@ -155,30 +107,11 @@ class ShardDirectory:
 
     def __init__(self, directory: str | os.PathLike[str], world_size: int | None = None) -> None:
         self.directory = Path(directory)
-        meta_path = self.directory / META_FILE
         if not self.directory.is_dir():
             raise InputError(f"{self.directory}: shard directory not found")
-        try:
-            self.meta = json.loads(meta_path.read_text())
-        except FileNotFoundError:
-            raise InputError(f"{meta_path}: missing (not a partgnn shard directory)") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise InputError(f"{meta_path}: not valid JSON ({first_line(err)})") from None
-        if not isinstance(self.meta, dict) or self.meta.get("format") != SHARDS_FORMAT:
-            raise InputError(f"{meta_path}: not a {SHARDS_FORMAT} description")
-        version = self.meta.get("format_version")
-        if version != SHARDS_FORMAT_VERSION:
-            raise InputError(
-                f"{meta_path}: format version {version}, this partgnn reads "
-                f"{SHARDS_FORMAT_VERSION} (re-run partgnn partition)"
-            )
-        if self.meta.get("checksum") != meta_checksum(self.meta):
-            raise InputError(
-                f"{meta_path}: content does not match its checksum (edited or corrupted; "
-                "re-run partgnn partition)"
-            )
-        _check_meta_fields(self.meta, meta_path)
-        self.n_parts = self.meta["n_parts"]
+        #: The directory's meta.json, checked.
+        self.meta = ShardMeta.read(self.directory)
+        self.n_parts = self.meta.n_parts
         if world_size is not None and world_size != self.n_parts:
             raise InputError(
                 f"{self.directory}: shards are for {self.n_parts} ranks but the world size is "
@@ -190,20 +123,20 @@ class ShardDirectory:
     def margin(self) -> int:
         """Hops of the extended sectors the shards store (``partition --margin K``; 0:
         none)."""
-        return int(self.meta["margin"])
+        return self.meta.margin
 
     @property
     def source_sha256(self) -> str:
-        return str(self.meta["source"]["sha256"])
+        return self.meta.source.sha256
 
     @property
     def provenance(self) -> dict[str, object]:
         """What names the partition run: every part file carries the same values (and its rank)."""
         return {
             "n_parts": self.n_parts,
-            "method": self.meta["method"],
-            "seed": self.meta["seed"],
-            "run_id": self.meta["run_id"],
+            "method": self.meta.method,
+            "seed": self.meta.seed,
+            "run_id": self.meta.run_id,
             "source_sha256": self.source_sha256,
         }
 
@@ -260,7 +193,7 @@ class ShardFile:
                     "(shard from another partition run?)"
                 )
         self.rank = int(attrs["rank"])
-        self.keys = [event_key(event_id) for event_id in directory.meta["event_ids"]]
+        self.keys = [event_key(event_id) for event_id in directory.meta.event_ids]
         missing = [key for key in self.keys if key not in self._h5.get()["events"]]
         if missing:
             raise InputError(f"{path}: lacks event {missing[0]} listed in meta.json")

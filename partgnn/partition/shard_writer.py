@@ -7,6 +7,7 @@ same input and options give byte-identical files. The directory appears complete
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -35,15 +36,20 @@ from partgnn.errors import InputError
 from partgnn.partition.assign import METHODS, partition_graph
 from partgnn.partition.halo_plan import build_halo_plans, validate_plans
 from partgnn.partition.naive import extended_sector
-from partgnn.partition.shard_reader import (
+from partgnn.partition.shard_meta import (
     META_FILE,
+    SHARDS_FORMAT_VERSION,
+    EventPartition,
+    PartitionSummary,
+    ShardMeta,
+    SourceGraphs,
+    meta_checksum,
+)
+from partgnn.partition.shard_reader import (
     PLAN_ARRAYS,
     SECTOR_ARRAYS,
     SHARD_FORMAT,
-    SHARDS_FORMAT,
-    SHARDS_FORMAT_VERSION,
     is_shard_directory_file,
-    meta_checksum,
     shard_path,
 )
 from partgnn.partition.statistics import (
@@ -159,7 +165,7 @@ def write_shards(
     *,
     workers: int = 1,
     progress: bool = True,
-) -> dict[str, object]:
+) -> ShardMeta:
     """Partitions every event of a graphs file and writes one shard per rank plus meta.json.
 
     Events stream through (at most a few in memory); with ``workers > 1`` they are split in
@@ -174,7 +180,7 @@ def write_shards(
         progress: Show a progress bar.
 
     Returns:
-        The content of ``meta.json``.
+        What ``meta.json`` holds.
 
     Raises:
         InputError: On bad options or input, or an output directory that is not a shard one.
@@ -185,31 +191,30 @@ def write_shards(
         n_events, event_ids = len(graphs), graphs.event_ids
     _check_replaceable(out_dir)
     _allow_open_files(options.n_parts)
-    meta: dict[str, object] = {
-        "format": SHARDS_FORMAT,
-        "format_version": SHARDS_FORMAT_VERSION,
-        "partgnn_version": __version__,
-        "method": options.method,
-        "n_parts": options.n_parts,
-        "seed": options.seed,
-        "grid": list(options.grid) if options.grid else None,
-        "margin": options.margin,
-        "source": {
-            "path": str(graphs_path.resolve()),
-            "sha256": file_sha256(graphs_path),
-            "format": GRAPHS_FORMAT,
-            "n_events": n_events,
-        },
-        "event_ids": event_ids,
-    }
-    meta["run_id"] = partition_run_id(meta)
+    meta = ShardMeta(
+        method=options.method,
+        n_parts=options.n_parts,
+        seed=options.seed,
+        margin=options.margin,
+        run_id="",
+        source=SourceGraphs(
+            path=str(graphs_path.resolve()),
+            sha256=file_sha256(graphs_path),
+            format=GRAPHS_FORMAT,
+            n_events=n_events,
+        ),
+        event_ids=event_ids,
+        grid=list(options.grid) if options.grid else None,
+        partgnn_version=__version__,
+    )
+    meta = dataclasses.replace(meta, run_id=partition_run_id(meta))
     # Every part file names its partition run, so files mixed from two runs are recognised.
     root_attrs = {
         "n_parts": options.n_parts,
         "method": options.method,
         "seed": options.seed,
-        "run_id": meta["run_id"],
-        "source_sha256": meta["source"]["sha256"],
+        "run_id": meta.run_id,
+        "source_sha256": meta.source.sha256,
     }
     with atomic_directory(out_dir, is_shard_directory_file, what="partition") as staging:
         files = [create_h5(shard_path(staging, rank)) for rank in range(options.n_parts)]
@@ -238,29 +243,34 @@ def write_shards(
         finally:
             for h5 in files:
                 h5.close()
-        meta["statistics"] = {
-            "summary": summarize(statistics, options.hidden),
-            "per_event": [
-                {"event_id": event_id, **stats.to_dict(options.hidden)}
+        meta = dataclasses.replace(
+            meta,
+            summary=PartitionSummary(**summarize(statistics, options.hidden)),
+            per_event=[
+                EventPartition(event_id=event_id, **stats.to_dict(options.hidden))
                 for event_id, stats in zip(event_ids, statistics, strict=True)
             ],
-        }
-        meta = json_files.strict(meta)  # the checksum is of what the file holds
-        meta["checksum"] = meta_checksum(meta)
-        (staging / META_FILE).write_text(json_files.dumps(meta, indent=2, sort_keys=True) + "\n")
+        )
+        content = json_files.strict(meta.as_json())  # the checksum is of what the file holds
+        meta = dataclasses.replace(meta, checksum=meta_checksum(content))
+        content["checksum"] = meta.checksum
+        text = json_files.dumps(content, indent=2, sort_keys=True)
+        (staging / META_FILE).write_text(text + "\n")
     return meta
 
 
-def partition_run_id(meta: dict) -> str:
+def partition_run_id(meta: ShardMeta) -> str:
     """The identifier of a partition run: a digest of what decides its output.
 
     Format version, method, P, seed, grid, margin, event ids and the source file's checksum:
     two runs with the same id write the same shards (partitioning is deterministic), and part
     files of runs that differ in any of these carry different ids.
     """
-    keys = ("format_version", "method", "n_parts", "seed", "grid", "margin", "event_ids")
-    decided_by = {key: meta[key] for key in keys}
-    decided_by["source_sha256"] = meta["source"]["sha256"]
+    decided_by = {
+        "format_version": meta.format_version, "method": meta.method, "n_parts": meta.n_parts,
+        "seed": meta.seed, "grid": meta.grid, "margin": meta.margin,
+        "event_ids": meta.event_ids, "source_sha256": meta.source.sha256,
+    }  # fmt: skip
     text = json.dumps(decided_by, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

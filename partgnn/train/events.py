@@ -252,7 +252,7 @@ class _RankShardSource:
         self.skip_unconnected = skip_unconnected
         self.device = context.device
         self.shard = open_group_shard(shards, context)
-        self.event_ids = list(shards.meta["event_ids"])
+        self.event_ids = list(shards.meta.event_ids)
         self.weights = weights
         # Counted at start when the weights need the edges' pT: the shards' attributes only
         # count true edges.
@@ -325,16 +325,19 @@ class HaloSource(_RankShardSource):
             counter=self.counter,
             hide_communication=self.hide_communication,
         )
+        # The item's edges on the host (renumbered once, without the nodes left out).
+        edges = graph.edge_index if rows is None else rows.renumbered(graph.edge_index)
         edge_order = None
         if self.interior_first:  # checked against the edges the item holds
-            edges = graph.edge_index if rows is None else rows.renumbered(graph.edge_index)
             edge_order = InteriorFirst.of_plan_edges(
                 plan.interior_edges, edges, plan.n_owned, device
             )
         normaliser = self.event_normaliser(index, event)
         return TrainItem(
             event_id=event.event_id,
-            **_node_fields(rows, graph.x, graph.edge_index, event.plan.n_owned, device),
+            **_node_fields(
+                rows, graph.x, graph.edge_index, event.plan.n_owned, device, renumbered=edges
+            ),
             edge_attr=to_device(graph.edge_attr, device),
             y=to_device(graph.y, device),
             counted=to_device(torch.from_numpy(plan.edge_owned), device),
@@ -453,9 +456,12 @@ def _node_fields(
     edge_index: torch.Tensor,
     n_owned: int,
     device: torch.device,
+    *,
+    renumbered: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor | int | None]:
     """A :class:`TrainItem`'s ``x``, ``edge_index``, ``n_owned``, ``owned_kept`` and
-    ``unconnected_x`` on ``device``: the graph's, or without the nodes ``rows`` leaves out."""
+    ``unconnected_x`` on ``device``: the graph's, or without the nodes ``rows`` leaves out
+    (``renumbered``: ``rows.renumbered(edge_index)`` when the caller has it already)."""
     if rows is None:
         return {
             "x": to_device(x, device), "edge_index": to_device(edge_index, device),
@@ -463,7 +469,9 @@ def _node_fields(
         }  # fmt: skip
     return {
         "x": to_device(rows.rows(x), device),
-        "edge_index": to_device(rows.renumbered(edge_index), device),
+        "edge_index": to_device(
+            rows.renumbered(edge_index) if renumbered is None else renumbered, device
+        ),
         "n_owned": rows.n_owned,
         "owned_kept": to_device(rows.owned_kept, device),
         "unconnected_x": to_device(rows.left_out(x), device),

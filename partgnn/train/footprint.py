@@ -2,7 +2,7 @@
 
 A training step's memory beyond its inputs (activations kept for the backward pass, the
 backward's temporaries, gradients, optimizer state) grows linearly with the edges and nodes of
-the graph the rank computes, at a rate set by the model (width, steps, checkpointing, dtype,
+the graph the rank computes, at a rate set by the model (width, steps, recomputation, dtype,
 MLP layers) and by how partgnn computes it (chunked edge MLPs, regions of steps). Rather than
 re-deriving that rate by hand for every setting (and getting it wrong when the model changes),
 :func:`measure_footprint` runs real training steps of the configured model on three random
@@ -22,9 +22,9 @@ A fourth probe, large enough that its edge tensors are mapped whole as on a rank
 (:func:`resident_probe_graph`), measures that too (the growth of the resident set, Linux
 ``VmHWM``; CUDA's peak reserved bytes), and the prediction is scaled by the ratio. The ratio
 depends on whether the chunked edge MLPs give their freed heap back (they do on graphs of event
-size, :class:`~partgnn.memory.heap_release.HeapReleasePolicy`), so with checkpointing that probe
+size, :class:`~partgnn.memory.heap_release.HeapReleasePolicy`), so with recomputation that probe
 runs both ways: :attr:`Footprint.resident_factor` and :attr:`Footprint.released_factor`. On
-the pile-up-200 event with checkpointing the live bytes alone were 17-24 % below the ranks'
+the pile-up-200 event with recomputation the live bytes alone were 17-24 % below the ranks'
 peak RSS (docs/history/training.md, "Memory planner").
 """
 
@@ -70,7 +70,7 @@ GPU_PROBE_SCALE = 4
 #: at least this many float32 bytes: twice glibc's largest mmap threshold (32 MiB), so that, as
 #: on an event-sized rank, they are mapped and unmapped whole while the chunks' temporaries
 #: share the heap. (At exactly 32 MiB, E = 262,144 at H = 32, the held bytes were 1.6x the live
-#: ones without checkpointing; at 442k edges 1.1x, as on the ranks.)
+#: ones without recomputation; at 442k edges 1.1x, as on the ranks.)
 RESIDENT_PROBE_EDGE_BYTES = 64 * 2**20
 
 #: Nodes per edge of that graph (pile-up-200 events have ~13 edges per node).
@@ -100,7 +100,7 @@ class Footprint:
             measured on :func:`resident_probe_graph`.
         released_factor: The same where the edge MLPs give their freed heap back.
         edge_width: Width of the edge MLPs' first layer, which tells the graphs that release
-            (``E * width``); 0 where none does (no checkpointing: the graphs are kept).
+            (``E * width``); 0 where none does (no recomputation: the graphs are kept).
     """
 
     per_edge: float

@@ -62,7 +62,7 @@ def _report(shard: ShardFile) -> dict[str, Any]:
         "file": str(shard.path),
         # The file's own attributes were checked against this meta.json when it was opened.
         "provenance": shard.directory.provenance,
-        "event_ids": list(shard.directory.meta["event_ids"]),
+        "event_ids": list(shard.directory.meta.event_ids),
         "send_counts": [shard.plan_array(i, "send_counts").tolist() for i in events],
         "halo_counts": [shard.plan_array(i, "halo_counts").tolist() for i in events],
     }

@@ -45,18 +45,20 @@ def load_trained_model(
     device: torch.device,
     *,
     model_target: str | None = None,
+    saved: dict[str, Any] | None = None,
 ) -> tuple[torch.nn.Module, torch.dtype]:
     """The model of a training checkpoint, in eval mode, and the dtype it was trained in.
 
     A checkpoint of a model class of one's own records it (``model.target``); importing it runs
     that module's code, so it is imported only when the caller names the same class in
     ``model_target`` (``partgnn infer --model-target``), never because a checkpoint says so.
+    ``saved``: the checkpoint's content when the caller has read it already (else it is read).
 
     Raises:
         InputError: If the checkpoint is unreadable, names a model class the caller did not,
             or its weights do not fit the data.
     """
-    state = load_checkpoint(checkpoint, device)
+    state = load_checkpoint(checkpoint, device) if saved is None else saved
     model_config = saved_model_config(state, str(checkpoint))
     try:
         dtype = DTYPES[state["config"]["run"]["dtype"]]
@@ -139,6 +141,7 @@ def score_events(
     strategy: Strategy,
     *,
     model_target: str | None = None,
+    saved: dict[str, Any] | None = None,
 ) -> Iterator[tuple[int, np.ndarray | None]]:
     """Yields ``(event_id, scores (E,))`` per event in the global edge order of its graph;
     the scores only on the graph group's rank 0.
@@ -151,7 +154,7 @@ def score_events(
     group: one all-reduce sums them.
 
     A collective per event in the modes of several ranks: every rank of the group must
-    iterate to the end.
+    iterate to the end. ``saved``: the checkpoint's content when the caller has read it.
     """
     context = strategy.context
     source = strategy.make_source()
@@ -162,7 +165,7 @@ def score_events(
             if model is None:
                 model, dtype = load_trained_model(
                     checkpoint, item.x.shape[1], item.edge_attr.shape[1], context.device,
-                    model_target=model_target,
+                    model_target=model_target, saved=saved,
                 )  # fmt: skip
             logits = edge_logits(model, item, dtype)
             scores = torch.zeros(
@@ -188,9 +191,11 @@ def score_graphs(
     """Yields ``(event_id, scores (E,))`` of whole event graphs, in this one process (mode
     ``full``; ``model_target``: see :func:`load_trained_model`)."""
     context = DistContext.one_process(device)
-    model = saved_model_config(load_checkpoint(checkpoint), str(checkpoint))
+    saved = load_checkpoint(checkpoint)
+    model = saved_model_config(saved, str(checkpoint))
     strategy = scoring_strategy("full", context, graphs=graphs_path, model=model)
-    for event_id, scores in score_events(checkpoint, strategy, model_target=model_target):
+    scored = score_events(checkpoint, strategy, model_target=model_target, saved=saved)
+    for event_id, scores in scored:
         assert scores is not None  # one process: its rank 0
         yield event_id, scores
 
@@ -226,7 +231,7 @@ def run_inference(
         raise InputError(f"infer --mode {mode} scores the events of {wanted}")
     if shards is not None:
         directory = ShardDirectory(shards)
-        graphs_path, given = Path(directory.meta["source"]["path"]), shards
+        graphs_path, given = Path(directory.meta.source.path), shards
     else:
         if context.global_world_size != 1:
             raise InputError("infer --graphs runs in one process; use --shards for several ranks")
@@ -240,7 +245,7 @@ def run_inference(
     strategy = scoring_strategy(
         mode, context, shards=shards, graphs=graphs, transport=transport, model=model
     )
-    items = score_events(checkpoint, strategy, model_target=model_target)
+    items = score_events(checkpoint, strategy, model_target=model_target, saved=saved)
     if shards is not None:
         source = {
             "source_shards": str(Path(shards).resolve()),
@@ -292,6 +297,6 @@ def warn_on_other_construction(
 
 def _source(directory: ShardDirectory) -> dict[str, str]:
     return {
-        "source_file": str(directory.meta["source"]["path"]),
+        "source_file": str(directory.meta.source.path),
         "source_sha256": directory.source_sha256,
     }

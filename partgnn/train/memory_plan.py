@@ -284,7 +284,7 @@ def ranks_needed(
     """The fewest ranks whose largest rank's predicted peak fits ``budget_bytes``, for one event.
 
     A rank fits when its predicted peak times ``1 + headroom`` is at most ``budget_bytes``: the
-    prediction's error (measured within 15 % of the peak, and low with checkpointing) is kept
+    prediction's error (measured within 15 % of the peak, and low with recomputation) is kept
     free.
 
     The event is partitioned (``method``, seed 0) for each P tried; a rank's data is its item

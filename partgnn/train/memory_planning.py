@@ -210,7 +210,7 @@ def graphs_to_partition(config: TrainConfig) -> str:
     """
     if config.data.graphs:
         return str(config.data.graphs)
-    source = str(ShardDirectory(config.data.shards).meta["source"]["path"])
+    source = str(ShardDirectory(config.data.shards).meta.source.path)
     if not os.path.isfile(source):
         raise InputError(
             f"{config.data.shards}: --memory-gb partitions the events the shards were made "
@@ -223,4 +223,4 @@ def partition_method(config: TrainConfig) -> str:
     """The partition method of the config's shards (METIS without shards)."""
     if not config.data.shards:
         return "metis"
-    return str(ShardDirectory(config.data.shards).meta.get("method", "metis"))
+    return ShardDirectory(config.data.shards).meta.method

@@ -9,6 +9,7 @@ run resumed, which changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import torch.distributed as dist
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.gradients import max_over_ranks
 from partgnn.errors import InputError, first_line
+from partgnn.metrics.run_summary import RunSummary
 from partgnn.models.config import ModelConfig
 from partgnn.train.checkpoints import (
     LAST,
@@ -28,6 +30,7 @@ from partgnn.train.checkpoints import (
     step_path,
 )
 from partgnn.train.model_settings import check_same_model, saved_model_config
+from partgnn.train.modes import ModeFacts
 from partgnn.train.run_directory import clear_run, existing_run
 from partgnn.train.run_directory import refusal as run_refusal
 from partgnn.train.strategies import RECORDED_TRAJECTORY_LABELS
@@ -134,20 +137,26 @@ def init_weights_from(model: torch.nn.Module, spec: str, config: ModelConfig) ->
 
 
 def finished_summary(
-    run_dir: Path, step: int, total_steps: int, context: DistContext
-) -> dict[str, Any] | None:
+    run_dir: Path, step: int, total_steps: int, context: DistContext, facts: ModeFacts
+) -> RunSummary | None:
     """The summary of a finished run resumed at ``step`` (``None``: it has steps or its final
-    evaluation to run), with ``already_finished: True``. The main process reads it; every rank
-    gets the same answer."""
+    evaluation to run), with ``already_finished``. The main process reads it; every rank gets
+    the same answer (the other ranks, and a main process whose summary.json cannot be read,
+    a summary of the mode ``facts`` and the steps only).
+    """
     if step < total_steps:
         return None
     run = existing_run(run_dir) if context.is_main else None
     finished = run is not None and run.finished
     if not max_over_ranks(int(finished), context):
         return None
-    summary = dict(run.summary) if run is not None and run.summary is not None else {}
-    summary.update(already_finished=True, steps=step, total_steps=total_steps)
-    return summary
+    summary = run.summary if run is not None else None
+    if summary is None:
+        summary = RunSummary(
+            mode=facts.name, mode_facts=facts.as_record(), world_size=context.global_world_size,
+            group_size=context.group_size, steps=step, total_steps=total_steps, epochs=0,
+        )  # fmt: skip
+    return dataclasses.replace(summary, already_finished=True, steps=step, total_steps=total_steps)
 
 
 def trajectory_settings(
@@ -162,7 +171,7 @@ def trajectory_settings(
     sampling; with the run's numbers, its mode (:func:`~partgnn.train.strategies.
     trajectory_label`: the exact modes are one, halo computes the full graph exactly at any P),
     events per step (graph groups) and training events. What only
-    changes how or where it is computed (P, device, transport, checkpointing, logging) is not
+    changes how or where it is computed (P, device, transport, recomputation, logging) is not
     among them.
 
     Args:

@@ -11,20 +11,20 @@ snapshot, a metrics.csv header, TensorBoard files) holds nothing to lose: a new 
 from __future__ import annotations
 
 import csv
-import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from partgnn.errors import InputError
+from partgnn.metrics.run_summary import SUMMARY_NAME, RunSummary
 from partgnn.train.checkpoints import LAST, step_of
 from partgnn.train.standardisation import SCALER_FILE
 
 #: The entries a run writes in its directory (and ``--replace`` removes). Others, e.g. the
 #: scores a user wrote beside the run, are left alone.
 RUN_ENTRIES = (
-    "checkpoints", "tb", "metrics.csv", "summary.json", "config.yaml", SCALER_FILE,
+    "checkpoints", "tb", "metrics.csv", SUMMARY_NAME, "config.yaml", SCALER_FILE,
     "feature_scaler.json",  # SCALER_FILE's name in runs of earlier versions
 )  # fmt: skip
 
@@ -40,26 +40,28 @@ class ExistingRun:
         directory: The run directory.
         newest_step: The step of its newest step checkpoint (``None``: no step file).
         has_checkpoint: Whether it holds any checkpoint file.
-        summary: Its ``summary.json`` (``None``: none, or unreadable).
+        has_summary: Whether it holds a ``summary.json`` (a finished run's).
+        summary: That summary (``None``: none, or unreadable).
         metric_rows: Rows of its ``metrics.csv``.
     """
 
     directory: Path
     newest_step: int | None
     has_checkpoint: bool
-    summary: dict[str, Any] | None
+    has_summary: bool
+    summary: RunSummary | None
     metric_rows: int
 
     @property
     def finished(self) -> bool:
         """Whether the run wrote its summary (it ran all its steps)."""
-        return self.summary is not None and not self.summary.get("stopped_by")
+        return self.has_summary and (self.summary is None or self.summary.stopped_by is None)
 
     def describe(self) -> str:
         """E.g. ``finished, 60 steps`` or ``checkpoint at step 40``."""
         if self.finished:
-            assert self.summary is not None
-            return f"finished, {self.summary.get('steps', '?')} steps"
+            steps = "?" if self.summary is None else self.summary.steps
+            return f"finished, {steps} steps"
         if self.newest_step is not None:
             return f"checkpoint at step {self.newest_step}"
         if self.has_checkpoint:
@@ -73,14 +75,14 @@ def existing_run(directory: str | os.PathLike[str]) -> ExistingRun | None:
     checkpoints = directory / "checkpoints"
     steps = [step_of(p) for p in checkpoints.glob("step-*.pt") if p.is_file()]
     has_checkpoint = bool(steps) or (checkpoints / LAST).is_file()
-    summary = _read_summary(directory / "summary.json")
+    # An unreadable summary.json is a user's result all the same.
+    has_summary = (directory / SUMMARY_NAME).exists()
+    summary = _read_summary(directory / SUMMARY_NAME) if has_summary else None
     rows = _metric_rows(directory / "metrics.csv")
-    if not (has_checkpoint or summary is not None or rows):
-        if (directory / "summary.json").exists():  # unreadable, but a user's result all the same
-            summary = {}
-        else:
-            return None
-    return ExistingRun(directory, max(steps) if steps else None, has_checkpoint, summary, rows)
+    if not (has_checkpoint or has_summary or rows):
+        return None
+    newest = max(steps) if steps else None
+    return ExistingRun(directory, newest, has_checkpoint, has_summary, summary, rows)
 
 
 def refusal(run: ExistingRun) -> str:
@@ -116,12 +118,11 @@ def clear_run(directory: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
-def _read_summary(path: Path) -> dict[str, Any] | None:
+def _read_summary(path: Path) -> RunSummary | None:
     try:
-        summary = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return RunSummary.read(path)
+    except InputError:
         return None
-    return summary if isinstance(summary, dict) else None
 
 
 def _metric_rows(path: Path) -> int:

@@ -17,6 +17,7 @@ import yaml
 from partgnn import json_files
 from partgnn.data.output_files import atomic_output
 from partgnn.errors import InputError
+from partgnn.metrics.run_summary import SUMMARY_NAME, RunSummary
 from partgnn.train.workload import EpochTotals
 
 #: Columns of metrics.csv, in order.
@@ -159,9 +160,11 @@ class RunLog:
             if key not in ("epoch", "step") and isinstance(value, (int, float)):
                 self.scalar(f"epoch/{key}", value, int(row["step"]))
 
-    def summary(self, summary: dict[str, Any]) -> None:
-        with atomic_output(self.directory / "summary.json") as tmp:
-            tmp.write_text(json_files.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    def summary(self, summary: RunSummary) -> None:
+        """Writes the run's ``summary.json`` (atomically)."""
+        with atomic_output(self.directory / SUMMARY_NAME) as tmp:
+            content = json_files.dumps(summary.as_json(), indent=2, sort_keys=True, default=str)
+            tmp.write_text(content + "\n")
 
     def close(self) -> None:
         if self.writer is not None:

@@ -43,6 +43,7 @@ from partgnn.distributed.gradients import (
 )
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
+from partgnn.metrics.run_summary import FORMER_MODE_NAMES
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.train.config import TrainConfig
 from partgnn.train.events import HaloSource, NaiveSource, OverlappingSource, WholeGraphSource
@@ -54,7 +55,7 @@ EventSource = WholeGraphSource | HaloSource | NaiveSource | OverlappingSource
 STRATEGIES: dict[str, type[Strategy]] = {}
 
 #: Names a run recorded for a mode before it had its own (checkpoints' trajectories, summaries).
-RECORDED_NAMES = {"overlap": "overlapping"}
+RECORDED_NAMES = FORMER_MODE_NAMES
 
 
 @dataclass
@@ -380,7 +381,7 @@ def trajectory_label(facts: ModeFacts) -> str:
 
 
 #: Trajectory labels checkpoints recorded before :func:`trajectory_label`, and theirs now.
-RECORDED_TRAJECTORY_LABELS = {"full/halo": "full graph", "overlap": "overlapping"}
+RECORDED_TRAJECTORY_LABELS = {"full/halo": "full graph", **FORMER_MODE_NAMES}
 
 
 def _whole_graphs(config: TrainConfig, context: DistContext) -> WholeGraphSource:

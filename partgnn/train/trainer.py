@@ -34,6 +34,7 @@ from partgnn.distributed.device import deterministic_algorithms
 from partgnn.distributed.failures import agree_on_failure
 from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
+from partgnn.metrics.run_summary import RunSummary
 from partgnn.models.build import build_model
 from partgnn.train.checkpoints import (
     TRAINING_STATE,
@@ -162,7 +163,7 @@ class Trainer:
         resume: bool | str = False,
         replace: bool = False,
         stop: StopSignals | None = None,
-    ) -> dict[str, Any]:
+    ) -> RunSummary:
         """Trains for the configured epochs (or steps); returns the summary.
 
         The main process holds the run directory's lock (:class:`RunLock`) throughout and first
@@ -171,7 +172,7 @@ class Trainer:
         ``stopped_by`` (no summary.json: the run is not finished). A run directory that holds a
         run (:mod:`partgnn.train.run_directory`) is continued with ``resume``, replaced with
         ``replace``, and otherwise refused; resuming a finished run changes nothing and returns
-        its summary with ``already_finished: True``.
+        its summary with ``already_finished``.
 
         Args:
             resume: ``True``: continue from ``<run dir>/checkpoints/last.pt`` (it must exist);
@@ -191,15 +192,16 @@ class Trainer:
             if source is not None:
                 self._resume(source)
                 finished = finished_summary(
-                    self.run_dir, self.state.step, self.total_steps, self.context
-                )
+                    self.run_dir, self.state.step, self.total_steps, self.context,
+                    self.strategy.facts,
+                )  # fmt: skip
                 if finished is not None:
                     return finished
             held.enter_context(deterministic_algorithms(self.device, self.config.run.deterministic))
             stop = held.enter_context(StopSignals()) if stop is None else stop
             return self._fit(source is not None, stop)
 
-    def _fit(self, resume: bool, stop: StopSignals) -> dict[str, Any]:
+    def _fit(self, resume: bool, stop: StopSignals) -> RunSummary:
         log = None
         if self.context.is_main:
             log = RunLog(
@@ -262,28 +264,32 @@ class Trainer:
         finally:
             progress.close()
             self.source.close()
-        summary = {
-            "mode": self.strategy.name,
-            "mode_facts": self.strategy.facts.as_record(),
-            "sector_margin": self.strategy.sector_margin,
-            "world_size": self.context.global_world_size,
-            "graph_parallel_size": self.context.group_size,
-            "steps": self.state.step,
-            "total_steps": self.total_steps,
-            "epochs": self.state.epoch,
-            "parameters": sum(p.numel() for p in self.model.parameters()),
-            "wall_time_s": self._wall_seconds(),
-            "final": last_eval,
-            "stopped_by": signal_name(stopped_by) if stopped_by else None,
-            "communication": bytes_exchanged(self.counter, self.context, self.device),
-            "workload": self.workload.reduced(self.context, self.device),
-            "event_cache": dataclasses.asdict(self.source.statistics),
-        }
+        summary = self._summary(last_eval, stopped_by)
         if log is not None:
             if not stopped_by:
                 log.summary(summary)
             log.close()
         return summary
+
+    def _summary(self, last_eval: dict[str, Any] | None, stopped_by: int) -> RunSummary:
+        """The run's summary now (collective: the workload and the bytes are reduced)."""
+        return RunSummary(
+            mode=self.strategy.name,
+            mode_facts=self.strategy.facts.as_record(),
+            sector_margin=self.strategy.sector_margin,
+            world_size=self.context.global_world_size,
+            group_size=self.context.group_size,
+            steps=self.state.step,
+            total_steps=self.total_steps,
+            epochs=self.state.epoch,
+            parameters=sum(p.numel() for p in self.model.parameters()),
+            wall_time_s=self._wall_seconds(),
+            final=last_eval,
+            stopped_by=signal_name(stopped_by) if stopped_by else None,
+            communication=bytes_exchanged(self.counter, self.context, self.device),
+            workload=self.workload.reduced(self.context, self.device),
+            event_cache=dataclasses.asdict(self.source.statistics),
+        )
 
     def _wall_seconds(self) -> float:
         """The run's wall time [s]: this sitting's and those of the sittings it resumed."""

@@ -10,10 +10,9 @@ checkpointed step.
 
 from __future__ import annotations
 
-from typing import Any
-
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.session import distributed_session
+from partgnn.metrics.run_summary import RunSummary
 from partgnn.train.config import TrainConfig
 from partgnn.train.stop_signals import StopSignals
 from partgnn.train.trainer import Trainer
@@ -27,7 +26,7 @@ def run_training(
     replace: bool = False,
     timeout_s: float | None = None,
     context: DistContext | None = None,
-) -> tuple[dict[str, Any], DistContext]:
+) -> tuple[RunSummary, DistContext]:
     """Trains the validated ``config`` to its end (or a stop signal); returns the run's summary
     and the context it ran on.
 
@@ -44,7 +43,7 @@ def run_training(
         InputError: Shards that do not fit the launched world size (before any collective), or
             anything the trainer refuses.
     """
-    graph_group_size = check_world_size(config)
+    group_size = check_world_size(config)
     if config.run.keep_freed_heap:
         from partgnn.memory.heap_retention import keep_freed_heap
 
@@ -60,7 +59,7 @@ def run_training(
             backend=config.run.backend,
             timeout_s=timeout_s,
             default_timeout_s=config.run.timeout_s,
-            graph_parallel_size=graph_group_size,
+            group_size=group_size,
         ) as context:
             summary = Trainer(config, context).fit(resume=resume, replace=replace, stop=stop)
         return summary, context

@@ -1,5 +1,6 @@
 """The partition and inspect sub-commands, run as a user would."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -90,23 +91,27 @@ def test_inspect_errors_are_one_line(graphs_file: Path, tmp_path: Path, capsys):
 
 def test_parts_left_empty_are_warned_about():
     from partgnn.cli.partition_commands import empty_parts_warning
+    from partgnn.partition.shard_meta import EventPartition, ShardMeta, SourceGraphs
 
-    meta = {
-        "n_parts": 4,
-        "statistics": {
-            "per_event": [
-                {"event_id": 3, "owned_nodes": [10, 0, 5, 0]},
-                {"event_id": 4, "owned_nodes": [5, 5, 5, 5]},
-                {"event_id": 5, "owned_nodes": [20, 0, 0, 0]},
-            ]
-        },
-    }
+    def event(event_id: int, owned: list[int]) -> EventPartition:
+        zeros = [0] * len(owned)
+        return EventPartition(
+            event_id=event_id, n_parts=len(owned), n_nodes=sum(owned), n_edges=0,
+            owned_nodes=owned, halo_nodes=zeros, halo_ratio=[0.0] * len(owned),
+            local_edges=zeros, neighbours=zeros, send_rows=zeros, hidden=64,
+            bytes_per_exchange=zeros,
+        )  # fmt: skip
+
+    rows = [event(3, [10, 0, 5, 0]), event(4, [5, 5, 5, 5]), event(5, [20, 0, 0, 0])]
+    meta = ShardMeta(
+        method="metis", n_parts=4, seed=0, margin=0, run_id="r", source=SourceGraphs("g", "0"),
+        event_ids=[3, 4, 5], per_event=rows,
+    )  # fmt: skip
     assert empty_parts_warning(meta) == (
         "2 of 3 events leave parts without nodes (event 5: 3 of 4 parts empty); their ranks "
         "idle on those events - use fewer parts"
     )
-    meta["statistics"]["per_event"] = meta["statistics"]["per_event"][1:2]
-    assert empty_parts_warning(meta) is None
+    assert empty_parts_warning(dataclasses.replace(meta, per_event=rows[1:2])) is None
 
 
 @pytest.mark.parametrize(

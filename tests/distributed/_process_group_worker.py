@@ -72,7 +72,7 @@ def main() -> int:
         return 0
 
     if mode == "groups":
-        ctx = init_distributed(device="cpu", timeout_s=60, graph_parallel_size=int(arg))
+        ctx = init_distributed(device="cpu", timeout_s=60, group_size=int(arg))
         in_graph = torch.tensor([float(ctx.global_rank)])
         dist.all_reduce(in_graph, group=ctx.group)
         in_data = torch.tensor([float(ctx.global_rank)])

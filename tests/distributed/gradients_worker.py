@@ -56,7 +56,7 @@ GRAPH_SUM = GradientCombination.GRAPH_SUM
 
 def main() -> None:
     out, group_size = Path(sys.argv[1]), int(sys.argv[2])
-    context = init_distributed(device="cpu", timeout_s=60, graph_parallel_size=group_size)
+    context = init_distributed(device="cpu", timeout_s=60, group_size=group_size)
     torch.manual_seed(0)
     model = _Model().double()
     x = torch.randn(32, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(

@@ -191,12 +191,25 @@ def out_dir(tmp_path: Path) -> Path:
 # --- init_distributed: checks before any rendezvous ----------------------------------------
 
 
-def test_graph_parallel_size_must_divide_world():
+def test_group_size_must_divide_world():
     env = {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
-    with pytest.raises(InputError, match="graph_parallel_size 2 does not divide the world size 3"):
-        init_distributed(graph_parallel_size=2, environ=env)
+    with pytest.raises(InputError, match="group_size 2 does not divide the world size 3"):
+        init_distributed(group_size=2, environ=env)
     with pytest.raises(InputError, match="positive integer"):
-        init_distributed(graph_parallel_size=0, environ={})
+        init_distributed(group_size=0, environ={})
+    assert not dist.is_initialized()
+
+
+def test_graph_parallel_size_is_read_as_group_size():
+    """The former name still works, with a DeprecationWarning; both given is refused."""
+    env = {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    with (
+        pytest.warns(DeprecationWarning, match="now group_size"),
+        pytest.raises(InputError, match="group_size 2 does not divide the world size 3"),
+    ):
+        init_distributed(graph_parallel_size=2, environ=env)
+    with pytest.raises(InputError, match="former name: give one"):
+        init_distributed(group_size=2, graph_parallel_size=2, environ=env)
     assert not dist.is_initialized()
 
 

@@ -44,17 +44,17 @@ def test_perfect_scores_on_a_subsampled_event_give_efficiency_one(tmp_path: Path
     # the hits the event holds, so the two 4-hit tracks are found either way.
     scores, graphs, events = _write_files(tmp_path, nhits)
     result = evaluate_scores(scores, graphs, events_path=events, pt_min=0.5)
-    track = result["track"]
+    track = result.track
     assert track["n_target_particles"] == 2
     assert track["efficiency"] == 1.0
     assert track["fake_rate"] == 0.0
     assert track["trackml_score"] == pytest.approx(1.0)
-    assert result["edge"]["efficiency"] == 1.0 and result["edge"]["purity"] == 1.0
-    assert result["target_pt"] == [0.5, None]
+    assert result.edge["efficiency"] == 1.0 and result.edge["purity"] == 1.0
+    assert result.target_pt == (0.5, None)
     # A band above every particle's pT: no targets, no target edges.
     band = evaluate_scores(scores, graphs, events_path=events, pt_min=1e6, pt_max=2e6)
-    assert band["track"]["n_target_particles"] == 0
-    assert math.isnan(band["edge"]["target_efficiency"])
+    assert band.track["n_target_particles"] == 0
+    assert math.isnan(band.edge["target_efficiency"])
     # An empty band (pt_max <= pt_min) selects nothing by construction: refused, not n/a.
     for pt_min, pt_max in ((2.0, 1.0), (1.0, 1.0)):
         with pytest.raises(InputError, match=rf"--pt-max {pt_max:g} is not above --pt-min"):
@@ -73,13 +73,13 @@ def test_evaluate_uses_the_cut_recorded_with_the_scores(tmp_path: Path):
             provenance["score_cut"] = recorded
         write_scores(scores, [(event_id, values)], provenance=provenance)
         result = evaluate_scores(scores, graphs, pt_min=0.5)
-        assert result["cut"] == (recorded or 0.5)
-        assert result["cut_source"] == (
+        assert result.cut == (recorded or 0.5)
+        assert result.cut_source == (
             "chosen in training" if recorded
             else "the default: the scores record no cut chosen in training"
         )  # fmt: skip
-        assert result["edge"]["efficiency"] == expected_efficiency
-    assert evaluate_scores(scores, graphs, cut=0.6, pt_min=0.5)["edge"]["efficiency"] == 1.0
+        assert result.edge["efficiency"] == expected_efficiency
+    assert evaluate_scores(scores, graphs, cut=0.6, pt_min=0.5).edge["efficiency"] == 1.0
 
 
 @pytest.mark.parametrize(("efficiency", "lowest_kept"), [(1.0, 0.4), (4 / 6, 0.6), (0.5, 0.7)])
@@ -93,13 +93,13 @@ def test_the_cut_chosen_for_a_target_efficiency(tmp_path: Path, efficiency, lowe
     event_id = make_tiny_event().event_id
     write_scores(scores, [(event_id, values)], provenance={"source_sha256": file_sha256(graphs)})
     result = evaluate_scores(scores, graphs, pt_min=0.5, cut_at_efficiency=efficiency)
-    cut = result["cut"]
+    cut = result.cut
     # The highest cut that keeps the fraction: just below the lowest target score kept.
     assert cut < lowest_kept and cut == pytest.approx(lowest_kept, abs=1e-6)
-    assert result["edge"]["target_efficiency"] >= efficiency - 1e-12
-    assert result["cut_source"] == f"target edge efficiency {efficiency:g} on these events"
+    assert result.edge["target_efficiency"] >= efficiency - 1e-12
+    assert result.cut_source == f"target edge efficiency {efficiency:g} on these events"
     higher = evaluate_scores(scores, graphs, pt_min=0.5, cut=lowest_kept)
-    assert higher["edge"]["target_efficiency"] < efficiency
+    assert higher.edge["target_efficiency"] < efficiency
     with pytest.raises(InputError, match="no target edges"):
         evaluate_scores(scores, graphs, pt_min=1e6, cut_at_efficiency=0.99)
 
@@ -135,11 +135,11 @@ def test_the_cut_chosen_for_an_impure_track_rate(tmp_path: Path, track_building,
     scored(0.65)
     # Components join the two particles' hits into one impure track below the false edges'
     # score; junction removal cuts the junctions' weaker edges, so no cut leaves one impure.
-    assert (evaluated(cut=0.5)["track"]["impure_rate"] > 0) == (lowest > 0)
+    assert (evaluated(cut=0.5).track["impure_rate"] > 0) == (lowest > 0)
     result = evaluated(cut_at_impure_rate=0.0)
-    assert lowest <= result["cut"] <= lowest + 2e-3
-    assert result["track"]["impure_rate"] == 0.0
-    assert result["cut_source"] == "impure track rate 0 on these events"
+    assert lowest <= result.cut <= lowest + 2e-3
+    assert result.track["impure_rate"] == 0.0
+    assert result.cut_source == "impure track rate 0 on these events"
     with pytest.raises(InputError, match=r"impure track rate must be in \[0, 1\)"):
         evaluated(cut_at_impure_rate=1.0)
     if track_building == "components":
@@ -150,9 +150,9 @@ def test_the_cut_chosen_for_an_impure_track_rate(tmp_path: Path, track_building,
 
 def test_construction_is_counted_from_the_events_file_when_given(tmp_path: Path):
     scores_path, graphs_path, events_path = _write_files(tmp_path, nhits=4)
-    assert evaluate_scores(scores_path, graphs_path, pt_min=0.5)["construction"] is None
-    construction = evaluate_scores(scores_path, graphs_path, events_path=events_path, pt_min=0.5)[
-        "construction"
-    ]
+    assert evaluate_scores(scores_path, graphs_path, pt_min=0.5).construction is None
+    construction = evaluate_scores(
+        scores_path, graphs_path, events_path=events_path, pt_min=0.5
+    ).construction
     assert (construction["target_doublets"], construction["held"]) == (6, 6)
     assert construction["efficiency"] == construction["beam_line_efficiency"] == 1.0

@@ -12,7 +12,8 @@ from partgnn.data.graph_fields import NODE_FIELDS
 from partgnn.data.simulation import SimulationConfig, simulate_event
 from partgnn.data.storage import GraphFile, write_graphs
 from partgnn.errors import InputError
-from partgnn.partition.shard_reader import ShardDirectory, meta_checksum, shard_path
+from partgnn.partition.shard_meta import meta_checksum
+from partgnn.partition.shard_reader import ShardDirectory, shard_path
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
 
@@ -47,7 +48,7 @@ def test_shards_hold_every_rank_share_of_every_event(graphs_file: Path, tmp_path
     meta = write_shards(
         graphs_file, out, PartitionOptions(n_parts=3, method=method), progress=False
     )
-    assert meta["event_ids"] == [3, 8]
+    assert meta.event_ids == [3, 8]
     shards = ShardDirectory(out, world_size=3)
     shards.check_source(graphs_file)
     with GraphFile(graphs_file) as graphs:

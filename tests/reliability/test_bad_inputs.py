@@ -25,7 +25,7 @@ import pytest
 import torch
 
 from partgnn.cli.main import main
-from partgnn.partition.shard_reader import meta_checksum
+from partgnn.partition.shard_meta import meta_checksum
 from tests.reliability.conftest import run_partgnn, run_partgnn_in_process
 
 #: tqdm draws its bars on stderr; they are not error lines.

@@ -34,11 +34,11 @@ def test_config_trains_one_step(dataset, tmp_path, path: Path):
         summary = Trainer(config, context).fit()
     finally:
         destroy_distributed(context)
-    assert summary["steps"] == 1
+    assert summary.steps == 1
     assert (tmp_path / "run" / "checkpoints" / "last.pt").exists()
     assert (tmp_path / "run" / "summary.json").exists()
     assert (tmp_path / "run" / "config.yaml").exists()
-    final = summary["final"]
+    final = summary.final
     assert final["train_loss"] == final["train_loss"]  # not NaN
     if config.run.tensorboard:
         assert any((tmp_path / "run" / "tb").iterdir())
@@ -65,5 +65,5 @@ def test_bf16_autocast_and_checkpointing_train(dataset, tmp_path):
         summary = Trainer(config, context).fit()
     finally:
         destroy_distributed(context)
-    assert summary["steps"] == 2
-    assert summary["final"]["train_loss"] > 0
+    assert summary.steps == 2
+    assert summary.final["train_loss"] > 0

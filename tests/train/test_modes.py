@@ -175,7 +175,7 @@ def test_a_toy_mode_in_one_class_is_taken_everywhere(toy_mode, dataset, tmp_path
         run_inference(checkpoint, scores, context, shards=dataset["phi1"], mode="toy")
     finally:
         destroy_distributed(context)
-    assert summary["mode"] == "toy" and summary["mode_facts"]["loses_cut_edges"]
+    assert summary.mode == "toy" and summary.recorded_mode.loses_cut_edges
     with ScoresFile(scores) as scores_file:
         assert scores_file.attrs["mode"] == "toy"
     # The report reads the facts the run recorded.

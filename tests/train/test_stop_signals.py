@@ -36,6 +36,6 @@ def test_a_signal_held_before_training_stops_the_run_after_its_first_step(datase
             summary = Trainer(load_config(config), context).fit(stop=stop)
         finally:
             destroy_distributed(context)
-    assert summary["stopped_by"] == "SIGUSR1" and summary["steps"] == 1
+    assert summary.stopped_by == "SIGUSR1" and summary.steps == 1
     assert (tmp_path / "run" / "checkpoints" / "last.pt").exists()
     assert not (tmp_path / "run" / "summary.json").exists()  # not finished

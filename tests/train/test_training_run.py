@@ -30,5 +30,5 @@ def test_keep_freed_heap_acts_through_the_api_and_the_command(
     assert calls == ["kept"]
     assert (tmp_path / "run" / "summary.json").is_file()
     if summary is not None:
-        assert summary["steps"] == 1 and summary["mode"] == "full"
+        assert summary.steps == 1 and summary.mode == "full"
     capsys.readouterr()

@@ -7,9 +7,10 @@ The package's parts: :mod:`.runs` (reading a run), :mod:`.tables`, :mod:`.plots`
 :mod:`.findings` and :mod:`.markdown` (the report itself).
 """
 
+from partgnn.metrics.evaluation_results import EVALUATION_NAME
 from partgnn.metrics.report.findings import findings
 from partgnn.metrics.report.markdown import REPORT_NAME, render_report, write_comparison
-from partgnn.metrics.report.runs import EVALUATION_NAME, RunRecord, load_run
+from partgnn.metrics.report.runs import RunRecord, load_run
 from partgnn.metrics.report.tables import evaluation_table, summary_table
 
 __all__ = [

@@ -44,7 +44,7 @@ def findings(runs: list[RunRecord]) -> list[str]:
 
 
 def _reference(run: RunRecord, halo: list[RunRecord], full: list[RunRecord]) -> RunRecord | None:
-    same_p = [h for h in halo if h.graph_parallel_size == run.graph_parallel_size]
+    same_p = [h for h in halo if h.group_size == run.group_size]
     for candidates in (same_p, halo, full):
         if candidates:
             return candidates[0]
@@ -55,7 +55,7 @@ def _who(run: RunRecord) -> str:
     what = _capital(run.mode.phrase)
     if run.sector_margin > 0:
         what += f" of {run.sector_margin} hops"
-    return f"{what} (`{run.name}`, P={run.graph_parallel_size})"
+    return f"{what} (`{run.name}`, P={run.group_size})"
 
 
 def _edge_figures(sector: RunRecord, ref: RunRecord) -> tuple[dict, dict, str]:
@@ -69,8 +69,8 @@ def _edge_figures(sector: RunRecord, ref: RunRecord) -> tuple[dict, dict, str]:
             {key: run.evaluated("edge", key) for key in (*keys, "boundary_true_edges")}
             for run in (sector, ref)
         ]
-        cuts = [run.evaluation.get("cut") if run.evaluation else None for run in (sector, ref)]
-        cuts = [fmt(c, ".4g") for c in cuts if isinstance(c, (int, float))]
+        cuts = [run.evaluation.cut for run in (sector, ref) if run.evaluation is not None]
+        cuts = [fmt(c, ".4g") for c in cuts if not math.isnan(c)]
         at = ""
         if len(cuts) == 2:  # each run scored at its own cut (e.g. chosen on its validation)
             at = f" (cut {cuts[0]})" if cuts[0] == cuts[1] else f" (cuts {cuts[0]} and {cuts[1]})"
@@ -201,7 +201,7 @@ def _halo_vs_full(halo: RunRecord, full: RunRecord) -> str:
     loss_h, loss_f = halo.final("val_loss"), full.final("val_loss")
     agree = "agree" if close(loss_h, loss_f, tolerance=1e-3) else "differ"
     return (
-        f"{_capital(halo.mode.phrase)} (`{halo.name}`, P={halo.graph_parallel_size}) and "
+        f"{_capital(halo.mode.phrase)} (`{halo.name}`, P={halo.group_size}) and "
         f"{full.mode.phrase} (`{full.name}`) {agree}: "
         f"final val loss {fmt(loss_h, '.4f')} vs {fmt(loss_f, '.4f')}, edge efficiency "
         f"{fmt(halo.final('val_efficiency'), '.4f')} vs "

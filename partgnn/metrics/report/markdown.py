@@ -11,9 +11,10 @@ from pathlib import Path
 # The object-oriented API (no pyplot) draws with Agg and never needs a display.
 from partgnn.data.output_files import atomic_output
 from partgnn.errors import InputError
+from partgnn.metrics.evaluation_results import EVALUATION_NAME
 from partgnn.metrics.report.findings import findings
 from partgnn.metrics.report.plots import Plot, write_plots
-from partgnn.metrics.report.runs import EVALUATION_NAME, RunRecord, load_run, run_names
+from partgnn.metrics.report.runs import RunRecord, load_run, run_names
 from partgnn.metrics.report.tables import evaluation_table, summary_table
 from partgnn.metrics.report.text import cell
 

@@ -17,7 +17,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from partgnn.data.output_files import atomic_output
-from partgnn.metrics.report.runs import EVALUATION_NAME, NAN, RunRecord
+from partgnn.metrics.evaluation_results import EVALUATION_NAME
+from partgnn.metrics.report.runs import NAN, RunRecord
 from partgnn.metrics.report.text import fmt
 
 #: Markers per run (cycled), so runs whose curves coincide (halo = full) stay distinguishable.

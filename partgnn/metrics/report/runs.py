@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import yaml
 
 # The object-oriented API (no pyplot) draws with Agg and never needs a display.
 from partgnn.errors import InputError, first_line
+from partgnn.metrics.evaluation_results import EVALUATION_NAME, EvaluationResults
+from partgnn.metrics.run_summary import SUMMARY_NAME, RecordedMode, RunSummary
 from partgnn.yaml_files import load_yaml
-
-#: The evaluation ``partgnn evaluate`` stores in a run directory (optional).
-EVALUATION_NAME = "evaluation.json"
-
 
 #: metrics.csv columns without which a file is not a training log.
 REQUIRED_COLUMNS = ("epoch", "step", "train_loss", "val_loss")
@@ -33,67 +29,6 @@ BYTES_PER_MB = 1e6
 NAN = float("nan")
 
 
-@dataclass(frozen=True)
-class RecordedMode:
-    """What a run's summary says of its training mode (the facts its strategy declared,
-    :class:`partgnn.train.modes.ModeFacts`, recorded as ``mode_facts``).
-
-    Attributes:
-        name: The mode (``halo``, ``overlapping``...).
-        phrase: The mode in a sentence (``halo exchange``).
-        exact: The run computed the full-graph trajectory (a reference for the sector runs).
-        one_process: The mode runs on one process.
-        loses_cut_edges: Each rank trained on a sector without the edges that cross its
-            boundary (all of them, or those beyond a margin).
-    """
-
-    name: str
-    phrase: str
-    exact: bool
-    one_process: bool
-    loses_cut_edges: bool
-
-    @classmethod
-    def of_summary(cls, summary: dict[str, Any], where: Path) -> RecordedMode:
-        """The mode of a summary.json: its ``mode_facts``, or for a summary written before
-        they were recorded, the facts of its mode's name then (``strategy`` ``overlap``: the
-        overlapping sectors trained in mode naive).
-
-        Raises:
-            InputError: No mode, or facts that are not those of a mode.
-        """
-        facts = summary.get("mode_facts")
-        if facts is None:
-            name = summary.get("strategy") or summary.get("mode")
-            facts = _FACTS_BEFORE_RECORDED.get(name) if isinstance(name, str) else None
-            if facts is None:
-                raise InputError(
-                    f"{where}: no 'mode_facts' and no known 'mode' (is it a partgnn training "
-                    "summary?)"
-                )
-        try:
-            return cls(**{key: facts[key] for key in _RECORDED_KEYS})
-        except (KeyError, TypeError):
-            raise InputError(
-                f"{where}: 'mode_facts' lacks one of {', '.join(_RECORDED_KEYS)}"
-            ) from None
-
-
-_RECORDED_KEYS = ("name", "phrase", "exact", "one_process", "loses_cut_edges")
-
-#: The facts of the modes summaries named before they recorded them (partgnn before 2026-12-02).
-_FACTS_BEFORE_RECORDED: dict[str, dict[str, Any]] = {
-    name: dict(zip(_RECORDED_KEYS, values, strict=True))
-    for name, values in {
-        "full": ("full", "the full graph", True, True, False),
-        "ddp": ("ddp", "data parallelism", False, False, False),
-        "halo": ("halo", "halo exchange", True, False, False),
-        "naive": ("naive", "naive sectorisation", False, False, True),
-        "overlap": ("overlapping", "overlapping sectors", False, False, True),
-    }.items()
-}
-
-
 @dataclass
 class RunRecord:
     """What the report needs of one run directory.
@@ -103,7 +38,7 @@ class RunRecord:
         directory: The run directory.
         mode: The training mode, as its summary records it.
         world_size: Processes of the job.
-        graph_parallel_size: Ranks that share one event graph (the partition's P).
+        group_size: Ranks of a graph group, that share one event graph (the partition's P).
         steps: Optimizer steps trained.
         epochs: Epochs trained.
         parameters: Model parameters (``None`` if not recorded).
@@ -113,7 +48,7 @@ class RunRecord:
         memory_per_rank: Peak memory of every rank at the last evaluation [MB].
         bytes_sent: Bytes all ranks sent in halo exchanges during training.
         boundary_true_edges: True boundary edges in the validation events (NaN if unknown).
-        evaluation: The parsed evaluation.json, or ``None`` if the run was not evaluated.
+        evaluation: Its evaluation.json, or ``None`` if the run was not evaluated.
         sector_margin: Hops of the overlapping sectors (0 otherwise).
         replicated_nodes: Nodes computed beyond those owned, as a fraction of the owned ones
             (halo nodes, overlap margins; NaN if not recorded).
@@ -124,7 +59,7 @@ class RunRecord:
     directory: Path
     mode: RecordedMode
     world_size: int
-    graph_parallel_size: int
+    group_size: int
     steps: int
     epochs: int
     parameters: int | None
@@ -134,7 +69,7 @@ class RunRecord:
     memory_per_rank: list[float]
     bytes_sent: float
     boundary_true_edges: float = NAN
-    evaluation: dict[str, Any] | None = None
+    evaluation: EvaluationResults | None = None
     sector_margin: int = 0
     replicated_nodes: float = NAN
     replicated_edges: float = NAN
@@ -174,16 +109,13 @@ class RunRecord:
 
     def evaluated(self, section: str, key: str) -> float:
         """A number of evaluation.json (``section`` "edge" or "track"); NaN if absent."""
-        if self.evaluation is None:
-            return NAN
-        part = self.evaluation.get(section)
-        return _number(part.get(key)) if isinstance(part, dict) else NAN
+        return NAN if self.evaluation is None else self.evaluation.number(section, key)
 
     @property
     def ranks_label(self) -> str:
         # Halo with data parallelism runs several P-rank groups; say so, else the rank count.
-        if 1 < self.graph_parallel_size < self.world_size:
-            return f"{self.world_size} (P={self.graph_parallel_size})"
+        if 1 < self.group_size < self.world_size:
+            return f"{self.world_size} (P={self.group_size})"
         return str(self.world_size)
 
 
@@ -203,42 +135,29 @@ def load_run(directory: str | os.PathLike[str], *, name: str | None = None) -> R
         what = "not a directory" if directory.exists() else "run directory not found"
         raise InputError(f"{directory}: {what}")
     history, memory = _read_metrics(directory / "metrics.csv")
-    summary = _read_json(directory / "summary.json", required=True)
-    summary_path = directory / "summary.json"
-    mode = RecordedMode.of_summary(summary, summary_path)
-    world_size = _integer(summary, "world_size", summary_path, default=1)
-    communication = summary.get("communication")
-    bytes_sent = (
-        _number(communication.get("bytes_sent")) if isinstance(communication, dict) else NAN
-    )
+    summary = RunSummary.read(directory / SUMMARY_NAME)
+    bytes_sent = summary.bytes_sent
     if math.isnan(bytes_sent):
         bytes_sent = float(history["bytes_exchanged"][-1])
-    final = summary.get("final")
-    boundary_true_edges = (
-        _number(final.get("val_boundary_true_edges")) if isinstance(final, dict) else NAN
-    )
-    parameters = summary.get("parameters")
-    workload = summary.get("workload")
-    workload = workload if isinstance(workload, dict) else {}
     return RunRecord(
         name=name or _directory_name(directory),
         directory=directory,
-        mode=mode,
-        world_size=world_size,
-        graph_parallel_size=_integer(summary, "graph_parallel_size", summary_path, default=1),
-        steps=_integer(summary, "steps", summary_path, default=int(history["step"][-1])),
-        epochs=_integer(summary, "epochs", summary_path, default=int(history["epoch"][-1]) + 1),
-        parameters=parameters if isinstance(parameters, int) else None,
-        wall_time_s=_number(summary.get("wall_time_s")),
+        mode=summary.recorded_mode,
+        world_size=summary.world_size,
+        group_size=summary.group_size,
+        steps=summary.steps or int(history["step"][-1]),
+        epochs=summary.epochs or int(history["epoch"][-1]) + 1,
+        parameters=summary.parameters,
+        wall_time_s=summary.wall_time_s,
         device=_config_device(directory / "config.yaml"),
         history=history,
         memory_per_rank=memory,
         bytes_sent=bytes_sent,
-        boundary_true_edges=boundary_true_edges,
-        evaluation=_read_json(directory / EVALUATION_NAME, required=False),
-        sector_margin=_integer(summary, "sector_margin", summary_path, default=0),
-        replicated_nodes=_number(workload.get("replicated_node_fraction")),
-        replicated_edges=_number(workload.get("replicated_edge_fraction")),
+        boundary_true_edges=summary.final_number("val_boundary_true_edges"),
+        evaluation=EvaluationResults.read_if_present(directory / EVALUATION_NAME),
+        sector_margin=summary.sector_margin,
+        replicated_nodes=summary.workload_number("replicated_node_fraction"),
+        replicated_edges=summary.workload_number("replicated_edge_fraction"),
     )
 
 
@@ -294,26 +213,6 @@ def _parse_float(text: str, path: Path, line: int, column: str) -> float:
         raise InputError(f"{path}: line {line}: {column} is not a number ({text!r})") from None
 
 
-def _read_json(path: Path, *, required: bool) -> dict[str, Any] | None:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        if not required:
-            return None
-        raise InputError(
-            f"{path}: not found (is {path.parent} a training run directory?)"
-        ) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read ({first_line(err)})") from None
-    try:
-        data = json.loads(text)  # accepts the NaN the trainer writes for undefined ratios
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
 def _config_device(path: Path) -> str | None:
     # The device only qualifies the memory numbers, so an unreadable config is not an error.
     try:
@@ -323,19 +222,6 @@ def _config_device(path: Path) -> str | None:
     run = config.get("run") if isinstance(config, dict) else None
     device = run.get("device") if isinstance(run, dict) else None
     return str(device) if device is not None else None
-
-
-def _integer(summary: dict[str, Any], key: str, path: Path, *, default: int) -> int:
-    value = summary.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{path}: {key} must be an integer (got {value!r})")
-    return value
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return NAN
-    return float(value)
 
 
 def _directory_name(path: Path) -> str:

@@ -1,0 +1,138 @@
+"""What ``partgnn evaluate`` found: the record :func:`~partgnn.metrics.evaluation.evaluate_scores`
+returns, the JSON it writes (``--out``; ``evaluation.json`` in a run directory), and its one
+reader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from partgnn import json_files
+from partgnn.data.output_files import atomic_output
+from partgnn.errors import InputError
+
+#: The evaluation ``partgnn evaluate`` stores in a run directory (optional).
+EVALUATION_NAME = "evaluation.json"
+
+NAN = float("nan")
+
+#: The sections of numbers an evaluation holds.
+SECTIONS = ("edge", "track", "construction")
+
+
+@dataclass(frozen=True)
+class EvaluationResults:
+    """Edge and track metrics of a scores file over its events.
+
+    Attributes:
+        edge: Edge metrics by name (``efficiency``, ``purity``, ``auc``, edge counts...).
+        track: Track metrics by name (``efficiency``, ``fake_rate``, ``trackml_score``...;
+            ``None`` where undefined).
+        construction: The fraction of the events' target doublets the graphs hold, and its
+            counts (``None``: no events file given).
+        scores: The scores file evaluated.
+        graphs: The graphs file its edges belong to.
+        events: Events evaluated.
+        cut: The score cut applied (NaN: not recorded).
+        cut_source: Where the cut came from (``--cut``, the model's training, a target...).
+        track_building: How tracks were built (``components``...).
+        target_pt: The target particles' ``(pt_min, pt_max)`` [GeV] (``pt_max`` ``None``:
+            no upper bound).
+
+    The files of older partgnn lack some of the fields after ``construction``: they read as
+    ``None`` (``cut``: NaN).
+    """
+
+    edge: dict[str, Any]
+    track: dict[str, Any]
+    construction: dict[str, Any] | None = None
+    scores: str | None = None
+    graphs: str | None = None
+    events: int | None = None
+    cut: float = NAN
+    cut_source: str | None = None
+    track_building: str | None = None
+    target_pt: tuple[float, float | None] | None = None
+
+    def number(self, section: str, key: str) -> float:
+        """A number of ``section`` (``edge``, ``track`` or ``construction``); NaN where absent
+        or undefined."""
+        if section not in SECTIONS:
+            raise ValueError(f"no section {section!r} (one of {', '.join(SECTIONS)})")
+        part = getattr(self, section) or {}
+        value = part.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return NAN
+        return float(value) if math.isfinite(value) else NAN
+
+    def as_json(self) -> dict[str, Any]:
+        """The content of the written file."""
+        record = dataclasses.asdict(self)
+        if self.target_pt is not None:
+            record["target_pt"] = list(self.target_pt)
+        return record
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Writes the results to ``path`` (atomically; strict JSON: undefined numbers ``null``)."""
+        with atomic_output(path) as tmp:
+            tmp.write_text(json_files.dumps(self.as_json(), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def of_json(cls, content: Any, where: str) -> EvaluationResults:
+        """The results ``content`` (a parsed evaluation file) holds.
+
+        Raises:
+            InputError: Not an object, or a field missing or of the wrong type (one line
+                naming ``where`` and the field).
+        """
+        if not isinstance(content, dict):
+            raise InputError(f"{where}: expected a JSON object, got {type(content).__name__}")
+
+        def field(key: str, kinds: type | tuple[type, ...], *, optional: bool = True) -> Any:
+            value = content.get(key)
+            if value is None and optional:
+                return None
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise InputError(f"{where}: {key} is missing or malformed (got {value!r:.40})")
+            return value
+
+        target_pt = content.get("target_pt")
+        if target_pt is not None and not (
+            isinstance(target_pt, list)
+            and len(target_pt) == 2
+            and all(v is None or isinstance(v, (int, float)) for v in target_pt)
+        ):
+            raise InputError(f"{where}: target_pt must be [pt_min, pt_max] (got {target_pt!r:.40})")
+        cut = field("cut", (int, float))  # a NaN cut is written as null
+        return cls(
+            edge=field("edge", dict, optional=False),
+            track=field("track", dict, optional=False),
+            construction=field("construction", dict),
+            scores=field("scores", str),
+            graphs=field("graphs", str),
+            events=field("events", int),
+            cut=NAN if cut is None else float(cut),
+            cut_source=field("cut_source", str),
+            track_building=field("track_building", str),
+            target_pt=None if target_pt is None else (target_pt[0], target_pt[1]),
+        )
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> EvaluationResults:
+        """Reads an evaluation file.
+
+        Raises:
+            InputError: Missing, unreadable, not JSON, or not an evaluation (one line naming
+                the file).
+        """
+        return cls.of_json(json_files.read_file(path), str(path))
+
+    @classmethod
+    def read_if_present(cls, path: str | os.PathLike[str]) -> EvaluationResults | None:
+        """:meth:`read`, or ``None`` where there is no file."""
+        return cls.read(path) if Path(path).exists() else None

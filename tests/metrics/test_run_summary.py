@@ -1,0 +1,81 @@
+"""A run's summary.json: written and read as one record; the summaries older partgnn wrote still
+read; a malformed one is refused in one line naming the file and the field."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from partgnn.errors import InputError
+from partgnn.metrics.run_summary import RecordedMode, RunSummary
+from partgnn.train.run_log import RunLog
+from partgnn.train.strategies import STRATEGIES
+
+
+def _summary(**changes) -> RunSummary:
+    fields = dict(
+        mode="halo", mode_facts=STRATEGIES["halo"].facts.as_record(), world_size=4,
+        group_size=2, steps=12, total_steps=12, epochs=3, parameters=1234, wall_time_s=2.5,
+        final={"val_loss": 0.25, "val_efficiency": float("nan")},
+        communication={"bytes_sent": 4096}, workload={"replicated_node_fraction": 0.1},
+    )  # fmt: skip
+    fields.update(changes)
+    return RunSummary(**fields)
+
+
+def test_the_written_summary_reads_back_as_the_record(tmp_path: Path):
+    summary = _summary()
+    log = RunLog(tmp_path, tensorboard=False)
+    log.summary(summary)
+    log.close()
+    content = json.loads((tmp_path / "summary.json").read_text())
+    assert content["group_size"] == 2 and "graph_parallel_size" not in content
+    assert "already_finished" not in content
+    assert content["final"]["val_efficiency"] is None  # strict JSON: NaN is null
+    read = RunSummary.read(tmp_path)  # a run directory: its summary.json
+    assert read.final_number("val_loss") == 0.25
+    assert math.isnan(read.final_number("val_efficiency"))
+    assert read.bytes_sent == 4096.0 and read.workload_number("replicated_node_fraction") == 0.1
+    assert read.recorded_mode == RecordedMode("halo", "halo exchange", True, False, False)
+    assert read.as_json() == {
+        **summary.as_json(),
+        "final": {**summary.final, "val_efficiency": None},
+    }
+
+
+def test_a_summary_of_older_partgnn_reads_by_its_old_names(tmp_path: Path):
+    """Before 2026-12-02: no mode_facts, the group size as graph_parallel_size, overlapping
+    sectors as strategy ``overlap`` of mode ``naive``."""
+    path = tmp_path / "summary.json"
+    old = {"mode": "naive", "strategy": "overlap", "world_size": 2, "graph_parallel_size": 2,
+           "steps": 20, "epochs": 2, "sector_margin": 5}  # fmt: skip
+    path.write_text(json.dumps(old))
+    summary = RunSummary.read(path)
+    assert summary.mode == "overlapping" and summary.group_size == 2
+    assert summary.recorded_mode.phrase == "overlapping sectors"
+    assert summary.total_steps == 20 and summary.sector_margin == 5
+    assert math.isnan(summary.wall_time_s) and summary.parameters is None
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{", "not valid JSON"),
+        ("[1]", "expected a JSON object, got list"),
+        ("{}", "no 'mode_facts' and no known 'mode'"),
+        (json.dumps({"mode": "halo", "steps": "many"}), "steps must be an integer"),
+        (json.dumps({"mode": "halo", "final": [1]}), "final must be an object"),
+        (json.dumps({"mode": "halo", "mode_facts": {"name": "halo"}}), "'mode_facts' lacks"),
+    ],
+)
+def test_a_malformed_summary_is_refused_in_one_line(tmp_path: Path, content: str, message: str):
+    path = tmp_path / "summary.json"
+    path.write_text(content)
+    with pytest.raises(InputError, match=message) as error:
+        RunSummary.read(path)
+    assert str(error.value).startswith(str(path)) and "\n" not in str(error.value)
+    with pytest.raises(InputError, match="not found"):
+        RunSummary.read(tmp_path / "elsewhere")
