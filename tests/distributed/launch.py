@@ -1,7 +1,9 @@
 """Runs a Python module as P real processes on gloo over loopback, the way torchrun would.
 
 Each rank gets RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT (a free port), one
-thread, and its own stdout/stderr files. The launcher never hangs: past the deadline every rank
+thread, and its own stdout/stderr files. The ranks are forked by the worker's fork server, with
+torch, PyG and partgnn imported (:mod:`tests.forkserver`; ``PARTGNN_TESTS_FORK=0``: fresh
+interpreters). The launcher never hangs: past the deadline every rank
 is killed; when a rank fails the others get a short grace period, then are killed too. Failures
 are reported with the tail of every rank's stderr.
 """
@@ -16,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.forkserver import fork_server, forkable
 from tests.subprocesses import DEADLINE_S, deadline_within_test
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -81,6 +84,19 @@ def launch(
             MASTER_ADDR="127.0.0.1",
             MASTER_PORT=str(port),
         )
+        server = fork_server() if forkable(env) else None
+        if server is not None:  # a process forked with torch, PyG and partgnn imported
+            processes.append(
+                server.start(
+                    module,
+                    args,
+                    env=env,
+                    cwd=REPOSITORY,
+                    stdout=workdir / f"rank{rank}.out",
+                    stderr=workdir / f"rank{rank}.err",
+                )
+            )
+            continue
         processes.append(
             subprocess.Popen(
                 [sys.executable, "-m", module, *args],

@@ -4,25 +4,20 @@ scores, each made once per session by the ``partgnn`` command's entry point."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from partgnn.cli.main import main
 from tests.distributed.launch import child_env
+from tests.forkserver import run_module
 from tests.train.conftest import write_config
 
 
 def run_partgnn(*args: str, env: dict[str, str] | None = None, timeout: float = 300):
-    """Runs ``python -m partgnn *args`` and returns the finished process (text output)."""
-    return subprocess.run(
-        [sys.executable, "-m", "partgnn", *args],
-        capture_output=True,
-        text=True,
-        env=child_env(**(env or {})),
-        timeout=timeout,
-    )
+    """Runs ``python -m partgnn *args`` and returns the finished process (text output; forked
+    by the worker's fork server, :mod:`tests.forkserver`)."""
+    return run_module("partgnn", list(args), env=child_env(**(env or {})), timeout=timeout)
 
 
 def run_partgnn_in_process(*args: str, capfd) -> subprocess.CompletedProcess:

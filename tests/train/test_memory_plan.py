@@ -169,6 +169,10 @@ def test_partgnn_plan_measures_both_recomputation_settings_for_a_budget(
     budget between is decided from the peaks this run printed.
     """
     monkeypatch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
+    # The smallest probe graphs whose edge MLPs still run in chunks of E / 16 (half the
+    # planner's: the choice, not the fit's precision, is under test; 50 s less).
+    small = ((8_192, 65_536), (4_096, 65_536), (8_192, 131_072))
+    monkeypatch.setattr(footprint, "PROBE_GRAPHS", small)
     config = write_config(
         tmp_path / "c.yaml", model={"recompute": True, "hidden": 64},
         data={"graphs": str(dataset["graphs"])}, run={"device": "cpu"},
