@@ -35,6 +35,11 @@ pytestmark = pytest.mark.heap_meter
 FOOTPRINT = Footprint(per_edge=1000.0, per_node=500.0, constant=10.0, probes=())
 ITEM = ItemSize(per_edge=80.0, per_node=16.0)
 
+#: The smallest probe graphs whose edge MLPs still run in chunks of E / 16: half the planner's
+#: (``footprint.PROBE_GRAPHS``, which tests/train/test_footprint.py checks); the plans' tables
+#: and choices, not the fit's precision, are under test here (about half the time).
+SMALL_PROBE_GRAPHS = ((8_192, 65_536), (4_096, 65_536), (8_192, 131_072))
+
 
 def _halo_config(dataset, tmp_path):
     """Halo mode on the 2-rank phi shards of the tiny dataset."""
@@ -123,6 +128,7 @@ def test_ranks_needed_keeps_the_headroom_free(dataset):
 def test_partgnn_plan_prints_every_rank(dataset, tmp_path, capsys, monkeypatch):
     # The held-bytes probe at test size (an event-sized one, ~1e6 edges, is the benchmark's).
     monkeypatch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
+    monkeypatch.setattr(footprint, "PROBE_GRAPHS", SMALL_PROBE_GRAPHS)
     # The JSON plan measures the footprint; the table of the same plan reuses it.
     measure, measured = footprint.measure_footprint, []
 
@@ -169,10 +175,7 @@ def test_partgnn_plan_measures_both_recomputation_settings_for_a_budget(
     budget between is decided from the peaks this run printed.
     """
     monkeypatch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
-    # The smallest probe graphs whose edge MLPs still run in chunks of E / 16 (half the
-    # planner's: the choice, not the fit's precision, is under test; 50 s less).
-    small = ((8_192, 65_536), (4_096, 65_536), (8_192, 131_072))
-    monkeypatch.setattr(footprint, "PROBE_GRAPHS", small)
+    monkeypatch.setattr(footprint, "PROBE_GRAPHS", SMALL_PROBE_GRAPHS)
     config = write_config(
         tmp_path / "c.yaml", model={"recompute": True, "hidden": 64},
         data={"graphs": str(dataset["graphs"])}, run={"device": "cpu"},
