@@ -64,3 +64,11 @@ def read_file(path: str | os.PathLike[str], *, missing: str = "not found") -> An
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+
+
+def number(value: Any) -> float:
+    """A JSON value as a float: NaN for ``null`` (how :func:`dumps` writes NaN), a value that is
+    not a number (``true`` included) or one that is not finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return float("nan")
+    return float(value) if math.isfinite(value) else float("nan")

@@ -6,7 +6,6 @@ reader.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,11 +63,7 @@ class EvaluationResults:
         or undefined."""
         if section not in SECTIONS:
             raise ValueError(f"no section {section!r} (one of {', '.join(SECTIONS)})")
-        part = getattr(self, section) or {}
-        value = part.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return NAN
-        return float(value) if math.isfinite(value) else NAN
+        return json_files.number((getattr(self, section) or {}).get(key))
 
     def as_json(self) -> dict[str, Any]:
         """The content of the written file."""

@@ -11,7 +11,6 @@ which also reads the summaries older partgnn wrote (``graph_parallel_size`` for 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,15 +134,15 @@ class RunSummary:
     @property
     def bytes_sent(self) -> float:
         """Bytes all ranks sent in halo exchanges during training (NaN: not recorded)."""
-        return _number(self.communication.get("bytes_sent"))
+        return json_files.number(self.communication.get("bytes_sent"))
 
     def final_number(self, key: str) -> float:
         """A number of the last evaluation (NaN: absent or not a number)."""
-        return _number((self.final or {}).get(key))
+        return json_files.number((self.final or {}).get(key))
 
     def workload_number(self, key: str) -> float:
         """A number of the workload record (NaN: absent or not a number)."""
-        return _number(self.workload.get(key))
+        return json_files.number(self.workload.get(key))
 
     def as_json(self) -> dict[str, Any]:
         """The content of ``summary.json`` (``already_finished`` is not written)."""
@@ -192,7 +191,7 @@ class RunSummary:
             epochs=_integer(content, "epochs", where, default=0),
             sector_margin=_integer(content, "sector_margin", where, default=0),
             parameters=_integer(content, "parameters", where, default=None),
-            wall_time_s=_number(content.get("wall_time_s")),
+            wall_time_s=json_files.number(content.get("wall_time_s")),
             final=_object(content, "final", where, default=None),
             stopped_by=_string(content, "stopped_by", where),
             communication=_object(content, "communication", where, default={}),
@@ -238,10 +237,3 @@ def _string(content: dict[str, Any], key: str, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InputError(f"{where}: {key} must be a string (got {value!r:.40})")
     return value
-
-
-def _number(value: Any) -> float:
-    """``value`` as a float; NaN for ``None`` (how JSON writes NaN) or anything not a number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return NAN
-    return float(value) if math.isfinite(value) else NAN

@@ -54,9 +54,6 @@ EventSource = WholeGraphSource | HaloSource | NaiveSource | OverlappingSource
 #: Every mode's strategy by its name, filled by defining the subclasses.
 STRATEGIES: dict[str, type[Strategy]] = {}
 
-#: Names a run recorded for a mode before it had its own (checkpoints' trajectories, summaries).
-RECORDED_NAMES = FORMER_MODE_NAMES
-
 
 @dataclass
 class Strategy:
@@ -82,7 +79,7 @@ class Strategy:
         facts = cls.__dict__.get("facts")
         if facts is None:
             return
-        if facts.name in STRATEGIES or facts.name in RECORDED_NAMES:
+        if facts.name in STRATEGIES or facts.name in FORMER_MODE_NAMES:
             raise TypeError(f"mode {facts.name!r} is defined twice ({cls.__qualname__})")
         STRATEGIES[facts.name] = cls
 
@@ -322,7 +319,7 @@ def strategy_class(mode: str, where: str = "config") -> type[Strategy]:
     Raises:
         InputError: No such mode (one line naming the known ones).
     """
-    strategy = STRATEGIES.get(RECORDED_NAMES.get(mode, mode))
+    strategy = STRATEGIES.get(FORMER_MODE_NAMES.get(mode, mode))
     if strategy is None:
         raise InputError(f"{where}: mode must be one of {', '.join(STRATEGIES)} (got {mode!r})")
     return strategy

@@ -3,9 +3,9 @@
 Each rank gets RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT (a free port), one
 thread, and its own stdout/stderr files. The ranks are forked by the worker's fork server, with
 torch, PyG and partgnn imported (:mod:`tests.forkserver`; ``PARTGNN_TESTS_FORK=0``: fresh
-interpreters). The launcher never hangs: past the deadline every rank
-is killed; when a rank fails the others get a short grace period, then are killed too. Failures
-are reported with the tail of every rank's stderr.
+interpreters). The launcher never hangs: past the deadline every rank is killed; when a rank
+fails the others get a short grace period, then are killed too. Failures are reported with the
+tail of every rank's stderr.
 """
 
 from __future__ import annotations
