@@ -1,7 +1,10 @@
 """Every script in examples/ runs as a user would run it, on a tiny dataset.
 
 Each runs in a temporary folder with the venv's ``bin`` first on ``PATH`` (``partgnn``,
-``torchrun``, ``mpirun``). The Slurm batch script runs through a fake ``srun`` that starts the
+``torchrun``, ``mpirun``): the fork server's folder of it (tests/forkserver.py), where
+``partgnn``, ``torchrun``, their ranks and the examples' Python scripts start forked from a
+process that has imported partgnn (``PARTGNN_TESTS_FORK=0``: the venv's own; ranks under
+``mpirun`` always start fresh). The Slurm batch script runs through a fake ``srun`` that starts the
 step's tasks on this machine with the variables Slurm gives them (``SLURM_PROCID``,
 ``SLURM_LOCALID``, ``SLURM_STEP_ID``, ...): 2 "nodes" x 2 tasks, so 2 graph-parallel groups of
 2 ranks train data-parallel, as on a cluster.
@@ -17,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.forkserver import forked_python
 from tests.subprocesses import run_command
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 EXAMPLES = REPOSITORY / "examples"
-BIN = Path(sys.executable).parent
 #: A tiny model and run on the CPU (also on a machine with GPUs), appended to every training
 #: command of the scripts.
 TINY = "--set model.hidden=8 --set model.steps=2 --set model.mlp_layers=1 --set run.device=cpu"
@@ -50,6 +53,11 @@ sys.exit(max(codes, key=abs))
 """
 
 
+def _bin() -> Path:
+    """The folder whose ``partgnn``, ``torchrun`` and ``python`` the examples run."""
+    return Path(forked_python()).parent
+
+
 @pytest.fixture(scope="module")
 def example_data(tmp_path_factory) -> Path:
     """One data folder for every example (make_data.sh builds what is missing, once)."""
@@ -62,7 +70,7 @@ def shell_env(tmp_path: Path, example_data: Path) -> dict[str, str]:
     data.symlink_to(example_data, target_is_directory=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PARTGNN_"))}
     env.update(
-        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        PATH=f"{_bin()}{os.pathsep}{env.get('PATH', '')}",
         OMP_NUM_THREADS="1",
         DATA=str(data),
         RUNS=str(tmp_path / "runs"),
@@ -141,7 +149,7 @@ def test_slurm_batch_script_through_a_fake_srun(shell_env, tmp_path: Path):
 def test_own_model(shell_env, tmp_path: Path):
     _run(["bash", str(EXAMPLES / "make_data.sh")], {**shell_env, "PARTS": "2"}, tmp_path)
     env = {**shell_env, "PYTHONPATH": str(EXAMPLES)}
-    command = [sys.executable, str(EXAMPLES / "own_model.py"), "--data", shell_env["DATA"]]
+    command = [forked_python(), str(EXAMPLES / "own_model.py"), "--data", shell_env["DATA"]]
     out = _run([*command, "--runs", shell_env["RUNS"], "--steps", "2"], env, tmp_path)
     error = float(out.strip().splitlines()[-1].rsplit(" ", 1)[-1])
     assert error < 1e-9, out
@@ -150,7 +158,7 @@ def test_own_model(shell_env, tmp_path: Path):
 @pytest.mark.slow
 def test_python_api_under_torchrun(shell_env, tmp_path: Path):
     out = _run(
-        [str(BIN / "torchrun"), "--standalone", "--nproc-per-node", "3",
+        [str(_bin() / "torchrun"), "--standalone", "--nproc-per-node", "3",
          str(EXAMPLES / "python_api.py")],
         shell_env,
         tmp_path,

@@ -23,9 +23,11 @@ from tests.subprocesses import run_command
 MODEL = "pretrained:trackml-full"
 #: A file against the module it was written from, in score. TorchScript runs torch's kernels
 #: (and so does the C++ program); inductor's fused ones and onnxruntime's (its LayerNorm, its
-#: Gemm) sum in other orders: 1.1-1.3e-5 for ONNX on this graph.
+#: Gemm) sum in other orders: 1.1-1.3e-5 for ONNX on this graph. Inductor generates its kernels
+#: for the CPU it compiles on: below 1e-5 on one with AVX-512, 1.01e-5 on one with AVX2 only
+#: (AMD EPYC, family 25, 2026-12-02).
 FILE_TOLERANCE = 1e-5
-FORMAT_TOLERANCE = {"torchscript": FILE_TOLERANCE, "aoti": FILE_TOLERANCE, "onnx": 3e-5}
+FORMAT_TOLERANCE = {"torchscript": FILE_TOLERANCE, "aoti": 3e-5, "onnx": 3e-5}
 #: Against ``partgnn infer``'s scores: the node features come as float32 (as ACTS gives them),
 #: and the edge features computed from them differ from the graph file's (made from float64
 #: positions) in the last bits of dphi and the phi slope: 2.9e-4 at most on this graph.

@@ -20,6 +20,7 @@ import torch
 from partgnn.cli.main import main
 from tests.distributed.launch import REPOSITORY, child_env
 from tests.distributed.two_hosts import unavailable_reason
+from tests.forkserver import forked_python
 from tests.subprocesses import run_command
 
 TOOLS = REPOSITORY / "tools"
@@ -108,7 +109,7 @@ def smoke_data(tmp_path_factory) -> Path:
 
 
 def _run_tool(name: str, arguments: list[str], cwd: Path):
-    done = run_command([sys.executable, str(TOOLS / f"{name}.py"), "--tiny", *arguments],
+    done = run_command([forked_python(), str(TOOLS / f"{name}.py"), "--tiny", *arguments],
                        cwd=cwd, env=child_env())  # fmt: skip
     assert done.returncode == 0, f"tools/{name}.py --tiny failed:\n{done.stdout}\n{done.stderr}"
     return done
@@ -155,7 +156,7 @@ def test_bench_peer_runs_its_partgnn_worker_and_names_a_missing_peer_source(tmp_
         done = _run_tool("bench_peer", ["--worker", worker, "--graph", str(graph)], tmp_path)
         assert '"params"' in done.stdout
     done = run_command(
-        [sys.executable, str(TOOLS / "bench_peer.py"), "--tiny", "--acorn-src", str(tmp_path)],
+        [forked_python(), str(TOOLS / "bench_peer.py"), "--tiny", "--acorn-src", str(tmp_path)],
         env=child_env(),
     )
     assert done.returncode == 1 and done.stderr.strip().endswith("README.md)"), done.stderr
@@ -168,7 +169,7 @@ def test_bench_gpu_scores_on_the_cpu_and_names_a_missing_peer_source(tmp_path):
     _run_tool("bench_gpu", ["--out", str(out), "--device", "cpu", "--parts", "score"], tmp_path)
     assert "| 1 | " in (out / "gpu_bench.md").read_text()
     done = run_command(
-        [sys.executable, str(TOOLS / "bench_gpu.py"), "--tiny", "--out", str(out), "--device",
+        [forked_python(), str(TOOLS / "bench_gpu.py"), "--tiny", "--out", str(out), "--device",
          "cpu", "--parts", "peer", "--acorn-src", str(tmp_path)],
         env=child_env(),
     )  # fmt: skip
@@ -191,7 +192,7 @@ def test_bench_launch_budget_counts_partgnn_and_names_a_missing_peer_source(tmp_
     assert breakdown["per_step"] > 0 and breakdown["per_chunk"] > 0
     assert breakdown["outside_steps"] + 8 * breakdown["per_step"] == breakdown["operations"]
     done = run_command(
-        [sys.executable, str(TOOLS / "bench_launch_budget.py"), "--tiny", "--out", str(out),
+        [forked_python(), str(TOOLS / "bench_launch_budget.py"), "--tiny", "--out", str(out),
          "--acorn-src", str(tmp_path)],
         env=child_env(),
     )  # fmt: skip
@@ -207,7 +208,7 @@ def test_bench_hosts_runs_tiny_across_the_two_test_hosts(tmp_path):
 
 
 def test_weights_fingerprint_names_a_missing_reference_before_any_run(tmp_path):
-    done = run_command([sys.executable, str(TOOLS / "weights_fingerprint.py"), "--tiny",
+    done = run_command([forked_python(), str(TOOLS / "weights_fingerprint.py"), "--tiny",
                         "--expect", "missing.json"], cwd=tmp_path, env=child_env())  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip() == "weights_fingerprint: missing.json: file not found"

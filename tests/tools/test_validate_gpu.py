@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import CUDA_AVAILABLE, gpu_env
 from tests.distributed.launch import REPOSITORY, child_env
+from tests.forkserver import forked_python
 from tests.subprocesses import run_command
 
 SCRIPT = REPOSITORY / "tools" / "validate_gpu.py"
@@ -26,7 +27,7 @@ def test_without_a_gpu_it_says_so_in_one_line_and_exits_0(tmp_path):
 
 def _validate(out, *arguments: str):
     done = run_command(
-        [sys.executable, str(SCRIPT), "--out", str(out), "--device", "cpu", *arguments],
+        [forked_python(), str(SCRIPT), "--out", str(out), "--device", "cpu", *arguments],
         env=child_env(),
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -26,6 +26,7 @@ from partgnn.train.schedule import learning_rate_factor
 from partgnn.train.step import training_loss
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import child_env
+from tests.forkserver import forked_python
 from tests.subprocesses import run_command
 from tests.train.conftest import write_config
 
@@ -85,14 +86,18 @@ def _reference(dataset, folder: Path, sampling: str) -> dict[str, torch.Tensor]:
 
 
 def _launch(launcher: str, n_processes: int, config: Path, workdir: Path) -> None:
+    # torchrun and its ranks start forked (tests/forkserver.py); mpirun's ranks as installed.
+    bin_dir = Path(forked_python()).parent if launcher == "torchrun" else BIN
     command = {
-        "torchrun": [str(BIN / "torchrun"), "--standalone", "--nproc-per-node", str(n_processes)],
-        "mpirun": [str(BIN / "mpirun"), "-n", str(n_processes)],
-    }[launcher]
-    env = child_env(PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        "torchrun": [str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node",
+                     str(n_processes)],
+        "mpirun": [str(bin_dir / "mpirun"), "-n", str(n_processes)],
+    }[launcher]  # fmt: skip
+    env = child_env(PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     done = run_command(
-        [*command, str(BIN / "partgnn"), "train", "--config", str(config)], cwd=workdir, env=env
-    )
+        [*command, str(bin_dir / "partgnn"), "train", "--config", str(config)], cwd=workdir,
+        env=env,
+    )  # fmt: skip
     assert done.returncode == 0, f"{launcher}: exit {done.returncode}\n{done.stderr[-3000:]}"
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from partgnn.cli.main import main
 from partgnn.train.run_directory import clear_run, existing_run
 from tests.distributed.launch import REPOSITORY, child_env, free_port
+from tests.forkserver import forked_python
 from tests.train.conftest import write_config
 
 
@@ -160,7 +160,7 @@ def test_under_torchrun_a_run_is_refused_on_every_rank_and_a_finished_one_kept(
 
     def torchrun(*extra: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+            [forked_python(), "-m", "torch.distributed.run", "--nproc-per-node", "2",
              "--master-port", str(free_port()), "-m", "partgnn", "train", "--config",
              str(config), *extra],
             capture_output=True, text=True, cwd=REPOSITORY, env=child_env(), timeout=180,
