@@ -17,6 +17,7 @@ from torch.distributed.run import get_args_parser as torchrun_parser
 from partgnn.cli.main import build_parser, main
 from partgnn.resources import config_names, resolve_config
 from partgnn.train.config_file import load_config
+from tests.train.conftest import probes_at_test_size, write_config
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 README = REPOSITORY / "README.md"
@@ -182,16 +183,15 @@ def test_readmes_pipeline_runs_as_written_and_feeds_the_configs(tmp_path, monkey
     capsys.readouterr()
     assert main(["train", "--config", "full", "--set", "optim.max_steps=1",
                  "--set", "run.progress=false"]) == 0  # fmt: skip
-    # README's plan line, as written (the model's size aside: its probes take 30 s at H = 64):
-    # from a shards config, the ranks for 40 GB.
+    # README's plan line, as written (the model's and the probes' sizes aside: the planner's
+    # take 30 s at H = 64): from a shards config, the ranks for 40 GB.
+    probes_at_test_size(monkeypatch)
     small = ["--set", "model.hidden=8", "--set", "model.steps=1"]
     assert main(["plan", "--config", "halo", "--memory-gb", "40", *small]) == 0
     assert "needs 1 rank(s) of 40 GB" in capsys.readouterr().out
 
 
 def test_plan_memory_gb_without_the_source_graphs_is_one_line(tmp_path, capsys):
-    from tests.train.conftest import write_config
-
     shards = tmp_path / "shards"
     graphs = tmp_path / "graphs.h5"
     assert (

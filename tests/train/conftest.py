@@ -72,3 +72,18 @@ def train_full_mode(config: Path) -> Path:
     finally:
         destroy_distributed(context)
     return config.with_suffix("")
+
+
+#: The smallest probe graphs whose edge MLPs still run in chunks of E / 16: half the planner's
+#: (``footprint.PROBE_GRAPHS``, which tests/train/test_footprint.py checks). Tests of plans
+#: check their tables and choices, not the fit's precision (about half the time).
+SMALL_PROBE_GRAPHS = ((8_192, 65_536), (4_096, 65_536), (8_192, 131_072))
+
+
+def probes_at_test_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planner's probes at test size: :data:`SMALL_PROBE_GRAPHS`, and a held-bytes probe of
+    2**20 bytes of edges (an event-sized one, ~1e6 edges, is the benchmark's)."""
+    from partgnn.train import footprint
+
+    monkeypatch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
+    monkeypatch.setattr(footprint, "PROBE_GRAPHS", SMALL_PROBE_GRAPHS)

@@ -27,18 +27,13 @@ from partgnn.train.memory_plan import (
     ranks_needed,
 )
 from partgnn.train.memory_planning import RecomputeChoice
-from tests.train.conftest import write_config
+from tests.train.conftest import probes_at_test_size, write_config
 
 #: The footprint measurements use the heap meter (see tests/conftest.py).
 pytestmark = pytest.mark.heap_meter
 
 FOOTPRINT = Footprint(per_edge=1000.0, per_node=500.0, constant=10.0, probes=())
 ITEM = ItemSize(per_edge=80.0, per_node=16.0)
-
-#: The smallest probe graphs whose edge MLPs still run in chunks of E / 16: half the planner's
-#: (``footprint.PROBE_GRAPHS``, which tests/train/test_footprint.py checks); the plans' tables
-#: and choices, not the fit's precision, are under test here (about half the time).
-SMALL_PROBE_GRAPHS = ((8_192, 65_536), (4_096, 65_536), (8_192, 131_072))
 
 
 def _halo_config(dataset, tmp_path):
@@ -126,9 +121,7 @@ def test_ranks_needed_keeps_the_headroom_free(dataset):
 
 @pytest.mark.slow
 def test_partgnn_plan_prints_every_rank(dataset, tmp_path, capsys, monkeypatch):
-    # The held-bytes probe at test size (an event-sized one, ~1e6 edges, is the benchmark's).
-    monkeypatch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
-    monkeypatch.setattr(footprint, "PROBE_GRAPHS", SMALL_PROBE_GRAPHS)
+    probes_at_test_size(monkeypatch)
     # The JSON plan measures the footprint; the table of the same plan reuses it.
     measure, measured = footprint.measure_footprint, []
 
@@ -174,8 +167,7 @@ def test_partgnn_plan_measures_both_recomputation_settings_for_a_budget(
     history, and its peaks move by more than a budget between them leaves (CI, 2026-12-01); the
     budget between is decided from the peaks this run printed.
     """
-    monkeypatch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
-    monkeypatch.setattr(footprint, "PROBE_GRAPHS", SMALL_PROBE_GRAPHS)
+    probes_at_test_size(monkeypatch)
     config = write_config(
         tmp_path / "c.yaml", model={"recompute": True, "hidden": 64},
         data={"graphs": str(dataset["graphs"])}, run={"device": "cpu"},
