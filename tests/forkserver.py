@@ -48,8 +48,11 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
+#: The repository (its tools' and examples' folders; ``sys.path`` of a command).
+_REPOSITORY = Path(__file__).resolve().parent.parent
 #: What the server imports before it forks: what every rank of the suite imports.
 PRELOAD = (
     "torch",
@@ -128,15 +131,15 @@ def _reap(
             return
 
 
-#: The server's own environment (its PYTHONPATH is not a child's).
-_SERVER_ENV = dict(os.environ)
-
-
-def _python_path(env: dict[str, str]) -> list[str]:
+def _python_path(env: Mapping[str, str]) -> list[str]:
     """The ``sys.path`` entries an interpreter takes from ``PYTHONPATH`` in ``env``."""
     return [
         os.path.abspath(entry) for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry
     ]
+
+
+#: The server's own PYTHONPATH entries (not a child's).
+_SERVER_PYTHONPATH = _python_path(os.environ)
 
 
 def _receive_request(connection: socket.socket) -> tuple[dict, list[int]]:
@@ -189,7 +192,7 @@ def _run_child(request: dict, connection: socket.socket, fds: list[int]) -> None
             if "script" in request
             else os.getcwd()
         )
-        rest = [entry for entry in sys.path[1:] if entry not in _python_path(_SERVER_ENV)]
+        rest = [entry for entry in sys.path[1:] if entry not in _SERVER_PYTHONPATH]
         sys.path[:] = [first, *_python_path(request["env"]), *rest]
         try:
             if "script" in request:
@@ -226,21 +229,19 @@ FORKED_MODULES = {"partgnn": "partgnn", "torchrun": "torch.distributed.run"}
 #: The repository's folders of scripts a test runs (``python tools/NAME.py``, the examples'
 #: Python scripts): forked, but for the ones that must start bare (score_exported shows that a
 #: file scores without partgnn).
-SCRIPT_FOLDERS = tuple(
-    Path(__file__).resolve().parent.parent / name for name in ("tools", "examples")
-)
+SCRIPT_FOLDERS = (_REPOSITORY / "tools", _REPOSITORY / "examples")
 FRESH_SCRIPTS = {"score_exported.py"}
 #: Variables of a rank started by an MPI launcher: its MPI library reaches the launcher through
 #: what the process inherited (PMI_FD), which a forked child does not have.
 MPI_VARIABLES = ("PMI_", "PMIX_", "OMPI_", "MPI_LOCALRANKID", "HYDRA_")
-#: The names :meth:`ForkServer.commands` writes (``python3`` is ``python``).
+#: The names :meth:`ForkServer._write_commands` writes (``python3`` is ``python``).
 COMMANDS = ("python", "python3", "partgnn", "torchrun")
 
 
 def command_main(
     name: str, argv: list[str], *, socket_path: str, real_bin: str, bin_dir: str, netns: int
 ) -> None:
-    """A command of :meth:`ForkServer.commands` (``python``, ``partgnn``, ``torchrun``): has the
+    """A command of :attr:`ForkServer.bin` (``python``, ``partgnn``, ``torchrun``): has the
     server fork what it names, with this process's environment, directory, stdin, stdout and
     stderr, passes on the signals it gets, and exits as the child did. What it does not name
     (``python -c``, other modules and scripts), a child that would not be :func:`forkable`, a
@@ -279,7 +280,7 @@ def command_main(
 
 def _command_request(name: str, argv: list[str]) -> dict | None:
     """What the server forks for ``name argv``; ``None``: nothing (the installed command runs)."""
-    if name in ("partgnn", "torchrun"):
+    if name in FORKED_MODULES:
         return {"module": FORKED_MODULES[name], "args": argv}
     options, unbuffered = list(argv), False
     while options[:1] == ["-u"]:
@@ -376,14 +377,13 @@ class ForkServer:
         for entry in real_bin.iterdir():
             if entry.name not in COMMANDS:
                 (bin_dir / entry.name).symlink_to(entry)
-        repository = Path(__file__).resolve().parent.parent
         netns = os.stat("/proc/self/ns/net").st_ino
         for name in COMMANDS:
             command = bin_dir / name
             command.write_text(
                 f"#!{sys.executable} -S\n"
                 "import sys\n"
-                f"sys.path.insert(0, {str(repository)!r})\n"
+                f"sys.path.insert(0, {str(_REPOSITORY)!r})\n"
                 "from tests.forkserver import command_main\n"
                 f"command_main({name!r}, sys.argv[1:], socket_path={self.path!r}, "
                 f"real_bin={str(real_bin)!r}, bin_dir={str(bin_dir)!r}, netns={netns})\n"
@@ -444,6 +444,14 @@ def fork_server() -> ForkServer | None:
         _SERVER = ForkServer(child_env(), REPOSITORY)
         atexit.register(_SERVER.close)
     return _SERVER
+
+
+def forked_bin() -> Path:
+    """The folder of commands a test runs (``python``, ``partgnn``, ``torchrun``, the rest of
+    the environment's ``bin``): the fork server's :attr:`ForkServer.bin`, or the environment's
+    own ``bin`` with ``PARTGNN_TESTS_FORK=0``."""
+    server = fork_server()
+    return Path(sys.executable).parent if server is None else server.bin
 
 
 def forked_python() -> str:

@@ -4,8 +4,8 @@ Each runs in a temporary folder with the venv's ``bin`` first on ``PATH`` (``par
 ``torchrun``, ``mpirun``): the fork server's folder of it (tests/forkserver.py), where
 ``partgnn``, ``torchrun``, their ranks and the examples' Python scripts start forked from a
 process that has imported partgnn (``PARTGNN_TESTS_FORK=0``: the venv's own; ranks under
-``mpirun`` always start fresh). The Slurm batch script runs through a fake ``srun`` that starts the
-step's tasks on this machine with the variables Slurm gives them (``SLURM_PROCID``,
+``mpirun`` always start fresh). The Slurm batch script runs through a fake ``srun`` that starts
+the step's tasks on this machine with the variables Slurm gives them (``SLURM_PROCID``,
 ``SLURM_LOCALID``, ``SLURM_STEP_ID``, ...): 2 "nodes" x 2 tasks, so 2 graph-parallel groups of
 2 ranks train data-parallel, as on a cluster.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.forkserver import forked_python
+from tests.forkserver import forked_bin, forked_python
 from tests.subprocesses import run_command
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -53,11 +53,6 @@ sys.exit(max(codes, key=abs))
 """
 
 
-def _bin() -> Path:
-    """The folder whose ``partgnn``, ``torchrun`` and ``python`` the examples run."""
-    return Path(forked_python()).parent
-
-
 @pytest.fixture(scope="module")
 def example_data(tmp_path_factory) -> Path:
     """One data folder for every example (make_data.sh builds what is missing, once)."""
@@ -70,7 +65,7 @@ def shell_env(tmp_path: Path, example_data: Path) -> dict[str, str]:
     data.symlink_to(example_data, target_is_directory=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PARTGNN_"))}
     env.update(
-        PATH=f"{_bin()}{os.pathsep}{env.get('PATH', '')}",
+        PATH=f"{forked_bin()}{os.pathsep}{env.get('PATH', '')}",
         OMP_NUM_THREADS="1",
         DATA=str(data),
         RUNS=str(tmp_path / "runs"),
@@ -158,7 +153,7 @@ def test_own_model(shell_env, tmp_path: Path):
 @pytest.mark.slow
 def test_python_api_under_torchrun(shell_env, tmp_path: Path):
     out = _run(
-        [str(_bin() / "torchrun"), "--standalone", "--nproc-per-node", "3",
+        [str(forked_bin() / "torchrun"), "--standalone", "--nproc-per-node", "3",
          str(EXAMPLES / "python_api.py")],
         shell_env,
         tmp_path,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.distributed.launch import REPOSITORY, child_env, free_port
-from tests.forkserver import fork_server, forked_python
+from tests.forkserver import fork_server, forked_bin, forked_python
 from tests.subprocesses import run_command
 
 pytestmark = pytest.mark.skipif(
@@ -22,20 +22,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _bin() -> Path:
-    server = fork_server()
-    assert server is not None
-    return server.bin
-
-
 def test_a_forked_command_gives_what_the_installed_one_gives(tmp_path):
     installed = Path(sys.executable).parent
-    for bin_dir in (installed, _bin()):
+    for bin_dir in (installed, forked_bin()):
         done = run_command([str(bin_dir / "partgnn"), "--version"], env=child_env(), cwd=tmp_path)
         assert done.returncode == 0 and done.stdout.startswith("partgnn "), done.stderr
         wrong = run_command([str(bin_dir / "partgnn"), "no-such-command"], env=child_env())
         assert wrong.returncode == 2 and "invalid choice" in wrong.stderr
-    forked = run_command([str(_bin() / "partgnn"), "--version"], env=child_env())
+    forked = run_command([str(forked_bin() / "partgnn"), "--version"], env=child_env())
     fresh = run_command([str(installed / "partgnn"), "--version"], env=child_env())
     assert forked.stdout == fresh.stdout
 
@@ -54,7 +48,7 @@ def _blocked_selfcheck() -> subprocess.Popen:
     """A forked ``partgnn selfcheck`` as rank 0 of 2 whose rank 1 never comes: it waits."""
     env = child_env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                     MASTER_PORT=str(free_port()))  # fmt: skip
-    command = [str(_bin() / "partgnn"), "selfcheck", "--timeout", "60"]
+    command = [str(forked_bin() / "partgnn"), "selfcheck", "--timeout", "60"]
     return subprocess.Popen(command, env=env, cwd=REPOSITORY, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)  # fmt: skip
 
@@ -105,7 +99,7 @@ def test_a_signal_to_a_command_is_its_forked_childs(tmp_path):
     """SIGTERM reaches the child: partgnn's own handling (exit 143, one line, nothing left)."""
     out = tmp_path / "events.h5"
     command = subprocess.Popen(
-        [str(_bin() / "partgnn"), "simulate", "--events", "400", "--pileup", "10", "--out",
+        [str(forked_bin() / "partgnn"), "simulate", "--events", "400", "--pileup", "10", "--out",
          str(out)], env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -26,7 +26,7 @@ from partgnn.train.schedule import learning_rate_factor
 from partgnn.train.step import training_loss
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import child_env
-from tests.forkserver import forked_python
+from tests.forkserver import forked_bin
 from tests.subprocesses import run_command
 from tests.train.conftest import write_config
 
@@ -87,7 +87,7 @@ def _reference(dataset, folder: Path, sampling: str) -> dict[str, torch.Tensor]:
 
 def _launch(launcher: str, n_processes: int, config: Path, workdir: Path) -> None:
     # torchrun and its ranks start forked (tests/forkserver.py); mpirun's ranks as installed.
-    bin_dir = Path(forked_python()).parent if launcher == "torchrun" else BIN
+    bin_dir = forked_bin() if launcher == "torchrun" else BIN
     command = {
         "torchrun": [str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node",
                      str(n_processes)],
