@@ -29,7 +29,7 @@ demo: setup
 # run on TEST_WORKERS pytest-xdist workers (a file's tests on one worker; tests/conftest.py):
 # 2 keeps a 2-core machine busy while a test waits for its processes to start.
 TEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test: setup
 	$(PYTEST)

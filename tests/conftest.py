@@ -50,19 +50,31 @@ def gpu_env(env: dict[str, str]) -> dict[str, str]:
 SPREAD_FILES = frozenset({"test_smoke.py"})
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``make test``'s workers (``--dist loadfile``) take a file's tests whole, so its module
+    fixtures are made once, but the tests of :data:`SPREAD_FILES` one by one (the tools' smoke
+    runs, long and independent). Not ``--dist loadgroup`` with a group per file: with pytest 9.2
+    its groups are silently ignored (pytest-dev/pytest-xdist#1386) and a file's module fixtures
+    were made on both workers."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesWholeButSpread(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if Path(path).name in SPREAD_FILES else path
+
+    return FilesWholeButSpread(config, log)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Tests marked ``heap_meter`` run first: glibc's ``mallinfo2``, which the heap meter calls
     after every op, walks every free chunk, and the heap of a long test session holds many
     (50 ms a call against 8 us on a fresh heap; those tests took 20-44 s late in the suite
     and 1.5-7 s alone). Tests marked ``cuda`` are skipped on machines without a CUDA GPU."""
     items.sort(key=lambda item: "heap_meter" not in item.keywords)  # stable: order kept
-    if config.pluginmanager.hasplugin("xdist"):
-        # `make test` runs on pytest-xdist workers (--dist loadgroup): a file's tests stay on
-        # one worker, so its module fixtures are made once; the tools' smoke runs, long and
-        # independent, spread over the workers.
-        for item in items:
-            if item.path.name not in SPREAD_FILES:
-                item.add_marker(pytest.mark.xdist_group(item.path.name))
     if CUDA_AVAILABLE:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

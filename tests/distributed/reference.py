@@ -70,13 +70,24 @@ def summed_over_ranks(
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Every parameter gradient and the loss, each summed over the ranks of ``group``.
 
-    A parameter without a gradient on a rank (unused there) counts as zeros.
+    A parameter without a gradient on a rank (unused there) counts as zeros. One all-reduce per
+    dtype, of the gradients and the loss flattened into one buffer: one per parameter was 20 s of
+    a 28 s exactness run on 4 ranks (a round of messages each, 48 cases of about 100 parameters).
     """
-    grads = {}
-    for name, parameter in module.named_parameters():
-        grad = torch.zeros_like(parameter) if parameter.grad is None else parameter.grad.clone()
-        dist.all_reduce(grad, group=group)
-        grads[name] = grad
-    total_loss = loss.detach().clone()
-    dist.all_reduce(total_loss, group=group)
-    return grads, total_loss
+    names = [name for name, _ in module.named_parameters()]
+    tensors = [
+        torch.zeros_like(parameter) if parameter.grad is None else parameter.grad
+        for parameter in module.parameters()
+    ]
+    tensors.append(loss.detach())
+    summed: list[torch.Tensor] = list(tensors)
+    by_dtype: dict[torch.dtype, list[int]] = {}
+    for index, tensor in enumerate(tensors):
+        by_dtype.setdefault(tensor.dtype, []).append(index)
+    for indices in by_dtype.values():
+        flat = torch.cat([tensors[index].reshape(-1) for index in indices])
+        dist.all_reduce(flat, group=group)
+        pieces = flat.split([tensors[index].numel() for index in indices])
+        for index, piece in zip(indices, pieces, strict=True):
+            summed[index] = piece.view_as(tensors[index])
+    return dict(zip(names, summed[:-1], strict=True)), summed[-1]

@@ -77,7 +77,7 @@ def train_full_mode(config: Path) -> Path:
 #: The smallest probe graphs whose edge MLPs still run in chunks of E / 16: half the planner's
 #: (``footprint.PROBE_GRAPHS``, which tests/train/test_footprint.py checks). Tests of plans
 #: check their tables and choices, not the fit's precision (about half the time).
-SMALL_PROBE_GRAPHS = ((8_192, 65_536), (4_096, 65_536), (8_192, 131_072))
+SMALL_PROBE_GRAPHS = ((4_096, 32_768), (2_048, 32_768), (4_096, 65_536))
 
 
 def probes_at_test_size(monkeypatch: pytest.MonkeyPatch) -> None:

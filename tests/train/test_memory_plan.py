@@ -13,7 +13,7 @@ from partgnn.cli.main import main
 from partgnn.cli.plan_commands import _choice_line
 from partgnn.data.storage import GraphFile
 from partgnn.partition.shard_reader import ShardDirectory
-from partgnn.train import footprint
+from partgnn.train import memory_planning
 from partgnn.train.config_file import load_config
 from partgnn.train.events import WholeGraphSource
 from partgnn.train.footprint import Footprint
@@ -122,15 +122,24 @@ def test_ranks_needed_keeps_the_headroom_free(dataset):
 @pytest.mark.slow
 def test_partgnn_plan_prints_every_rank(dataset, tmp_path, capsys, monkeypatch):
     probes_at_test_size(monkeypatch)
-    # The JSON plan measures the footprint; the table of the same plan reuses it.
-    measure, measured = footprint.measure_footprint, []
+    # The JSON plan measures the footprints and the base bytes; the table of the same plan
+    # reuses them (the planner's own names: patching footprint's did not reach it).
+    measure, footprints = memory_planning.measure_footprint, {}
+    measure_base, bases = memory_planning.measure_base_bytes, []
 
-    def measure_once(*args):
-        if not measured:
-            measured.append(measure(*args))
-        return measured[0]
+    def measure_once(config, *args):
+        key = config.model.recompute
+        if key not in footprints:
+            footprints[key] = measure(config, *args)
+        return footprints[key]
 
-    monkeypatch.setattr(footprint, "measure_footprint", measure_once)
+    def measure_base_once():
+        if not bases:
+            bases.append(measure_base())
+        return bases[0]
+
+    monkeypatch.setattr(memory_planning, "measure_footprint", measure_once)
+    monkeypatch.setattr(memory_planning, "measure_base_bytes", measure_base_once)
     config = write_config(
         tmp_path / "c.yaml", mode="halo", model={"recompute": True},
         data={"graphs": str(dataset["graphs"]), "shards": str(dataset["phi2"])},
