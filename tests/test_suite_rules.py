@@ -4,6 +4,8 @@
   must tell a hang from a failure relies on a deadline instead (tests/subprocesses.py).
 - No test waits for a command longer than pytest's own timeout allows: the command's deadline
   fires first, and its output appears in the failure.
+- ``make test``'s workers take a file's tests as one unit (its module fixtures made once) and
+  the tools' smoke runs one by one.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import ast
 from collections.abc import Callable
 from pathlib import Path
 
+from tests import conftest
 from tests.subprocesses import PYTEST_TIMEOUT_S
 
 TESTS = Path(__file__).resolve().parent
@@ -97,3 +100,27 @@ def test_a_commands_deadline_ends_before_pytests_timeout(monkeypatch):
     assert 79 <= left <= 80  # 300 - 200 - 20
     monkeypatch.setattr(subprocesses, "_test_started", now - 299)
     assert subprocesses.deadline_within_test(240) == 1.0
+
+
+class _Options:
+    """The options xdist's schedulers read."""
+
+    def __init__(self, **values) -> None:
+        self.values = values
+
+    def getvalue(self, name: str):
+        return self.values[name]
+
+
+def test_make_tests_workers_take_a_file_whole_and_the_smoke_runs_one_by_one():
+    """(``--dist loadgroup`` with a group per file did this until pytest 9.2 silently dropped
+    the groups, pytest-dev/pytest-xdist#1386: a file's module fixtures were made on both
+    workers.)"""
+    assert "--dist loadfile" in (TESTS.parent / "Makefile").read_text()
+    options = {"numprocesses": 2, "tx": ["2*popen"]}
+    scheduler = conftest.pytest_xdist_make_scheduler(_Options(dist="loadfile", **options), None)
+    file_ids = ["tests/train/test_footprint.py::test_a[False]", "tests/train/test_footprint.py::b"]
+    assert {scheduler._split_scope(nodeid) for nodeid in file_ids} == {file_ids[0].split("::")[0]}
+    smoke_ids = [f"tests/tools/test_smoke.py::test_the_tool_runs_tiny[{n}]" for n in ("a", "b")]
+    assert {scheduler._split_scope(nodeid) for nodeid in smoke_ids} == set(smoke_ids)
+    assert conftest.pytest_xdist_make_scheduler(_Options(dist="load", **options), None) is None
