@@ -6,7 +6,7 @@ into their nodes, :mod:`~partgnn.models.node_sums`) are one extension, registere
 ``torch.ops.partgnn.*``. It is compiled the first time it is used (with the compiler torch's C++
 extensions use, about 15-25 s) and cached (``TORCH_EXTENSIONS_DIR``, by default
 ``~/.cache/torch_extensions``) under a name with the hash of the sources, the flags and the torch
-installation; a run with ``model.fused: false`` never builds it.
+build; a run with ``model.fused: false`` never builds it.
 """
 
 from __future__ import annotations
@@ -54,29 +54,46 @@ def load_kernels() -> None:
         flags += [*_CAPABILITY_FLAGS[capability], f"-DCPU_CAPABILITY={capability}"]
     started = time.perf_counter()
     try:
-        # The sources, flags and torch installation in the name: each version of the kernels
-        # and each environment (whose torch headers the build reads) builds once in its own
-        # folder (ninja alone compares file times, which a copy or an install can leave
-        # misleading).
+        # The sources, flags and torch build in the name: each version of the kernels and each
+        # torch build (whose headers the build reads) builds once in its own folder, which
+        # every environment with that build loads (ninja alone compares file times, which a
+        # copy or an install can leave misleading).
         sources = {path.name: path.read_bytes() for path in SOURCES}
-        build_inputs = [*flags, torch.__version__, str(Path(torch.__file__).parent)]
+        build_inputs = [*flags, torch.__version__, torch.version.git_version,
+                        f"cxx11_abi={torch._C._GLIBCXX_USE_CXX11_ABI}"]  # fmt: skip
         digest = hashlib.sha256(b"".join(sources.values()) + " ".join(build_inputs).encode())
         name = f"partgnn_kernels_{capability.lower()}_{digest.hexdigest()[:12]}"
         folder = Path(cpp_extension._get_build_directory(name, False))
-        cpp_extension.load(
-            name=name,
-            sources=[str(_cached_source(folder, file, text)) for file, text in sources.items()],
-            extra_cflags=flags,
-            extra_ldflags=["-fopenmp"],
-            is_python_module=False,
-            verbose=bool(os.environ.get("PARTGNN_VERBOSE_BUILD")),
-        )
+        if not _load_built(folder, name):
+            cpp_extension.load(
+                name=name,
+                sources=[str(_cached_source(folder, file, text)) for file, text in sources.items()],
+                extra_cflags=flags,
+                extra_ldflags=["-fopenmp"],
+                is_python_module=False,
+                verbose=bool(os.environ.get("PARTGNN_VERBOSE_BUILD")),
+            )
     except (OSError, RuntimeError, ImportError) as err:
         raise InputError(
             f"model.fused: cannot build the fused CPU kernels ({first_line(err)}); install a "
             "C++ compiler or set model.fused: false"
         ) from None
     KernelBuild.seconds = time.perf_counter() - started
+
+
+def _load_built(folder: Path, name: str) -> bool:
+    """Loads the library a finished build left in ``folder``; ``False`` where there is none
+    (or a build holds the folder's lock, or it does not load): then ``cpp_extension.load``
+    builds or waits. Not through ninja: its build file names the include folders of the
+    environment that wrote it, and another environment's would build everything again."""
+    library = folder / f"{name}.so"
+    if not library.is_file() or (folder / "lock").exists():
+        return False
+    try:
+        torch.ops.load_library(str(library))
+    except OSError:
+        return False
+    return True
 
 
 def _cached_source(build_directory: Path, file: str, source: bytes) -> Path:

@@ -113,16 +113,33 @@ def test_what_the_kernel_does_not_compute_is_refused_or_left_to_the_plain_path()
     torch.testing.assert_close(mlp_tail(mlp, z, fused=True), mlp_tail(mlp, z))
 
 
-def test_a_kernel_that_cannot_be_built_is_one_line_naming_the_setting(monkeypatch):
+def test_a_kernel_that_cannot_be_built_is_one_line_naming_the_setting(monkeypatch, tmp_path):
     from torch.utils import cpp_extension
 
     def no_compiler(**_):
         raise RuntimeError("Error building extension 'x': c++: not found\nmore lines")
 
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))  # nothing built there
     monkeypatch.setattr(cpp_extension, "load", no_compiler)
     with pytest.raises(InputError, match=r"set model\.fused: false") as err:
         cpu_kernels.load_kernels.__wrapped__()
     assert "\n" not in str(err.value)
+
+
+def test_a_finished_build_is_loaded_by_another_environment_without_building(monkeypatch):
+    """A build is shared by every environment with the same torch build (a new virtual
+    environment, a clean clone's) and loaded as it is: not through ninja, whose build file names
+    the include folders of the environment that wrote it."""
+    from torch.utils import cpp_extension
+
+    load_kernels()  # built (first time on this machine) or loaded
+
+    def no_build(**_):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(cpp_extension, "load", no_build)
+    monkeypatch.setattr(torch, "__file__", "/another/environment/torch/__init__.py")
+    cpu_kernels.load_kernels.__wrapped__()
 
 
 @pytest.mark.parametrize("checkpoint", [False, True])
