@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
 
+from partgnn.errors import raise_if_stopped
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -42,7 +44,7 @@ def ordered_map(
         Each task's result, in the order of ``items``.
     """
     if workers <= 1 or n_items <= 1:
-        yield from map(task, items)
+        yield from _stopping(map(task, items))
         return
     pool = ProcessPoolExecutor(
         min(workers, n_items),
@@ -51,13 +53,22 @@ def ordered_map(
     )
     try:
         # Submitting starts the workers: all of them here, each item being submitted at once.
-        yield from _started_ignoring_ctrl_c(lambda: pool.map(task, items))
+        yield from _stopping(_started_ignoring_ctrl_c(lambda: pool.map(task, items)))
     except BaseException:
         for worker in list((getattr(pool, "_processes", None) or {}).values()):
             worker.kill()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+def _stopping(results: Iterable[R]) -> Iterator[R]:
+    """``results``, stopping before each one where a signal asked the process to stop: a stop
+    Python swallowed (the signal came while a ``__del__`` ran) ends the command after the item
+    at hand, not after the last (:func:`~partgnn.errors.raise_if_stopped`)."""
+    for result in results:
+        raise_if_stopped()
+        yield result
 
 
 def _started_ignoring_ctrl_c(start: Callable[[], T]) -> T:

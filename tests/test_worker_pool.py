@@ -4,10 +4,11 @@ task's error raised in the caller, tasks in this process for one worker."""
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
-from partgnn.errors import InputError
+from partgnn.errors import InputError, Stopped, clear_stop, request_stop
 from partgnn.worker_pool import ordered_map
 
 
@@ -35,3 +36,22 @@ def test_one_worker_runs_the_tasks_in_this_process():
 def test_a_tasks_error_is_raised_in_the_caller():
     with pytest.raises(InputError, match="item 3: refused"):
         list(ordered_map(_refuse_three, range(6), n_items=6, workers=2))
+
+
+def test_a_stop_python_swallowed_ends_the_map_after_the_item_at_hand():
+    """A signal that came while a ``__del__`` ran has its stop recorded and its exception
+    swallowed: the map stops before the next result, not after the last item."""
+    done = []
+
+    def task(item: int) -> int:
+        done.append(item)
+        if item == 2:
+            request_stop(signal.SIGTERM)  # what the command line's handler records
+        return item
+
+    try:
+        with pytest.raises(Stopped):
+            list(ordered_map(task, range(10), n_items=10, workers=1))
+    finally:
+        clear_stop()
+    assert done == [0, 1, 2]
