@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -125,7 +126,6 @@ def test_partgnn_plan_prints_every_rank(dataset, tmp_path, capsys, monkeypatch):
     # The JSON plan measures the footprints and the base bytes; the table of the same plan
     # reuses them (the planner's own names: patching footprint's did not reach it).
     measure, footprints = memory_planning.measure_footprint, {}
-    measure_base, bases = memory_planning.measure_base_bytes, []
 
     def measure_once(config, *args):
         key = config.model.recompute
@@ -133,13 +133,10 @@ def test_partgnn_plan_prints_every_rank(dataset, tmp_path, capsys, monkeypatch):
             footprints[key] = measure(config, *args)
         return footprints[key]
 
-    def measure_base_once():
-        if not bases:
-            bases.append(measure_base())
-        return bases[0]
-
     monkeypatch.setattr(memory_planning, "measure_footprint", measure_once)
-    monkeypatch.setattr(memory_planning, "measure_base_bytes", measure_base_once)
+    monkeypatch.setattr(
+        memory_planning, "measure_base_bytes", functools.cache(memory_planning.measure_base_bytes)
+    )
     config = write_config(
         tmp_path / "c.yaml", mode="halo", model={"recompute": True},
         data={"graphs": str(dataset["graphs"]), "shards": str(dataset["phi2"])},
