@@ -62,7 +62,7 @@ def main() -> None:
         own = _partgnn_times(model_spec, graph, args.threads, args.repeats)
         rows.append(("partgnn (model forward, as infer)", *(f"{t:.3f}" for t in own), "-", "-"))
         for fmt in args.formats:
-            exported = work / f"model.{fmt}"
+            exported = work / f"model.{'pt2' if fmt == 'aoti' else fmt}"
             partgnn("export", model_spec, "--format", fmt, "--out", exported, in_process=True)
             times = []
             for threads in args.threads:

@@ -31,6 +31,9 @@ sys.modules["partgnn"] = None  # type: ignore[assignment]  # import partgnn fail
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+#: Each format's name in a sentence.
+FORMAT_NAMES = {"torchscript": "a TorchScript", "aoti": "an AOTInductor", "onnx": "an ONNX"}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -45,13 +48,26 @@ def main() -> None:
     for path in (args.model, args.graph):
         if not Path(path).is_file():
             sys.exit(f"score_exported.py: {path}: no such file")
+    if not Path(args.out).resolve().parent.is_dir():
+        sys.exit(f"score_exported.py: {args.out}: its folder does not exist")
     torch.set_num_threads(args.threads)
-    graph = np.load(args.graph)
-    node_features = np.ascontiguousarray(graph["node_features"], dtype=np.float32)
-    edge_index = np.ascontiguousarray(graph["edge_index"], dtype=np.int64)
-    score, convention = _scorer(args.model, args.format, args.threads, args.device)
+    try:
+        with np.load(args.graph) as graph:
+            node_features = np.ascontiguousarray(graph["node_features"], dtype=np.float32)
+            edge_index = np.ascontiguousarray(graph["edge_index"], dtype=np.int64)
+    except Exception as err:  # not an .npz, or a key missing: one line
+        sys.exit(f"score_exported.py: {args.graph}: not a graph .npz with node_features and "
+                 f"edge_index ({_last_line(err)})")  # fmt: skip
+    try:
+        score, convention = _scorer(args.model, args.format, args.threads, args.device)
+    except Exception as err:  # another format, or not an export of partgnn's
+        sys.exit(f"score_exported.py: {args.model}: not {FORMAT_NAMES[args.format]} file "
+                 f"partgnn exported ({_last_line(err)})")  # fmt: skip
     print(json.dumps(convention, indent=1, sort_keys=True))
-    logits = score(node_features, edge_index)
+    try:
+        logits = score(node_features, edge_index)
+    except Exception as err:  # the file's own refusal of the inputs, its last line
+        sys.exit(f"score_exported.py: {args.model}: {_last_line(err)}")
     times = []
     for _ in range(args.repeat):
         start = time.perf_counter()
@@ -60,6 +76,12 @@ def main() -> None:
     np.savez(args.out, logits=logits.astype(np.float32))
     if times:
         print(f"median wall time per graph: {statistics.median(times):.4f} s ({args.repeat} runs)")
+
+
+def _last_line(err: BaseException) -> str:
+    """The last line of an error (a TorchScript traceback ends with the model's own line)."""
+    lines = str(err).strip().splitlines()
+    return lines[-1].strip() if lines else type(err).__name__
 
 
 def _scorer(path: str, fmt: str, threads: int, device: str):

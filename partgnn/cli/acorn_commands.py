@@ -7,6 +7,8 @@ from pathlib import Path
 
 from partgnn.cli.arg_types import non_negative_float
 from partgnn.cli.eval_commands import SCORE_CUT, TRACK_BUILDING
+from partgnn.cli.output_guard import add_overwrite_option
+from partgnn.data import output_kinds
 
 #: What export-acorn writes per event beside the scores.
 TRACK_CHOICES = ("none", *TRACK_BUILDING)
@@ -29,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     importer.add_argument("directory", type=Path, help="folder of acorn event files")
     importer.add_argument("--out", required=True, type=Path, help="output graphs file (.h5)")
+    add_overwrite_option(importer, output_kinds.GRAPHS)
     importer.add_argument(
         "--pt-unit", choices=("MeV", "GeV"), default="MeV",
         help="unit of the files' pT (ITk files: MeV, the default; TrackML-based: GeV)",
@@ -87,7 +90,8 @@ def run_import_acorn(args: argparse.Namespace) -> int:
                 raise InputError(
                     f"{path}: not a readable acorn event ({type(err).__name__}: {first_line(err)})"
                 ) from None
-            quality["acorn_relative"] = str(path.resolve().relative_to(root))
+            # (relative to the folder as given: a file may be a link into a dataset elsewhere)
+            quality["acorn_relative"] = str(path.relative_to(args.directory))
             counts["nodes"] += quality["n_nodes"]
             counts["edges"] += quality["n_edges"]
             counts["true"] += quality["n_true_edges"]

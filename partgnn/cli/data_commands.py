@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 # Light imports only: the pipeline (torch, PyG, pandas) is imported when a command runs.
-from partgnn.cli.arg_types import fraction, non_negative_float, positive_int
+from partgnn.cli.arg_types import fraction, non_negative_float, positive_int, seed
+from partgnn.cli.output_guard import add_overwrite_option
+from partgnn.data import output_kinds
 from partgnn.data.graph_config import GraphBuildConfig
 
 if TYPE_CHECKING:
@@ -34,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     simulate.add_argument("--events", type=positive_int, default=10, help="number of events")
     simulate.add_argument("--pileup", type=non_negative_float, default=200.0, help="pile-up mu")
-    simulate.add_argument("--seed", type=int, default=0, help="random seed")
+    simulate.add_argument("--seed", type=seed, default=0, help="random seed")
     simulate.add_argument("--first-event-id", type=int, default=0, help="id of the first event")
     simulate.add_argument("--noise-fraction", type=fraction, default=None, help="noise hits")
     simulate.add_argument("--geometry", default=None, help=geometry_help)
@@ -58,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     trackml.add_argument("directory", type=Path, help="folder with eventNNN-hits.csv(.gz) files")
     trackml.add_argument("--geometry", default=None, help=geometry_help)
     trackml.add_argument("--out", required=True, type=Path, help="output events file (.h5)")
+    add_overwrite_option(trackml, output_kinds.TRACKML_EVENTS)
     trackml.set_defaults(run=run_import_trackml)
 
     fit = subparsers.add_parser(
@@ -81,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_realism_options(fit, "--simulate events: ")
     fit.add_argument("--out", required=True, type=Path, help="output module map (.npz)")
+    add_overwrite_option(fit, output_kinds.MODULE_MAP)
     fit.add_argument(
         "--pt-min", type=non_negative_float, default=0.0,
         help="learn from particles of pT at least this [GeV] (default 0: every particle)",
@@ -122,6 +126,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build = subparsers.add_parser("build-graphs", help="build event graphs from an events file")
     build.add_argument("events", type=Path, help="events file from simulate or import-trackml")
     build.add_argument("--out", required=True, type=Path, help="output graphs file (.h5)")
+    add_overwrite_option(build, output_kinds.GRAPHS)
     build.add_argument("--geometry", default=None, help=geometry_help)
     build.add_argument(
         "--workers", type=positive_int, default=1,

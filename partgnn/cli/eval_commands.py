@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from partgnn.cli.arg_types import non_negative_float, score, timeout_seconds
+from partgnn.cli.arg_types import (
+    efficiency_target,
+    non_negative_float,
+    rate_target,
+    score,
+    timeout_seconds,
+)
+from partgnn.cli.output_guard import add_overwrite_option
+from partgnn.data import output_kinds
 from partgnn.errors import InputError
 
 if TYPE_CHECKING:
@@ -40,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--shards", type=Path, help="shard directory (one rank per part)")
     source.add_argument("--graphs", type=Path, help="graphs file (one process)")
     infer.add_argument("--out", type=Path, required=True, help="output scores file (.h5)")
+    add_overwrite_option(infer, output_kinds.SCORES)
     infer.add_argument(
         "--mode", default=None, metavar="MODE",
         help="compute as a training run of this mode does: halo (default for --shards: the "
@@ -87,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     cut.add_argument(
         "--cut-at-efficiency",
-        type=score,
+        type=efficiency_target,
         default=None,
         metavar="E",
         help="choose the cut on these events: the highest that keeps a fraction E of their "
@@ -95,7 +104,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the test events)",
     )
     cut.add_argument(
-        "--cut-at-impure-rate", type=score, default=None, metavar="R",
+        "--cut-at-impure-rate", type=rate_target, default=None, metavar="R",
         help="choose the cut on these events: the lowest at which at most a fraction R of "
         "their tracks (by --track-building) are impure, to 0.001 (e.g. 0.01 on validation "
         "events)",
@@ -116,6 +125,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default), a walk-through, or components after junction removal",
     )  # fmt: skip
     evaluate.add_argument("--out", type=Path, help="write the metrics as JSON here")
+    add_overwrite_option(evaluate, output_kinds.EVALUATION)
     evaluate.set_defaults(run=run_evaluate)
 
 

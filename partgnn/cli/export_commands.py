@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from partgnn.cli.output_guard import add_overwrite_option
+from partgnn.data import output_kinds
+
 #: The formats (:data:`partgnn.export.formats.FORMATS`; tests/cli checks they agree).
 FORMATS: tuple[str, ...] = ("torchscript", "aoti", "onnx")
 
@@ -34,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="where the model runs: an AOTInductor package is compiled for it (TorchScript "
         "and ONNX files run on either)",
     )  # fmt: skip
-    export.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    add_overwrite_option(export, output_kinds.EXPORTED_MODEL)
     export.set_defaults(run=run_export)
 
 
@@ -42,19 +45,28 @@ def run_export(args: argparse.Namespace) -> int:
     from partgnn.errors import InputError
     from partgnn.export.export_model import export_checkpoint
     from partgnn.export.node_inputs import NodeInputs
+    from partgnn.resources import pretrained_name
 
     inputs = NodeInputs.parse(args.node_features, args.feature_scales)
-    if args.out.exists() and not args.overwrite:
-        raise InputError(f"{args.out}: exists; pass --overwrite to replace it")
+    if args.fmt == "aoti" and args.out.suffix != ".pt2":
+        raise InputError(
+            f"{args.out}: an AOTInductor package is a .pt2 file (its loaders read the name): "
+            "name it NAME.pt2"
+        )
     exported = export_checkpoint(
         args.checkpoint, args.fmt, args.out, inputs=inputs, device=args.device
     )
-    cut = "none recorded" if exported.score_cut is None else f"{exported.score_cut:.9g}"
+    where = "the model card's cut" if pretrained_name(args.checkpoint) else "training's cut"
+    cut = (
+        "no cut recorded (the checkpoint's run chose none)"
+        if exported.score_cut is None
+        else f"{where}: {exported.score_cut:.9g}"
+    )
     print(
         f"{exported.model} -> {exported.path} ({exported.format}, "
         f"{exported.path.stat().st_size / 1e6:.1f} MB)\n"
         f"  inputs: node_features (N, {len(inputs.columns)}) float32: {inputs.describe()}; "
         "edge_index (2, E) int64, inner hit first (ACTS: undirected off)\n"
-        f"  output: logits (E,); score = sigmoid(logit); the model card's cut: {cut}"
+        f"  output: logits (E,); score = sigmoid(logit); {cut}"
     )
     return 0

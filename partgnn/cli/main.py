@@ -35,7 +35,7 @@ from partgnn.cli import (
     selfcheck_commands,
     train_commands,
 )
-from partgnn.cli.output_guard import refuse_output_over_inputs
+from partgnn.cli.output_guard import check_replace_output, refuse_output_over_inputs
 from partgnn.cli.process_exit import report_to_launcher, stop_on_signals
 from partgnn.errors import (
     InputError,
@@ -92,11 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for message, category in QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_with_negative_lists(sys.argv[1:] if argv is None else argv))
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         with stop_on_signals():
             refuse_output_over_inputs(args)
+            check_replace_output(args)
             return int(args.run(args) or 0)
     except (Exception, KeyboardInterrupt) as err:
         if debug:  # the whole traceback, and the same exit status as without --debug
@@ -112,6 +113,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
         report_to_launcher(line)
         return exit_status(err)
+
+
+#: Options whose value is a comma-separated list of numbers, which may start with a minus sign.
+NUMBER_LIST_OPTIONS = frozenset({"--feature-scales"})
+
+
+def _with_negative_lists(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--feature-scales -1,2`` written ``--feature-scales=-1,2``: argparse takes
+    a value starting with ``-`` (not a lone negative number) for an option, and would say the
+    option lacks its value instead of what is wrong with it."""
+    joined: list[str] = []
+    for item in argv:
+        if (
+            joined
+            and joined[-1] in NUMBER_LIST_OPTIONS
+            and item[:1] == "-"
+            and item[1:2] in (*"0123456789", ".")
+        ):
+            joined[-1] = f"{joined[-1]}={item}"
+        else:
+            joined.append(item)
+    return joined
 
 
 def _close_progress_bars() -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 # Light imports only (numpy): torch, PyG and matplotlib load when a command runs.
-from partgnn.cli.arg_types import non_negative_int, positive_int
+from partgnn.cli.arg_types import non_negative_int, positive_int, seed
+from partgnn.cli.output_guard import add_overwrite_option
+from partgnn.data import output_kinds
 from partgnn.errors import InputError
 from partgnn.partition.assign import METHODS
 from partgnn.partition.statistics import DEFAULT_HIDDEN
@@ -30,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     partition.add_argument("--parts", type=positive_int, required=True, help="number of parts P")
     partition.add_argument("--method", choices=METHODS, default="metis")
     partition.add_argument("--out", type=Path, required=True, help="output shard directory")
-    partition.add_argument("--seed", type=int, default=0, help="partitioner seed")
+    partition.add_argument("--seed", type=seed, default=0, help="partitioner seed")
     partition.add_argument("--grid", type=_grid, default=None, help="phieta sectors, e.g. 4x2")
     partition.add_argument(
         "--margin",
@@ -49,7 +51,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inspect = subparsers.add_parser("inspect", help="print partition statistics, draw an event")
     inspect.add_argument("directory", type=Path, help="shard directory from partition")
     inspect.add_argument("--event", type=int, default=None, help="event id (default: first)")
-    inspect.add_argument("--plot", type=Path, default=None, help="write x-y and r-z views (PNG)")
+    inspect.add_argument(
+        "--plot", type=Path, default=None,
+        help="write x-y and r-z views (.png; .pdf and .svg also work)",
+    )  # fmt: skip
+    add_overwrite_option(inspect, output_kinds.PLOT, option="plot")
     inspect.set_defaults(run=run_inspect)
 
 
@@ -94,6 +100,8 @@ def run_inspect(args: argparse.Namespace) -> int:
     from partgnn.partition.plot import plot_partition
     from partgnn.partition.shard_reader import ShardDirectory
 
+    if args.plot is not None:  # (before anything is printed)
+        check_plot_path(args.plot)
     shards = ShardDirectory(args.directory)
     meta = shards.meta
     for rank in range(shards.n_parts):  # every part file there, of this partition run
@@ -112,6 +120,18 @@ def run_inspect(args: argparse.Namespace) -> int:
         plot_partition(pos, assignment, edge_index, args.plot, title=title)
         print(f"plot -> {args.plot}")
     return 0
+
+
+def check_plot_path(path: Path) -> None:
+    """Refuses a plot path whose suffix names no format partgnn's plots are written in.
+
+    Raises:
+        InputError: One line naming the path and the formats.
+    """
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in output_kinds.PLOT_FORMATS:
+        formats = ", ".join("." + name for name in output_kinds.PLOT_FORMATS)
+        raise InputError(f"{path}: a plot is written as {formats}; name the file so")
 
 
 def _gather_event(shards: ShardDirectory, index: int) -> tuple[np.ndarray, ...]:

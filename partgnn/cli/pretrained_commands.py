@@ -30,7 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "checksum; then build-graphs --map pretrained:NAME uses it",
     )  # fmt: skip
     pretrained.add_argument(
-        "--workers", type=positive_int, default=1, help="processes simulating for --make-map"
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="processes simulating for --make-map (default 1)",
     )
     pretrained.add_argument(
         "--evaluate", type=Path, default=None, metavar="EVENTS", dest="events",
@@ -40,24 +43,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     pretrained.add_argument(
         "--work", type=Path, default=None,
-        help="folder for --evaluate's graphs, scores and evaluation JSON files (default: "
-        "EVENTS-evaluation in the working directory)",
+        help="folder for --evaluate's graphs, scores and evaluation JSON files, written whole "
+        "(default: EVENTS-NAME-evaluation in the working directory); an existing folder is "
+        "replaced only when it holds nothing but an earlier evaluation's files",
     )  # fmt: skip
     pretrained.set_defaults(run=run_pretrained)
 
 
 def run_pretrained(args: argparse.Namespace) -> int:
+    from partgnn.errors import InputError
+
+    if args.work is not None and args.events is None:
+        raise InputError("pretrained: --work is the folder of --evaluate EVENTS; give both")
+    if args.workers is not None and not args.make_map:
+        raise InputError("pretrained: --workers is for --make-map's simulation; give both")
+    if args.events is not None and args.make_map:
+        raise InputError("pretrained: --evaluate and --make-map are separate runs; give one")
     if args.events is not None:
         from partgnn.cli.pretrained_evaluation import run_evaluate_pretrained
 
         return run_evaluate_pretrained(args)
     if args.make_map:
         from partgnn.data.pretrained_maps import make_map
-        from partgnn.errors import InputError
 
         if args.name is None:
             raise InputError("pretrained --make-map: name the model, e.g. pretrained:trackml-full")
-        path, verdict = make_map(args.name, partial(_fit_module_map, workers=args.workers))
+        path, verdict = make_map(args.name, partial(_fit_module_map, workers=args.workers or 1))
         print(f"{args.name}: module map {path}: {verdict}")
         return 0
     if args.name is not None:

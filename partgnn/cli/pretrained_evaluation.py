@@ -6,18 +6,26 @@ with the model, or the geometric builder with its pT cut), scored with the model
 at the card's cut for the card's target particles, tracks built by the card's
 ``track_building`` (``components`` on a card without one); the same graphs with perfect scores
 (the truth) give the limit the construction leaves to track finding. Writes into ``--work``
-``graphs.h5``, ``scores.h5``, ``evaluation.json`` and ``evaluation-limit.json`` (the format of
-``partgnn evaluate --out``, which ``tools/make_pretrained.py --evaluation`` records on a card).
+``graphs.h5``, ``scores.h5``, ``scores-truth.h5``, ``evaluation.json`` and
+``evaluation-limit.json`` (the format of ``partgnn evaluate --out``, which
+``tools/make_pretrained.py --evaluation`` records on a card). The folder is written whole
+(staged beside it, renamed into place when everything is written): an interrupted evaluation
+leaves the folder as it was, and an existing folder is replaced only when it holds nothing but
+an earlier evaluation's files; the events file may not lie inside it.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from partgnn.cli.output_guard import refuse_output_over
+from partgnn.data import output_kinds
 from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card
 
@@ -37,6 +45,28 @@ FIGURES = (
 CARD_HELD_OUT, CARD_LIMIT = "simulated", "construction-limit"
 #: How tracks are built on a card that does not say (the cards shipped before the field).
 DEFAULT_TRACK_BUILDING = "components"
+#: The files an evaluation writes into its folder, and their kinds.
+WORK_FILES = {
+    "graphs.h5": output_kinds.GRAPHS,
+    "scores.h5": output_kinds.SCORES,
+    "scores-truth.h5": output_kinds.SCORES,
+    "evaluation.json": output_kinds.EVALUATION,
+    "evaluation-limit.json": output_kinds.EVALUATION,
+}
+#: What writes the folder, in the lines that refuse or replace it.
+COMMAND = "pretrained --evaluate"
+
+
+def default_work_folder(events: Path, model: str) -> Path:
+    """``EVENTS-MODEL-evaluation`` in the working directory: one folder per events file and
+    model, so evaluating another model keeps the first one's results."""
+    return Path(f"{events.stem}-{model.removeprefix(PRETRAINED_PREFIX)}-evaluation")
+
+
+def is_work_file(work: Path, relative: Path) -> bool:
+    """Whether ``work / relative`` is a file an evaluation writes there, of its kind."""
+    kind = WORK_FILES.get(relative.as_posix())
+    return kind is not None and kind.recognises(work / relative)
 
 
 def card_track_building(card: dict, card_path: Path) -> str:
@@ -84,27 +114,22 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> PretrainedEvalua
     Args:
         name: ``NAME`` or ``pretrained:NAME``.
         events: An events file (``partgnn simulate``, ``partgnn import-trackml``).
-        work: Folder for the graphs, scores and evaluation files (made if missing).
+        work: Folder for the graphs, scores and evaluation files: made, or replaced when it
+            holds only an earlier evaluation's files (:data:`WORK_FILES`); written whole, so
+            an interruption leaves it as it was.
 
     Returns:
-        ``{"model", "events", "cut", "track_building", "evaluation", "limit"}``: the two
-        evaluations as ``partgnn evaluate --out`` writes them.
+        The model, events, cut and track building, and the two evaluations as ``partgnn
+        evaluate --out`` writes them.
 
     Raises:
-        InputError: The card records no construction or an unknown track building, or a step
-            fails (its line).
+        InputError: The card records no construction or an unknown track building; ``work``
+            holds the events, is a file, or holds files an evaluation does not write; or a
+            step fails (its line).
     """
     import yaml
 
-    from partgnn.data.event_graphs import write_event_graphs
-    from partgnn.data.geometry import load_geometry
-    from partgnn.data.graph_config import GraphBuildConfig
-    from partgnn.data.h5_files import file_sha256
-    from partgnn.data.pretrained_maps import resolve_map
-    from partgnn.data.storage import GraphFile, write_scores
-    from partgnn.distributed.context import DistContext
-    from partgnn.metrics.evaluation import evaluate_scores
-    from partgnn.train.inference import run_inference
+    from partgnn.data.output_files import atomic_directory
 
     card_path = pretrained_card(name)
     name = card_path.stem
@@ -118,7 +143,42 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> PretrainedEvalua
     )
     if not events.is_file():
         raise InputError(f"{events}: no such events file")
-    work.mkdir(parents=True, exist_ok=True)
+    refuse_output_over(work, iter([("EVENTS", events)]), folder=True, option="work")
+    replacing = work.is_dir()
+    with atomic_directory(
+        work, partial(is_work_file, work), what=COMMAND, option="--work"
+    ) as staging:
+        if replacing:
+            print(f"partgnn: {COMMAND}: replacing {work} (an earlier evaluation's files)",
+                  file=sys.stderr)  # fmt: skip
+        evaluation, limit = _build_score_evaluate(
+            name, card, events, staging, track_building, (pt_min, pt_max)
+        )
+    return PretrainedEvaluation(name, events, float(card["score_cut"]), track_building,
+                                evaluation, limit)  # fmt: skip
+
+
+def _build_score_evaluate(
+    name: str,
+    card: dict,
+    events: Path,
+    work: Path,
+    track_building: str,
+    target_pt: tuple[float, float | None],
+) -> tuple[EvaluationResults, EvaluationResults]:
+    """Writes the graphs, scores and evaluations of ``events`` into ``work``; returns the
+    model's evaluation and the construction's limit."""
+    from partgnn.data.event_graphs import write_event_graphs
+    from partgnn.data.geometry import load_geometry
+    from partgnn.data.graph_config import GraphBuildConfig
+    from partgnn.data.h5_files import file_sha256
+    from partgnn.data.pretrained_maps import resolve_map
+    from partgnn.data.storage import GraphFile, write_scores
+    from partgnn.distributed.context import DistContext
+    from partgnn.metrics.evaluation import evaluate_scores
+    from partgnn.train.inference import run_inference
+
+    construction = card["construction"]
     graphs, scores = work / "graphs.h5", work / "scores.h5"
     geometry = load_geometry(None)
     if construction["method"] == "module-map":
@@ -129,6 +189,7 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> PretrainedEvalua
     one_process = DistContext.one_process("cpu")
     run_inference(PRETRAINED_PREFIX + name, scores, one_process, graphs=graphs)
     cut = float(card["score_cut"])
+    pt_min, pt_max = target_pt
     options = {"pt_min": pt_min, "pt_max": pt_max, "track_building": track_building}
     evaluation = evaluate_scores(scores, graphs, events_path=events, cut=cut, **options)
     truth = work / "scores-truth.h5"
@@ -138,7 +199,7 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> PretrainedEvalua
     limit = evaluate_scores(truth, graphs, events_path=events, cut=0.5, **options)
     evaluation.write(work / "evaluation.json")
     limit.write(work / "evaluation-limit.json")
-    return PretrainedEvaluation(name, events, cut, track_building, evaluation, limit)
+    return evaluation, limit
 
 
 def figures_table(result: PretrainedEvaluation) -> list[str]:
@@ -172,7 +233,7 @@ def run_evaluate_pretrained(args: argparse.Namespace) -> int:
     """The ``--evaluate`` action of ``partgnn pretrained``."""
     if args.name is None:
         raise InputError("pretrained --evaluate: name the model, e.g. pretrained:trackml-full")
-    work = args.work if args.work is not None else Path(f"{args.events.stem}-evaluation")
+    work = args.work if args.work is not None else default_work_folder(args.events, args.name)
     result = evaluate_pretrained(args.name, args.events, work)
     print("\n".join(figures_table(result)))
     print(f"\ngraphs, scores and evaluations in {work}/")

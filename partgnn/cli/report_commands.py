@@ -28,6 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="labels of the runs, one per RUN, in order (default: the directory names)",
     )
+    compare.add_argument(
+        "--overwrite", action="store_true",
+        help="replace a report.md or plot in DIR that partgnn did not write (those of an "
+        "earlier compare are replaced without it; other files in DIR are left alone)",
+    )  # fmt: skip
     compare.set_defaults(run=run_compare)
 
 
@@ -35,6 +40,6 @@ def run_compare(args: argparse.Namespace) -> int:
     """Writes the report of ``args.runs`` into ``args.out`` and prints where it is."""
     from partgnn.metrics.report import write_comparison
 
-    report = write_comparison(args.runs, args.out, names=args.names)
+    report = write_comparison(args.runs, args.out, names=args.names, overwrite=args.overwrite)
     print(f"comparison report: {report}")
     return 0

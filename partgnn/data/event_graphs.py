@@ -16,7 +16,7 @@ from torch_geometric.data import Data
 from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.graph_builder import build_event_graph
 from partgnn.data.graph_config import GraphBuildConfig
-from partgnn.data.module_map import ModuleMap, module_keys
+from partgnn.data.module_map import ModuleMap, check_map_file, module_keys
 from partgnn.data.storage import EventFile
 from partgnn.worker_pool import ordered_map
 
@@ -166,6 +166,8 @@ def write_event_graphs(
     events_path = Path(events_path)
     with EventFile(events_path) as events:  # (a missing or damaged file: one line, here)
         n_events = len(events)
+    if map_path is not None:
+        check_map_file(map_path)  # (before any event is built)
     written = GraphsWritten(Path(out), 0, [], 0, 0)
     built = event_graphs(events_path, geometry, config, map_path, workers=workers)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,26 @@ MAP_FORMAT = "partgnn-module-map"
 
 #: Candidates processed together by :func:`~partgnn.data.module_map_edges.module_map_edges`.
 CHUNK_CANDIDATES = 1 << 21
+
+
+def check_map_file(path: str | os.PathLike[str]) -> Path:
+    """Checks, cheaply and before any work, that ``path`` can be a module map: a file, and a
+    whole zip archive (a truncated copy has lost the archive's directory at its end).
+
+    Raises:
+        InputError: Missing, a folder, or not a whole zip archive (one line naming the file).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: module map not found")
+    if not path.is_file():
+        raise InputError(f"{path}: is a folder, not a module map (.npz)")
+    if not zipfile.is_zipfile(path):
+        raise InputError(
+            f"{path}: not a module-map file (not a whole .npz archive: truncated, or another "
+            "kind of file)"
+        )
+    return path
 
 
 @dataclass(frozen=True)
@@ -94,15 +115,14 @@ class ModuleMap:
             InputError: Missing, corrupted (a record's CRC-32 differs), not a module map, or
                 its arrays disagree.
         """
-        path = Path(path)
-        if path.is_file():
-            check_zip_records(path)
+        path = check_map_file(path)
+        check_zip_records(path)
         try:
             with np.load(path, allow_pickle=False) as arrays:
                 fields = {name: arrays[name] for name in arrays.files}
         except FileNotFoundError:
             raise InputError(f"{path}: file not found") from None
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
             raise InputError(f"{path}: not a module-map file ({err})") from None
         try:
             settings = json.loads(str(fields.pop("settings")))

@@ -74,7 +74,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 @contextmanager
 def atomic_directory(
-    path: str | os.PathLike[str], own: Callable[[Path], bool], *, what: str
+    path: str | os.PathLike[str], own: Callable[[Path], bool], *, what: str, option: str = "--out"
 ) -> Iterator[Path]:
     """Yields an empty staging folder beside ``path``; it becomes ``path`` only on success.
 
@@ -89,6 +89,7 @@ def atomic_directory(
         path: The output folder.
         own: Whether a file (its path relative to ``path``) is one this output writes.
         what: What writes the folder, for the refusal (e.g. ``partition``).
+        option: The option that names the folder, for the refusal.
 
     Raises:
         InputError: ``path``'s folder cannot be created or written to, ``path`` is a file, or
@@ -96,7 +97,7 @@ def atomic_directory(
         OutputError: The disk filled up (or turned read-only) while the body wrote.
     """
     path = Path(path)
-    refuse_foreign_entries(path, own, what=what)
+    refuse_foreign_entries(path, own, what=what, option=option)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_dead_writers_staging(path)
@@ -117,7 +118,9 @@ def atomic_directory(
         raise
 
 
-def refuse_foreign_entries(path: Path, own: Callable[[Path], bool], *, what: str) -> None:
+def refuse_foreign_entries(
+    path: Path, own: Callable[[Path], bool], *, what: str, option: str = "--out"
+) -> None:
     """Raises InputError when ``path`` is a file, or a folder holding anything but files that
     ``own`` accepts (by their paths relative to ``path``) and the folders that hold them."""
     if not path.exists() and not path.is_symlink():
@@ -139,8 +142,28 @@ def refuse_foreign_entries(path: Path, own: Callable[[Path], bool], *, what: str
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         raise InputError(
             f"{path}: holds what {what} did not write ({shown}), which replacing the folder "
-            "would delete: move it out, or choose another --out"
+            f"would delete: move it out, or choose another {option}"
         )
+
+
+def make_folder(path: str | os.PathLike[str]) -> Path | None:
+    """Creates the folder ``path`` and its missing parents.
+
+    Returns:
+        The outermost folder it created (``None``: ``path`` existed): what to remove, when
+        empty, to leave nothing behind.
+
+    Raises:
+        InputError: It cannot be created here (under /proc, below a file, no permission,
+            read-only): one line naming it.
+    """
+    path = Path(path)
+    missing = [folder for folder in [path, *path.parents] if not folder.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _cannot_write_here(path, err) from None
+    return missing[-1] if missing else None
 
 
 def _replace_directory(staging: Path, path: Path) -> None:
@@ -161,6 +184,10 @@ def _raise_full_disk(path: Path, err: BaseException) -> None:
 
 
 def _cannot_write_here(path: Path, err: OSError) -> InputError:
+    below_file = next((p for p in path.parents if p.is_file() or (p.is_symlink() and not
+                       p.is_dir())), None)  # fmt: skip
+    if below_file is not None:
+        return InputError(f"{path}: cannot write here ({below_file} is a file, not a folder)")
     return InputError(f"{path}: cannot write here ({err.strerror or first_line(err)})")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from partgnn import resources
+from partgnn.data.output_files import make_folder
 from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card
 
@@ -97,6 +98,7 @@ def resolve_map(spec: str | os.PathLike[str]) -> Path:
             f"made on this machine: partgnn pretrained {text} --make-map (fits it into {path}; "
             "about half an hour on 2 cores)"
         )
+    _check_made(path, text)
     return path
 
 
@@ -124,11 +126,12 @@ def make_map(spec: str, fit: Callable[[list[str], Path], None]) -> tuple[Path, s
     sha256, arguments = _expected(spec)
     path = map_path(spec)
     if path.is_file():
+        _check_made(path, spec)
         verdict, same = _compare(path, sha256, spec)
         if not same:
             raise InputError(f"{path}: not {spec}'s module map ({verdict}); remove it to refit")
         return path, verdict
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     fitted = path.with_name(f".{path.name}.fitting.npz")
     fitted.unlink(missing_ok=True)  # only a fit killed after it saved leaves one (atomic save)
     fit(arguments, fitted)
@@ -165,6 +168,25 @@ def _compare(path: Path, sha256: str, spec: str) -> tuple[str, bool]:
     return f"{comparison.describe()} (against the shipped map, sha256 {found[:12]}...)", (
         comparison.same
     )
+
+
+def _check_made(path: Path, spec: str) -> None:
+    """Refuses a map in the cache that is damaged (truncated, a record failing its CRC-32),
+    saying how to make it again.
+
+    Raises:
+        InputError: One line naming the file, what is wrong, and the command that refits it.
+    """
+    from partgnn.data.module_map import check_map_file
+    from partgnn.data.zip_records import check_zip_records
+
+    try:
+        check_map_file(path)
+        check_zip_records(path)
+    except InputError as err:
+        raise InputError(
+            f"{err}; remove it to refit: partgnn pretrained {spec} --make-map"
+        ) from None
 
 
 def _check_shipped(path: Path, sha256: str, spec: str) -> None:

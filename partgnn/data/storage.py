@@ -193,6 +193,12 @@ def _write_event_groups(
     return n_events
 
 
+def event_order(key: str) -> tuple[int, str]:
+    """The order of an event group's name (``event000000001``): by its event id."""
+    number = key.removeprefix("event")
+    return (int(number), key) if number.isdigit() else (-1, key)
+
+
 class _EventStore:
     """Lazy reader of a partgnn HDF5 file: opens it, checks format and version, lists events."""
 
@@ -219,7 +225,8 @@ class _EventStore:
             )
         if "events" not in h5:
             raise InputError(f"{self.path}: no 'events' group (truncated or not partgnn?)")
-        self.keys: list[str] = sorted(h5["events"].keys())
+        # (by event id: as text, event1000000000 would come before event999999999)
+        self.keys: list[str] = sorted(h5["events"].keys(), key=event_order)
         self.attrs: dict[str, object] = {k: decode_attr(v) for k, v in h5.attrs.items()}
 
     def __len__(self) -> int:

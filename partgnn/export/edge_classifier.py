@@ -87,6 +87,11 @@ class ExportedEdgeClassifier(nn.Module):
         self.z_column: int = columns["z"]
         self.eta_column: int = columns.get("eta", -1)
         self.n_columns: int = len(inputs.columns)
+        #: What the node features hold, for the one line refusing other inputs.
+        self.columns_described: str = inputs.describe()
+        #: eta from r and z as ``log(|t| + sqrt(t^2 + 1))`` (``t = z / r``) instead of asinh,
+        #: which onnxruntime does not compute in float64 (the ONNX writer sets it).
+        self.eta_by_log: bool = False
         # (TorchScript reads no module-level constants: the feature formulas' as attributes)
         self.length_scale: float = LENGTH_SCALE
         self.min_dr: float = MIN_DR
@@ -95,9 +100,48 @@ class ExportedEdgeClassifier(nn.Module):
         self.register_buffer("pi", torch.tensor(math.pi, dtype=torch.float64))
 
     def forward(self, node_features: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        """Edge logits ``(E,)`` of the graph ``(node_features, edge_index)``."""
+        """Edge logits ``(E,)`` of the graph ``(node_features, edge_index)``.
+
+        Raises:
+            ValueError: The inputs are not ``(N, F_in)`` float32 and ``(2, E)`` int64 (one line
+                naming what was expected and what came; in a TorchScript file too).
+        """
+        refusal = self.refusal(node_features, edge_index)
+        if refusal:  # (one short line in a TorchScript traceback, the message last)
+            raise ValueError(refusal)
         x, edge_attr = self.features(node_features, edge_index)
         return self.classify(x, edge_attr, edge_index)
+
+    @torch.jit.export
+    def refusal(self, node_features: torch.Tensor, edge_index: torch.Tensor) -> str:
+        """Why the model cannot score these inputs, in one line naming the shape and dtype
+        expected and those given (empty: it can). In a traced file (AOTInductor, ONNX) the
+        shapes and dtypes are fixed at export and the file's runtime checks them
+        (:mod:`partgnn.export.formats`).
+
+        Returns:
+            ``""`` for ``(N, F_in)`` float32 node features and ``(2, E)`` int64 edges, else
+            the line.
+        """
+        if (
+            node_features.dim() != 2
+            or node_features.shape[1] != self.n_columns
+            or node_features.dtype != torch.float32
+        ):
+            return (
+                "partgnn edge classifier: node_features must be (N, "
+                + str(self.n_columns)
+                + ") float32 ("
+                + self.columns_described
+                + "), got "
+                + _shape_and_dtype(node_features)
+            )
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2 or edge_index.dtype != torch.int64:
+            return (
+                "partgnn edge classifier: edge_index must be (2, E) int64 (inner hit first), "
+                "got " + _shape_and_dtype(edge_index)
+            )
+        return ""
 
     @torch.jit.export
     def features(
@@ -119,6 +163,9 @@ class ExportedEdgeClassifier(nn.Module):
             phi = given[:, self.phi_column] * self.scales[self.phi_column]
         if self.eta_column >= 0:
             eta = given[:, self.eta_column] * self.scales[self.eta_column]
+        elif self.eta_by_log:
+            t = z / torch.clamp(r, min=1e-9)
+            eta = torch.sign(t) * torch.log(t.abs() + torch.sqrt(t * t + 1.0))
         else:
             eta = torch.asinh(z / torch.clamp(r, min=1e-9))
         src, dst = edge_index[0], edge_index[1]
@@ -219,6 +266,27 @@ class EdgeBlockMLP(nn.Module):
         """The MLP of each edge's ``[nodes[src], nodes[dst], edges]``."""
         first = (nodes @ self.w_src)[src] + (nodes @ self.w_dst)[dst] + edges @ self.w_edge
         return self.tail(first + self.bias)
+
+
+def _shape_and_dtype(tensor: torch.Tensor) -> str:
+    """``(5, 3) float64``: a tensor's shape and dtype, as the input checks say them."""
+    sizes = [str(size) for size in tensor.shape]
+    shape = "(" + ", ".join(sizes) + ("," if len(sizes) == 1 else "") + ")"
+    return shape + " " + _dtype_name(tensor.dtype)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    """``float32``... (TorchScript holds a dtype as a number: its name by comparison)."""
+    names = [
+        (torch.float32, "float32"), (torch.float64, "float64"), (torch.float16, "float16"),
+        (torch.bfloat16, "bfloat16"), (torch.int64, "int64"), (torch.int32, "int32"),
+        (torch.int16, "int16"), (torch.int8, "int8"), (torch.uint8, "uint8"),
+        (torch.bool, "bool"),
+    ]  # fmt: skip
+    for known, name in names:
+        if dtype == known:
+            return name
+    return "of another dtype"
 
 
 def _wrap_phi(dphi: torch.Tensor, pi: torch.Tensor) -> torch.Tensor:

@@ -73,13 +73,18 @@ class NodeInputs:
     @classmethod
     def parse(cls, columns: str | None, scales: str | None) -> NodeInputs:
         """From ``--node-features r,phi,z`` and ``--feature-scales 1000,3.141592654,1000``
-        (comma-separated; each ``None`` takes the default: partgnn's columns, and partgnn's
-        scale of each column).
+        (comma-separated, names in any case, as ACTS's ``R,Phi,Z``; each ``None`` takes the
+        default: partgnn's columns, and partgnn's scale of each column).
 
         Raises:
             InputError: An unknown, repeated or missing column, or a bad scale.
         """
-        names = NODE_FEATURES if columns is None else tuple(c.strip() for c in columns.split(","))
+        # (ACTS's names, R, Phi, Z, Eta, X, Y, are partgnn's in capitals)
+        names = (
+            NODE_FEATURES
+            if columns is None
+            else tuple(c.strip().lower() for c in columns.split(","))
+        )
         if scales is None:
             values = tuple(PARTGNN_SCALES.get(name, 1.0) for name in names)
         else:

@@ -91,14 +91,16 @@ def evaluate_scores(
             )
             cut_source = f"target edge efficiency {cut_at_efficiency:g} on these events"
         elif cut_at_impure_rate is not None:
-            cut = cut_for_impure_rate(
+            cut, reached = cut_for_impure_rate(
                 scores_path,
                 graphs_path,
                 cut_at_impure_rate,
                 track_building=track_building,
                 event_ids=event_ids,
             )
-            cut_source = f"impure track rate {cut_at_impure_rate:g} on these events"
+            cut_source = (
+                f"impure track rate {reached:.4g} (at most {cut_at_impure_rate:g}) on these events"
+            )
         elif cut is None:
             recorded = scores_file.attrs.get("score_cut")
             cut, cut_source = (
@@ -106,6 +108,13 @@ def evaluate_scores(
                 if recorded is not None
                 else (SCORE_CUT, "the default: the scores record no cut chosen in training")
             )
+        if cut_at_efficiency is not None or cut_at_impure_rate is not None:
+            lowest = _lowest_score(scores_file, event_ids)
+            if lowest is not None and lowest > cut:
+                cut_source += (
+                    f"; it keeps every edge (the lowest score is {lowest:.4g}): at this target "
+                    "the scores select nothing"
+                )
         shards = ShardDirectory(shards_path) if shards_path is not None else None
         if shards is not None:
             shards.check_source(graphs_path, graphs_sha256)
@@ -225,9 +234,10 @@ def cut_for_impure_rate(
     track_building: str = "components",
     event_ids: list[int] | None = None,
     tolerance: float = IMPURE_CUT_TOLERANCE,
-) -> float:
+) -> tuple[float, float]:
     """The lowest score cut at which at most ``rate`` of these events' tracks (pooled) are
-    impure (no particle holds more than half of a track's hits), to within ``tolerance``.
+    impure (no particle holds more than half of a track's hits), to within ``tolerance``, and
+    the impure rate it reaches.
 
     Found by bisection on (0, 1): a higher cut lets fewer wrong edges join tracks, so the
     impure rate falls as the cut rises (not strictly from event to event: the bisection finds
@@ -257,14 +267,30 @@ def cut_for_impure_rate(
         return combined.n_impure_tracks / combined.n_tracks if combined.n_tracks else 0.0
 
     low, high = 0.0, 1.0 - tolerance
-    if impure_rate(high) > rate:
+    reached = impure_rate(high)
+    if reached > rate:
         raise InputError(
             f"{scores_path}: tracks are more than {rate:g} impure even at cut {high:g}"
         )
     while high - low > tolerance:
         middle = 0.5 * (low + high)
-        low, high = (low, middle) if impure_rate(middle) <= rate else (middle, high)
-    return float(high)
+        middle_rate = impure_rate(middle)
+        if middle_rate <= rate:
+            high, reached = middle, middle_rate
+        else:
+            low = middle
+    return float(high), reached
+
+
+def _lowest_score(scores_file: ScoresFile, event_ids: list[int] | None) -> float | None:
+    """The lowest edge score of the selected events (``None``: no edge)."""
+    selected = set(scores_file.event_ids if event_ids is None else event_ids)
+    lowest = [
+        float(scores.min())
+        for index, event_id in enumerate(scores_file.event_ids)
+        if event_id in selected and (scores := scores_file[index]).size
+    ]
+    return min(lowest) if lowest else None
 
 
 def _scored_events(

@@ -13,6 +13,7 @@ from typing import Any
 
 from partgnn import json_files
 from partgnn.data.output_files import atomic_output
+from partgnn.data.output_kinds import EVALUATION_FORMAT
 from partgnn.errors import InputError
 
 #: The evaluation ``partgnn evaluate`` stores in a run directory (optional).
@@ -67,7 +68,7 @@ class EvaluationResults:
 
     def as_json(self) -> dict[str, Any]:
         """The content of the written file."""
-        record = dataclasses.asdict(self)
+        record = {"format": EVALUATION_FORMAT, **dataclasses.asdict(self)}
         if self.target_pt is not None:
             record["target_pt"] = list(self.target_pt)
         return record

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from partgnn.data.output_files import atomic_output
+from partgnn.data.output_kinds import plot_metadata
 
 
 def plot_partition(
@@ -101,4 +102,5 @@ def plot_partition(
     figure.tight_layout(rect=(0, 0.06, 1, 0.97))
     with atomic_output(out) as tmp:
         # The temporary name does not end in the format's suffix, so the format is given.
-        figure.savefig(tmp, format=Path(out).suffix.lstrip(".").lower() or "png", dpi=120)
+        fmt = Path(out).suffix.lstrip(".").lower() or "png"
+        figure.savefig(tmp, format=fmt, dpi=120, metadata=plot_metadata(fmt))

@@ -8,6 +8,7 @@ facts' (:mod:`partgnn.train.modes`).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,9 +66,26 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
             if not isinstance(target, dict):
                 raise InputError(f"--set {override!r}: {parent} is not a section")
         target[leaf] = value
-    config = build_config(raw, where)
-    validate_config(config, where)
+    try:
+        config = build_config(raw, where)
+        validate_config(config, where)
+    except InputError as err:
+        raise _attributed(err, where, overrides) from None
     return config
+
+
+def _attributed(err: InputError, where: str, overrides: Sequence[str]) -> InputError:
+    """``err`` said of the ``--set KEY=VALUE`` that gave the field it names, not of the config
+    file (the last such override wins, as it does in the config)."""
+    message = str(err)
+    if not message.startswith(f"{where}: "):
+        return err
+    said = message[len(where) + 2 :]
+    for override in reversed(overrides):
+        key = override.partition("=")[0].strip()
+        if re.search(rf"(^|\s){re.escape(key)}(\s|$)", said):
+            return InputError(f"--set {override}: {said}")
+    return err
 
 
 def validate_config(config: TrainConfig, where: str = "config") -> None:

@@ -143,10 +143,16 @@ def plan_memory(
     device = resolve_device(config.run.device, 0)
     shapes = rank_shapes(config)
     widths = feature_widths(config)
+    base = measure_base_bytes() if device.type == "cpu" else measure_cuda_context_bytes(device)
+    if memory_gb is not None and base * (1 + headroom) >= memory_gb * 1e9:
+        raise InputError(
+            f"--memory-gb {memory_gb:g}: a rank's process alone (Python, torch, partgnn, before "
+            f"any graph) takes {base / 1e9:.2f} GB on this {device.type}, "
+            f"{base * (1 + headroom) / 1e9:.2f} GB with the headroom: no number of ranks fits"
+        )
     started = time.perf_counter()
     footprint = _measure_footprint(config, widths, device)
     probe_seconds = time.perf_counter() - started
-    base = measure_base_bytes() if device.type == "cpu" else measure_cuda_context_bytes(device)
     item_size = ItemSize.of(config, *widths)
 
     def ranks_with(step: Footprint) -> list[RankMemory]:

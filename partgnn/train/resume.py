@@ -31,7 +31,7 @@ from partgnn.train.checkpoints import (
 )
 from partgnn.train.model_settings import check_same_model, saved_model_config
 from partgnn.train.modes import ModeFacts
-from partgnn.train.run_directory import clear_run, existing_run
+from partgnn.train.run_directory import clear_run, existing_run, kept_in_run_folders
 from partgnn.train.run_directory import refusal as run_refusal
 from partgnn.train.strategies import RECORDED_TRAJECTORY_LABELS
 
@@ -78,6 +78,7 @@ def resume_source(
             else:
                 choice = _AFRESH
                 clear_run(run_dir)
+                _say_kept(run_dir)
     choice = max_over_ranks(choice, context)  # the main process's choice
     if choice == _REFUSED:
         if context.global_world_size > 1:  # every rank says the main process's line
@@ -88,6 +89,15 @@ def resume_source(
     if choice == _AFRESH:
         return None
     return directory / LAST if choice == 0 else step_path(directory, choice)
+
+
+def _say_kept(run_dir: Path) -> None:
+    """One line naming the files in the run's folders that a run did not write (kept)."""
+    kept = [path.relative_to(run_dir).as_posix() for path in kept_in_run_folders(run_dir)]
+    if kept:
+        shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
+        print(f"partgnn: train: kept {shown} in {run_dir} (not written by a run)",
+              file=sys.stderr, flush=True)  # fmt: skip
 
 
 def check_resumable(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,11 +22,18 @@ from partgnn.train.checkpoints import LAST, step_of
 from partgnn.train.standardisation import SCALER_FILE
 
 #: The entries a run writes in its directory (and ``--replace`` removes). Others, e.g. the
-#: scores a user wrote beside the run, are left alone.
+#: scores a user wrote beside the run, are left alone; in the folders (``checkpoints``, ``tb``)
+#: only the files a run writes there go (:data:`RUN_FOLDER_FILES`).
 RUN_ENTRIES = (
     "checkpoints", "tb", "metrics.csv", SUMMARY_NAME, "config.yaml", SCALER_FILE,
     "feature_scaler.json",  # SCALER_FILE's name in runs of earlier versions
 )  # fmt: skip
+#: The files a run writes in its folders, by their names: checkpoints (and the temporary files
+#: of one being written when the run was killed), TensorBoard's event files (at any depth).
+RUN_FOLDER_FILES = {
+    "checkpoints": re.compile(r"(last|step-\d+)\.pt|\.(last|step-\d+)\.pt\..+\.tmp"),
+    "tb": re.compile(r"events\.out\.tfevents\..+"),
+}
 
 #: The option of ``partgnn train`` that replaces a run.
 REPLACE_OPTION = "--replace"
@@ -101,7 +108,10 @@ def clear_run(directory: str | os.PathLike[str]) -> list[Path]:
 
     Only the run's own entries go: other files there (scores, evaluations) are kept, and so is
     ``config.yaml``, which the new run replaces with its own unless it holds the same config (it
-    may be the very file the run was started with: ``--config RUN_DIR/config.yaml``).
+    may be the very file the run was started with: ``--config RUN_DIR/config.yaml``). In the
+    run's folders only the files a run writes go (:data:`RUN_FOLDER_FILES`): a checkpoint of
+    the user's own (``checkpoints/best-by-hand.pt``), a note in ``tb/`` stay, and so does the
+    folder that holds them (returned are the folders removed whole and the files removed).
     """
     removed = []
     for name in RUN_ENTRIES:
@@ -109,12 +119,40 @@ def clear_run(directory: str | os.PathLike[str]) -> list[Path]:
             continue
         path = Path(directory) / name
         if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
+            removed += _clear_run_folder(path, RUN_FOLDER_FILES[name])
         elif path.exists() or path.is_symlink():
             path.unlink()
-        else:
-            continue
-        removed.append(path)
+            removed.append(path)
+    return removed
+
+
+def kept_in_run_folders(directory: str | os.PathLike[str]) -> list[Path]:
+    """The files in a run's folders (``checkpoints``, ``tb``) that a run does not write."""
+    kept = []
+    for name, written in RUN_FOLDER_FILES.items():
+        folder = Path(directory) / name
+        if folder.is_dir() and not folder.is_symlink():
+            kept += [
+                path for path in sorted(folder.rglob("*"))
+                if not path.is_dir() and not written.fullmatch(path.name)
+            ]  # fmt: skip
+    return kept
+
+
+def _clear_run_folder(folder: Path, written: re.Pattern[str]) -> list[Path]:
+    """Removes the files of ``folder`` (at any depth) whose names ``written`` matches, then the
+    folders left empty; returns ``[folder]`` when all of it went, else the files removed."""
+    removed = []
+    for path in sorted(folder.rglob("*"), reverse=True):  # files before their folders
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):
+                path.rmdir()
+        elif written.fullmatch(path.name):
+            path.unlink()
+            removed.append(path)
+    if not any(folder.iterdir()):
+        folder.rmdir()
+        return [folder]
     return removed
 
 

@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+from partgnn.data.output_files import make_folder
 from partgnn.errors import InputError
 
 LOCK_FILE = ".lock"
@@ -38,6 +39,8 @@ class RunLock:
         self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        #: The outermost folder taking the lock created (removed on release when empty).
+        self.created: Path | None = None
 
     def acquire(self) -> RunLock:
         """Takes the lock (a stale one is taken over).
@@ -45,7 +48,7 @@ class RunLock:
         Raises:
             InputError: A live process holds it.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.created = make_folder(self.path.parent)
         for _ in range(3):  # another taker may race us between the removal and the creation
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -74,6 +77,20 @@ class RunLock:
             self._heartbeat = None
         if self._holder() == self.owner:
             self.path.unlink(missing_ok=True)
+        self._remove_created_if_empty()
+
+    def _remove_created_if_empty(self) -> None:
+        """Removes the folders taking the lock created, when nothing was written in them (a run
+        refused before its first file): a refused run leaves no empty run directory."""
+        if self.created is None:
+            return
+        for folder in [self.path.parent, *self.path.parent.parents]:
+            try:
+                folder.rmdir()  # only an empty folder goes
+            except OSError:
+                return
+            if folder == self.created:
+                return
 
     def __enter__(self) -> RunLock:
         return self.acquire()

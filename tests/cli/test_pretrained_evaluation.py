@@ -79,3 +79,94 @@ def test_the_card_says_how_tracks_are_built(tmp_path: Path):
     assert card_track_building({"track_building": "junction"}, card) == "junction"
     with pytest.raises(InputError, match=r"card\.yaml: track_building 'greedy' is not one of"):
         card_track_building({"track_building": "greedy"}, card)
+
+
+def _evaluate(events: Path, *work: str) -> list[str]:
+    return ["pretrained", "trackml-pt1", "--evaluate", str(events), *work]
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["graphs.h5", "scores.h5"])
+def test_the_events_inside_the_work_folder_are_refused_untouched(
+    tiny_pipeline: Path, tmp_path: Path, capsys, name: str
+):
+    work = tmp_path / "w2"
+    work.mkdir()
+    events = work / name
+    events.write_bytes((tiny_pipeline / "events.h5").read_bytes())
+    before = _tree(work)
+    assert main(_evaluate(events, "--work", str(work))) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "holds the input 'EVENTS'" in err and "--work" in err, err
+    assert _tree(work) == before
+
+
+def test_a_folder_with_what_an_evaluation_does_not_write_is_refused_untouched(
+    tiny_pipeline: Path, tmp_path: Path, capsys
+):
+    run = tmp_path / "run"  # a training run's folder, with its own scores and evaluation
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.pt").write_bytes(b"weights")
+    (run / "scores.h5").write_bytes(b"scores")
+    (run / "evaluation.json").write_text('{"mine": 1}\n')
+    hand = tmp_path / "hand"  # only a hand-written evaluation.json
+    hand.mkdir()
+    (hand / "evaluation.json").write_text('{"by": "hand"}\n')
+    for work in (run, hand):
+        before = _tree(work)
+        assert main(_evaluate(tiny_pipeline / "events.h5", "--work", str(work))) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "did not write" in err and "--work" in err, err
+        assert _tree(work) == before
+    file = tmp_path / "a-file"
+    file.write_text("mine")
+    assert main(_evaluate(tiny_pipeline / "events.h5", "--work", str(file))) == 2
+    assert "exists and is not a folder" in capsys.readouterr().err
+    assert file.read_text() == "mine"
+
+
+def test_each_model_has_its_own_default_folder_and_an_earlier_one_is_replaced(
+    tiny_pipeline: Path, tmp_path: Path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    events = tiny_pipeline / "events.h5"
+    assert main(_evaluate(events)) == 0
+    first = tmp_path / "events-trackml-pt1-evaluation"
+    assert sorted(_tree(first)) == sorted(
+        ["graphs.h5", "scores.h5", "scores-truth.h5", "evaluation.json", "evaluation-limit.json"]
+    )
+    assert "replacing" not in capsys.readouterr().err
+    assert main(_evaluate(events)) == 0  # its own earlier output: replaced, and said
+    assert f"replacing {first.name} (an earlier evaluation's files)" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name]
+
+
+def test_an_interrupted_evaluation_leaves_the_folder_as_it_was(
+    tiny_pipeline: Path, tmp_path: Path, capsys, monkeypatch
+):
+    from partgnn.cli import pretrained_evaluation
+
+    work = tmp_path / "work"
+    assert main(_evaluate(tiny_pipeline / "events.h5", "--work", str(work))) == 0
+    before = _tree(work)
+    real = pretrained_evaluation._build_score_evaluate
+
+    def interrupted(name, card, events, staging, *rest):
+        real(name, card, events, staging, *rest)  # everything written, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pretrained_evaluation, "_build_score_evaluate", interrupted)
+    assert main(_evaluate(tiny_pipeline / "events.h5", "--work", str(work))) == 130
+    assert _tree(work) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]  # no staging folder left
+
+
+def test_work_and_workers_need_the_action_they_are_for(capsys):
+    for argv, needs in ((["--work", "w"], "--evaluate"), (["--workers", "2"], "--make-map")):
+        assert main(["pretrained", "trackml-pt1", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and needs in err, err

@@ -61,5 +61,5 @@ def test_a_run_dir_below_a_file_is_one_line_and_status_2(dataset, tmp_path, caps
                           run={"dir": str(below / "run")})  # fmt: skip
     assert main(["train", "--config", str(config)]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"partgnn: error: {below / 'run'}: could not be written (Not a directory)"
+        f"partgnn: error: {below / 'run'}: cannot write here ({below} is a file, not a folder)"
     )

@@ -274,3 +274,25 @@ def test_files_that_are_not_acorn_events_are_one_line(tmp_path: Path, capsys):
     (tmp_path / "c").mkdir()
     assert main(["import-acorn", str(tmp_path / "c"), "--out", str(tmp_path / "g.h5")]) == 2
     assert "no acorn event files" in _one_line_error(capsys)
+
+
+def test_a_folder_of_links_into_a_dataset_is_imported(built: list[Data], tmp_path: Path, capsys):
+    """The usual layout on a shared cluster: a folder of symbolic links to the event files
+    (issue 67: ``ValueError: ... is not in the subpath of ...``, nothing imported)."""
+    dataset, links = tmp_path / "dataset" / "deep", tmp_path / "mine" / "trainset"
+    links.mkdir(parents=True)
+    for graph in built:
+        name = f"event{graph.event_id:09d}-graph.pyg"
+        save_event(dataset / name, acorn_fields(graph, "prefixed"))
+        (links / name).symlink_to(dataset / name)
+    out, scores, back = tmp_path / "graphs.h5", tmp_path / "scores.h5", tmp_path / "back"
+    assert main(["import-acorn", str(tmp_path / "mine"), "--out", str(out)]) == 0
+    assert "imported 2 acorn events" in capsys.readouterr().out
+    with GraphFile(out) as graphs:
+        assert len(graphs) == 2
+    assert main(["infer", "--checkpoint", "pretrained:trackml-full", "--graphs", str(out),
+                 "--out", str(scores), "--device", "cpu"]) == 0  # fmt: skip
+    assert main(["export-acorn", str(scores), "--graphs", str(out), "--out", str(back)]) == 0
+    assert sorted(p.name for p in (back / "trainset").iterdir()) == sorted(
+        f"event{graph.event_id:09d}-graph.pyg" for graph in built
+    )

@@ -178,7 +178,7 @@ def test_bad_maps_are_one_line(tmp_path: Path, capsys):
     np.savez(tmp_path / "other.npz", source=np.zeros(2))
     with pytest.raises(InputError, match="not a module-map file"):
         ModuleMap.load(tmp_path / "other.npz")
-    with pytest.raises(InputError, match="file not found"):
+    with pytest.raises(InputError, match="module map not found"):
         ModuleMap.load(tmp_path / "missing.npz")
     code = main(["build-graphs", str(tmp_path / "e.h5"), "--map", str(tmp_path / "x.npz"),
                  "--out", str(tmp_path / "g.h5")])  # fmt: skip

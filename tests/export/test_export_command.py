@@ -79,7 +79,7 @@ def _scored_without_partgnn(
 )
 def test_an_exported_model_scores_as_partgnn_does_without_partgnn(sample: dict, capsys, fmt):
     work = sample["work"]
-    exported = work / f"model.{fmt}"
+    exported = work / f"model.{'pt2' if fmt == 'aoti' else fmt}"
     assert main(["export", MODEL, "--format", fmt, "--out", str(exported)]) == 0
     printed = capsys.readouterr().out
     assert f"trackml-full -> {exported} ({fmt}" in printed
@@ -93,6 +93,54 @@ def test_an_exported_model_scores_as_partgnn_does_without_partgnn(sample: dict, 
     assert np.abs(scores - sample["infer"]).max() < INFER_TOLERANCE
     cut = sample["cut"]
     assert ((scores > cut) == (sample["infer"] > cut)).all()  # the same edges above the cut
+    _refuses_what_it_cannot_score(exported, fmt)
+
+
+#: Inputs an exported model cannot score, and what its refusal names (issue 67: the AOTI and
+#: TorchScript files took float64 features (NaN logits), (N, 3) and 1-D features, (E, 2) and
+#: (3, E) edges, int32 edges (an index error in C++ frames)).
+BAD_INPUTS = {
+    "float64 features": (lambda x, e: (x.double(), e), "got (10, 4) float64"),
+    "(N, 3) features": (lambda x, e: (x[:, :3].contiguous(), e), "got (10, 3) float32"),
+    "(N, 5) features": (lambda x, e: (torch.cat([x, x[:, :1]], 1), e), "got (10, 5) float32"),
+    "1-D features": (lambda x, e: (x[:, 0].contiguous(), e), "got (10,) float32"),
+    "(E, 2) edges": (lambda x, e: (x, e.t().contiguous()), "got (3, 2) int64"),
+    "(3, E) edges": (lambda x, e: (x, torch.cat([e, e[:1]])), "got (3, 3) int64"),
+    "int32 edges": (lambda x, e: (x, e.int()), "got (2, 3) int32"),
+}
+
+
+def _refuses_what_it_cannot_score(exported: Path, fmt: str) -> None:
+    """Each of :data:`BAD_INPUTS` is refused by the file itself with one line naming what it
+    takes and what came (ONNX: onnxruntime's own words); good inputs of 0, 1 and 10 nodes are
+    scored."""
+    x, e = torch.rand(10, 4), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    if fmt == "onnx":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(exported))
+
+        def run(x, e):
+            return session.run(None, {"node_features": x.numpy(), "edge_index": e.numpy()})[0]
+    else:
+        if fmt == "torchscript":
+            run = torch.jit.load(str(exported))
+        else:
+            from torch._inductor import aoti_load_package
+
+            run = aoti_load_package(str(exported))
+    assert len(run(x, e)) == 3 and len(run(x[:1], e[:, :0])) == 0 and len(run(x[:0], e[:, :0])) == 0
+    for name, (make, got) in BAD_INPUTS.items():
+        with pytest.raises(Exception) as refused:
+            run(*make(x, e))
+        if fmt == "onnx":  # onnxruntime checks the graph's declared inputs (its own words)
+            assert "INVALID_ARGUMENT" in str(refused.value), (name, str(refused.value))
+            continue
+        line = str(refused.value).strip().splitlines()[-1]
+        what = "node_features must be (N, 4) float32 (r / 1000, phi / 3.14159, z / 1000, eta)"
+        if "edges" in name:
+            what = "edge_index must be (2, E) int64 (inner hit first)"
+        assert f"partgnn edge classifier: {what}" in line and line.endswith(got), (name, line)
 
 
 def test_given_x_y_z_the_features_are_the_graph_files_own(sample: dict, tmp_path: Path):
@@ -117,7 +165,13 @@ def test_export_refuses_what_it_cannot_write_in_one_line(sample: dict, tmp_path:
     exported.write_text("mine")
     assert main(["export", MODEL, "--format", "torchscript", "--out", str(exported)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("exists; pass --overwrite to replace it") and "\n" not in err
+    assert (
+        err.endswith(
+            "exists (a file partgnn did not write); export replaces only a model partgnn exported "
+            "without --overwrite: choose another output, or add --overwrite"
+        )
+        and "\n" not in err
+    )
     assert exported.read_text() == "mine"
     code = main(["export", MODEL, "--format", "onnx", "--out", str(tmp_path / "m.onnx"),
                  "--node-features", "r,phi"])  # fmt: skip
@@ -175,3 +229,82 @@ def test_a_cpp_program_loads_it_as_acts_does(sample: dict, tmp_path: Path):
     assert np.abs(scores - sample["module"]).max() < FILE_TOLERANCE
     cut = sample["cut"]
     assert ((scores > cut) == (sample["infer"] > cut)).all()
+
+
+def test_onnx_without_eta_loads_in_onnxruntime_and_scores_as_the_module(
+    sample: dict, tmp_path: Path
+):
+    """``--node-features r,phi,z`` (the guide's example): eta is computed inside without
+    onnxruntime's missing float64 Asinh (issue 67: the file could not be loaded), and the file
+    was loaded and run once before it was said written."""
+    import onnxruntime
+
+    exported = tmp_path / "m.onnx"
+    assert main(["export", MODEL, "--format", "onnx", "--out", str(exported),
+                 "--node-features", "r,phi,z"]) == 0  # fmt: skip
+    graph = np.load(sample["work"] / "graph.npz")
+    features = torch.from_numpy(graph["node_features"][:, :3].copy())
+    edges = torch.from_numpy(graph["edge_index"])
+    session = onnxruntime.InferenceSession(str(exported))
+    logits = session.run(None, {"node_features": features.numpy(), "edge_index": edges.numpy()})
+    model, _ = load_trained_model(MODEL, 4, 7, torch.device("cpu"))
+    module = ExportedEdgeClassifier(model, NodeInputs(("r", "phi", "z"), (1000.0, np.pi, 1000.0)))
+    module.sums_by_prefix = True
+    with torch.no_grad():
+        expected = torch.sigmoid(module(features, edges)).numpy()
+    scores = 1.0 / (1.0 + np.exp(-logits[0].astype(np.float64)))
+    assert np.abs(scores - expected).max() < FORMAT_TOLERANCE["onnx"]
+
+
+def test_acts_names_negative_scales_and_the_pt2_suffix(tmp_path: Path, capsys):
+    """ACTS's column names in capitals are partgnn's; a negative scale reaches the scales'
+    check (not argparse's "expected one argument"); an AOTI package must end in .pt2."""
+    inputs = NodeInputs.parse("R,Phi,Z,Eta", None)
+    assert inputs.columns == ("r", "phi", "z", "eta") and inputs.scales[0] == 1000.0
+    out = tmp_path / "m.onnx"
+    assert main(["export", MODEL, "--format", "onnx", "--out", str(out), "--node-features",
+                 "R,Phi,Z", "--feature-scales", "-1,2,3"]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert err == "partgnn: error: feature scales must be finite and > 0 (got [-1.0, 2.0, 3.0])"
+    package = tmp_path / "m.aoti"
+    assert main(["export", MODEL, "--format", "aoti", "--out", str(package)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"partgnn: error: {package}: an AOTInductor package is a .pt2 file (its loaders read "
+        "the name): name it NAME.pt2"
+    )
+    assert not out.exists() and not package.exists()
+
+
+def test_the_same_torchscript_export_names_no_temporary_file(tmp_path: Path):
+    """The archive inside is named ``archive``, not after the staging file (which held the
+    host and the process: issue 67)."""
+    import zipfile
+
+    out = tmp_path / "m.pt"
+    assert main(["export", "pretrained:trackml-pt1", "--format", "torchscript", "--out",
+                 str(out)]) == 0  # fmt: skip
+    with zipfile.ZipFile(out) as archive:
+        assert {name.split("/")[0] for name in archive.namelist()} == {"archive"}
+
+
+def test_score_exported_says_what_is_wrong_in_one_line(sample: dict, tmp_path: Path):
+    """tools/score_exported.py on a file of another format, a graph without its keys, an
+    output folder that is not there, and inputs the file refuses (issue 67: tracebacks)."""
+    exported = tmp_path / "m.pt"
+    assert main(["export", MODEL, "--format", "torchscript", "--out", str(exported)]) == 0
+    graph, bad, narrow = sample["work"] / "graph.npz", tmp_path / "bad.npz", tmp_path / "n.npz"
+    np.savez(bad, x=np.zeros(3))
+    with np.load(graph) as arrays:
+        np.savez(narrow, node_features=arrays["node_features"][:, :3].copy(),
+                 edge_index=arrays["edge_index"])  # fmt: skip
+    tool = REPOSITORY / "tools" / "score_exported.py"
+    for fmt, given, out, said in (
+        ("onnx", graph, tmp_path / "l.npz", f"{exported}: not an ONNX file partgnn exported ("),
+        ("torchscript", bad, tmp_path / "l.npz", f"{bad}: not a graph .npz with node_features"),
+        ("torchscript", graph, tmp_path / "no" / "l.npz", "l.npz: its folder does not exist"),
+        ("torchscript", narrow, tmp_path / "l.npz", "node_features must be (N, 4) float32"),
+    ):
+        result = run_command([sys.executable, str(tool), str(exported), "--format", fmt,
+                              "--graph", str(given), "--out", str(out)])  # fmt: skip
+        err = result.stderr.strip()
+        assert result.returncode == 1 and "\n" not in err and said in err, err

@@ -97,7 +97,11 @@ def test_the_cut_chosen_for_a_target_efficiency(tmp_path: Path, efficiency, lowe
     # The highest cut that keeps the fraction: just below the lowest target score kept.
     assert cut < lowest_kept and cut == pytest.approx(lowest_kept, abs=1e-6)
     assert result.edge["target_efficiency"] >= efficiency - 1e-12
-    assert result.cut_source == f"target edge efficiency {efficiency:g} on these events"
+    said = f"target edge efficiency {efficiency:g} on these events"
+    if efficiency == 1.0:  # below every score: said (issue 67)
+        said += "; it keeps every edge (the lowest score is 0.4): at this target the scores "
+        said += "select nothing"
+    assert result.cut_source == said
     higher = evaluate_scores(scores, graphs, pt_min=0.5, cut=lowest_kept)
     assert higher.edge["target_efficiency"] < efficiency
     with pytest.raises(InputError, match="no target edges"):
@@ -139,7 +143,10 @@ def test_the_cut_chosen_for_an_impure_track_rate(tmp_path: Path, track_building,
     result = evaluated(cut_at_impure_rate=0.0)
     assert lowest <= result.cut <= lowest + 2e-3
     assert result.track["impure_rate"] == 0.0
-    assert result.cut_source == "impure track rate 0 on these events"
+    # the rate reached beside the target; a cut below every score is said (issue 67)
+    assert result.cut_source.startswith("impure track rate 0 (at most 0) on these events")
+    keeps_all = "; it keeps every edge (the lowest score is 0.65): at this target the scores"
+    assert (keeps_all in result.cut_source) == (lowest == 0.0), result.cut_source
     with pytest.raises(InputError, match=r"impure track rate must be in \[0, 1\)"):
         evaluated(cut_at_impure_rate=1.0)
     if track_building == "components":
@@ -156,3 +163,17 @@ def test_construction_is_counted_from_the_events_file_when_given(tmp_path: Path)
     ).construction
     assert (construction["target_doublets"], construction["held"]) == (6, 6)
     assert construction["efficiency"] == construction["beam_line_efficiency"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--cut-at-impure-rate", "1"), ("--cut-at-efficiency", "0")]
+)
+def test_a_target_no_cut_can_mean_is_a_usage_error(tmp_path: Path, capsys, option, value):
+    """Refused by the argument check, before any file is read (issue 67: 5 s later)."""
+    from partgnn.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["evaluate", str(tmp_path / "s.h5"), "--graphs", str(tmp_path / "g.h5"),
+              option, value])  # fmt: skip
+    assert exit_.value.code == 2
+    assert f"argument {option}: must be" in capsys.readouterr().err

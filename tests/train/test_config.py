@@ -153,7 +153,7 @@ def test_set_is_validated_with_the_file(tmp_path: Path):
     assert load_config(path, ["data.shards=s"]).data.shards == "s"
     assert error_of(path) == f"{path}: data.shards is needed in mode halo (got None)"
     assert error_of(path, ["data.shards=s", "optim.lr=-1"]) == (
-        f"{path}: optim.lr must be > 0 (got -1.0)"
+        "--set optim.lr=-1: optim.lr must be > 0 (got -1.0)"  # the --set, not the file
     )
 
 
@@ -169,13 +169,18 @@ def test_set_errors_name_the_field(tmp_path: Path):
     path = write(tmp_path, "mode: halo\ndata: {shards: s}\n")
     assert error_of(path, ["mode.x=1"]) == "--set 'mode.x=1': mode is not a section"
     assert error_of(path, ["optim.learning_rate=1"]).startswith(
-        f"{path}: unknown field optim.learning_rate (known: "
+        "--set optim.learning_rate=1: unknown field optim.learning_rate (known: "
     )
     assert error_of(path, ["model.hidden=big"]) == (
-        f"{path}: model.hidden must be an integer (got 'big')"
+        "--set model.hidden=big: model.hidden must be an integer (got 'big')"
     )
-    assert error_of(path, ["optim.lr=[1"]) == f"{path}: optim.lr must be a number (got '[1')"
-    assert error_of(path, ["model=3"]) == f"{path}: model must be a mapping"
+    assert error_of(path, ["optim.lr=[1"]) == (
+        "--set optim.lr=[1: optim.lr must be a number (got '[1')"
+    )
+    assert error_of(path, ["model=3"]) == "--set model=3: model must be a mapping"
+    # a field the file gave, beside a --set of another: still the file's
+    assert error_of(write(tmp_path, "mode: halo\ndata: {shards: s}\noptim: {lr: -1}\n"),
+                    ["model.hidden=8"]).endswith(": optim.lr must be > 0 (got -1.0)")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

@@ -215,3 +215,25 @@ def test_a_cuda_contexts_memory_is_measured(monkeypatch):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", VISIBLE_GPUS)
     measured = measure_cuda_context_bytes(torch.device("cuda", 0))
     assert 50 * 2**20 < measured < 4 * 2**30, measured
+
+
+def test_a_device_smaller_than_the_process_alone_is_said_at_once(dataset, tmp_path, capsys,
+                                                                 monkeypatch):  # fmt: skip
+    """issue 67: --memory-gb 0.1 searched for 55 s and exited 1."""
+
+    def never(*args):
+        raise AssertionError("no step is measured for a device the process alone overfills")
+
+    monkeypatch.setattr(memory_planning, "measure_footprint", never)
+    config = write_config(tmp_path / "c.yaml", data={"graphs": str(dataset["graphs"])},
+                          run={"device": "cpu"})  # fmt: skip
+    assert main(["plan", "--config", str(config), "--memory-gb", "0.1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        "\n" not in err
+        and err.startswith(
+            "partgnn: error: --memory-gb 0.1: a rank's process alone (Python, torch, partgnn, "
+            "before any graph) takes "
+        )
+        and err.endswith("with the headroom: no number of ranks fits")
+    ), err

@@ -53,10 +53,19 @@ def test_a_second_run_into_a_run_directory_is_refused(finished_run, capsys):
     assert _files(run) == before
 
 
-def test_replace_removes_the_old_run_first(finished_run):
+def test_replace_removes_the_old_run_first(finished_run, capsys):
     config, run, _ = finished_run
     (run / "scores.h5").write_bytes(b"a user's file")
+    (run / "checkpoints" / "best-by-hand.pt").write_bytes(b"a user's checkpoint")
+    (run / "tb" / "mine").mkdir(parents=True)
+    (run / "tb" / "mine" / "plot.txt").write_text("a user's note")
     assert main(["train", "--config", str(config), "--replace", "--set", "optim.max_steps=2"]) == 0
+    assert (
+        f"partgnn: train: kept checkpoints/best-by-hand.pt, tb/mine/plot.txt in {run} (not "
+        "written by a run)"
+    ) in capsys.readouterr().err.splitlines()
+    assert (run / "checkpoints" / "best-by-hand.pt").read_bytes() == b"a user's checkpoint"
+    assert (run / "tb" / "mine" / "plot.txt").read_text() == "a user's note"
     steps = sorted(p.name for p in (run / "checkpoints").glob("step-*.pt"))
     assert steps == ["step-0000001.pt", "step-0000002.pt"]  # none of the old run's
     assert json.loads((run / "summary.json").read_text())["steps"] == 2
@@ -103,7 +112,7 @@ def test_step_checkpoints_are_bounded_and_resume_still_falls_back(dataset, tmp_p
 def test_remnants_of_a_run_without_checkpoint_are_cleared(dataset, tmp_path):
     run = tmp_path / "run"
     (run / "tb").mkdir(parents=True)
-    (run / "tb" / "events.out").write_text("old")
+    (run / "tb" / "events.out.tfevents.1733.host.1.0").write_text("old")
     (run / "config.yaml").write_text("old")
     (run / "metrics.csv").write_text("epoch,step\n")  # a header, no row
     assert existing_run(run) is None
@@ -182,3 +191,25 @@ def test_under_torchrun_a_run_is_refused_on_every_rank_and_a_finished_one_kept(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "the run is finished (2 of 2 steps); nothing changed" in resumed.stdout
     assert _files(run) == before
+
+
+def test_replace_removes_only_what_a_run_wrote_in_its_folders(tmp_path):
+    from partgnn.train.run_directory import kept_in_run_folders
+
+    checkpoints, tb = tmp_path / "checkpoints", tmp_path / "tb"
+    (tb / "mine").mkdir(parents=True)
+    checkpoints.mkdir()
+    for name in ("last.pt", "step-0000040.pt", ".last.pt.host.123.abc.tmp", "best-by-hand.pt"):
+        (checkpoints / name).write_bytes(b"x")
+    (tb / "events.out.tfevents.1733.host.1.0").write_bytes(b"x")
+    (tb / "mine" / "plot.txt").write_text("mine")
+    (tb / "mine" / "events.out.tfevents.1733.host.2.0").write_bytes(b"x")
+    removed = clear_run(tmp_path)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in removed) == [
+        "checkpoints/.last.pt.host.123.abc.tmp", "checkpoints/last.pt",
+        "checkpoints/step-0000040.pt", "tb/events.out.tfevents.1733.host.1.0",
+        "tb/mine/events.out.tfevents.1733.host.2.0",
+    ]  # fmt: skip
+    left = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert left == ["checkpoints/best-by-hand.pt", "tb/mine/plot.txt"]
+    assert [p.name for p in kept_in_run_folders(tmp_path)] == ["best-by-hand.pt", "plot.txt"]

@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 # The object-oriented API (no pyplot) draws with Agg and never needs a display.
+from partgnn.data import output_kinds
 from partgnn.data.output_files import atomic_output
 from partgnn.errors import InputError
 from partgnn.metrics.evaluation_results import EVALUATION_NAME
 from partgnn.metrics.report.findings import findings
-from partgnn.metrics.report.plots import Plot, write_plots
+from partgnn.metrics.report.plots import Plot, report_plots, write_plots
 from partgnn.metrics.report.runs import RunRecord, load_run, run_names
 from partgnn.metrics.report.tables import evaluation_table, summary_table
 from partgnn.metrics.report.text import cell
@@ -27,6 +29,7 @@ def write_comparison(
     out_dir: str | os.PathLike[str],
     *,
     names: Sequence[str] | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Writes the comparison report of training runs: ``out_dir/report.md`` and its PNGs.
 
@@ -38,13 +41,18 @@ def write_comparison(
             summary.json; evaluation.json when ``partgnn evaluate`` stored one).
         out_dir: Output directory (created).
         names: Labels of the runs, one per directory (default: the directory names, made unique).
+        overwrite: Replace a ``report.md`` or plot in ``out_dir`` that partgnn did not write
+            (the report and plots of an earlier ``compare`` are replaced without it; other
+            files in ``out_dir`` are never touched).
 
     Returns:
         The path of ``report.md``.
 
     Raises:
-        InputError: If no run is given, the names do not fit the runs, or a run directory lacks
-            or has a malformed metrics.csv / summary.json (evaluation.json when present).
+        InputError: If no run is given, the names do not fit the runs, a run directory lacks
+            or has a malformed metrics.csv / summary.json (evaluation.json when present),
+            ``out_dir`` is a file, or it holds a report or plot of the same name that partgnn
+            did not write (without ``overwrite``).
     """
     if not run_dirs:
         raise InputError("compare needs at least one run directory")
@@ -52,18 +60,41 @@ def write_comparison(
     labels = run_names(paths, names)
     runs = [load_run(path, name=label) for path, label in zip(paths, labels, strict=True)]
     out_dir = Path(out_dir)
+    replaced = _check_replace(out_dir, report_plots(runs), overwrite=overwrite)
+    if replaced:
+        print(f"partgnn: compare: replacing {', '.join(replaced)} in {out_dir}", file=sys.stderr)
     created = not out_dir.exists()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         plots = write_plots(runs, out_dir)
         report = out_dir / REPORT_NAME
         with atomic_output(report) as tmp:
-            tmp.write_text(render_report(runs, plots, out_dir))
+            tmp.write_text(render_report(runs, plots, out_dir) + "\n" + output_kinds.report_mark())
     except BaseException:
         if created:  # nothing under the output's name when it fails
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
     return report
+
+
+def _check_replace(out_dir: Path, plots: list[Plot], *, overwrite: bool) -> list[str]:
+    """The replace rule for the report and plots to be written in ``out_dir``: the names of the
+    files it replaces.
+
+    Raises:
+        InputError: ``out_dir`` is not a folder, or a file to write is there and not partgnn's
+            report or plot (without ``overwrite``).
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir}: exists and is not a folder; compare writes a folder there")
+    files = [(out_dir / REPORT_NAME, output_kinds.REPORT)]
+    files += [(out_dir / plot.file, output_kinds.PLOT) for plot in plots]
+    replaced = []
+    for path, kind in files:
+        line = output_kinds.check_replace(path, kind, command="compare", overwrite=overwrite)
+        if line is not None:
+            replaced.append(path.name + (" (--overwrite)" if line.endswith("--overwrite)") else ""))
+    return replaced
 
 
 def render_report(runs: list[RunRecord], plots: list[Plot], out_dir: Path) -> str:

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from partgnn.data.output_files import atomic_output
+from partgnn.data.output_kinds import plot_metadata
 from partgnn.metrics.evaluation_results import EVALUATION_NAME
 from partgnn.metrics.report.runs import NAN, RunRecord
 from partgnn.metrics.report.text import fmt
@@ -39,8 +40,8 @@ class Plot:
     draw: Callable[[list[RunRecord], list[Colour]], Figure]
 
 
-def write_plots(runs: list[RunRecord], out_dir: Path) -> list[Plot]:
-    """Draws the report's PNGs into ``out_dir``; returns them in report order."""
+def report_plots(runs: list[RunRecord]) -> list[Plot]:
+    """The report's PNGs for ``runs``, in report order (not drawn yet)."""
     plots = [
         Plot(
             "loss.png",
@@ -74,12 +75,18 @@ def write_plots(runs: list[RunRecord], out_dir: Path) -> list[Plot]:
     if any(run.evaluation is not None for run in runs):
         caption = f"From each run's {EVALUATION_NAME} (`partgnn evaluate`); n/a: not evaluated."
         plots.append(Plot("tracks.png", "Track metrics", caption, _plot_tracks))
+    return plots
+
+
+def write_plots(runs: list[RunRecord], out_dir: Path) -> list[Plot]:
+    """Draws the report's PNGs into ``out_dir``; returns them in report order."""
+    plots = report_plots(runs)
     colours = [_colour(i) for i in range(len(runs))]
     for plot in plots:
         figure = plot.draw(runs, colours)
         with atomic_output(out_dir / plot.file) as tmp:
             # The temporary name does not end in .png, so the format is given.
-            figure.savefig(tmp, format="png", dpi=120)
+            figure.savefig(tmp, format="png", dpi=120, metadata=plot_metadata("png"))
     return plots
 
 
