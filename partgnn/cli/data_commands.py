@@ -282,8 +282,11 @@ def run_import_trackml(args: argparse.Namespace) -> int:
 #: x86_64, 2026-11-27.
 FIT_SECONDS_PER_EVENT = 0.39
 #: The same with the simulation's realism switches on (``--module-planes --field-profile
-#: --secondaries``): 47 min for 4,000 events on 2 workers, 2 cores x86_64, 2026-11-28.
-FIT_SECONDS_PER_REALISTIC_EVENT = 1.41
+#: --secondaries``), ``pretrained:trackml-full``'s card's options: 200 events took 79.8 s and 40
+#: took 24.7 s on 2 workers, 0.344 s of wall time per event more (2 cores x86_64, 2026-12-06;
+#: the 1.41 s of 2026-11-28 was measured on a day this machine ran 1.55x slow, and made the
+#: card's 4,000-event refit's estimate 47 min where it took about 20-34).
+FIT_SECONDS_PER_REALISTIC_EVENT = 0.69
 
 
 def _expected_fit_time(events: int, pileup: float, workers: int, realistic: bool) -> str:
@@ -412,7 +415,7 @@ def run_build_graphs(args: argparse.Namespace) -> int:
     written = write_event_graphs(
         args.events, args.out, geometry, config, args.map, workers=args.workers
     )
-    _print_graph_table(written.quality)
+    _print_graph_table(written.quality, by_map=args.map is not None)
     print(f"built {written.n_graphs} graphs -> {args.out}")
     _warn_empty_graphs(written.quality, args.out)
     if args.map is not None and written.unmapped_share > THIN_MAP_SHARE:
@@ -458,7 +461,7 @@ def run_info(args: argparse.Namespace) -> int:
             stats.print(f"{len(store)} events")
         elif isinstance(store, GraphFile):
             rows = [{"event_id": e, **store.quality(i)} for i, e in enumerate(store.event_ids)]
-            _print_graph_table(rows)
+            _print_graph_table(rows, by_map=store.attrs.get("method") == "module-map")
         else:
             edges = [len(store[i]) for i in range(len(store))]
             print(f"{len(store)} events, {sum(edges):,} scored edges")
@@ -493,20 +496,30 @@ class _EventStats:
         )
 
 
-def _print_graph_table(rows: list[dict[str, float]]) -> None:
+def _print_graph_table(rows: list[dict[str, float]], *, by_map: bool = False) -> None:
+    """The graphs' sizes, efficiency (of every true pair) and purity, one row per event; for
+    graphs built by a module map also the efficiency over the pairs of the particles the map
+    was fitted on (pT >= its fit's pT cut), what the map is to be judged by."""
+    target_pt = float(rows[0].get("target_pt", 0.0)) if rows else 0.0
+    target = by_map and target_pt > 0 and all("target_efficiency" in row for row in rows)
     header = f"{'event':>10} {'nodes':>9} {'edges':>10} {'efficiency':>10} {'purity':>8}"
+    target_label = f"eff pT>={target_pt:g}"
+    header += f" {target_label:>11}" if target else ""
     has_time = bool(rows) and "seconds" in rows[0]
     print(header + (f" {'seconds':>8}" if has_time else ""))
-    for row in rows:
+    columns = ("n_nodes", "n_edges", "efficiency", "purity", "target_efficiency")
+    for row in [*rows, *([{"event_id": "mean", **_means(rows, columns)}] if len(rows) > 1
+                         else [])]:  # fmt: skip
+        mean = row["event_id"] == "mean"
         line = (
-            f"{row['event_id']:>10} {row['n_nodes']:>9,} {row['n_edges']:>10,} "
+            f"{row['event_id']:>10} {row['n_nodes']:>9,.0f} {row['n_edges']:>10,.0f} "
             f"{row['efficiency']:>10.4f} {row['purity']:>8.4f}"
         )
-        print(line + (f" {row['seconds']:>8.2f}" if has_time else ""))
-    if len(rows) > 1:
-        columns = ("n_nodes", "n_edges", "efficiency", "purity")
-        mean = {k: sum(row[k] for row in rows) / len(rows) for k in columns}
-        print(
-            f"{'mean':>10} {mean['n_nodes']:>9,.0f} {mean['n_edges']:>10,.0f} "
-            f"{mean['efficiency']:>10.4f} {mean['purity']:>8.4f}"
-        )
+        line += f" {row['target_efficiency']:>11.4f}" if target else ""
+        print(line + (f" {row['seconds']:>8.2f}" if has_time and not mean else ""))
+
+
+def _means(rows: list[dict[str, float]], columns: tuple[str, ...]) -> dict[str, float]:
+    """The mean of each of ``columns`` present in every row."""
+    present = [key for key in columns if all(key in row for row in rows)]
+    return {key: sum(float(row[key]) for row in rows) / len(rows) for key in present}

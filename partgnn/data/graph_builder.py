@@ -48,6 +48,10 @@ class GraphQuality:
         n_true_edges: True pairs present as edges.
         efficiency: ``n_true_edges / n_true_pairs`` (NaN without true pairs).
         purity: ``n_true_edges / n_edges`` (NaN without edges).
+        target_pt: The pT [GeV] of the particles the construction targets: a module map's
+            fit's ``pt_min`` (it learned from those particles only), else the hits' pT cut.
+        target_efficiency: The share of the true pairs of particles of ``pT >= target_pt``
+            held as edges (NaN without such pairs): what a map is to be judged by.
     """
 
     n_nodes: int
@@ -56,6 +60,8 @@ class GraphQuality:
     n_true_edges: int
     efficiency: float
     purity: float
+    target_pt: float = 0.0
+    target_efficiency: float = math.nan
 
     def to_dict(self) -> dict[str, int | float]:
         """The fields as a plain dict (for HDF5 attributes, JSON and printing)."""
@@ -202,6 +208,11 @@ def build_event_graph(
         event_id=int(event.event_id),
     )
     n_true_edges = int(y.sum())
+    target_pt = float(module_map.settings.get("pt_min", 0.0)) if module_map else config.pt_min
+    target_pairs = true_pairs[particle_pt[true_pairs[:, 0]] >= target_pt]
+    edges = np.stack([src, dst], axis=1)
+    held = _match_pairs(target_pairs[:, 0], target_pairs[:, 1], edges, len(r))
+    target_held = int(held.sum())
     quality = GraphQuality(
         n_nodes=len(r),
         n_edges=len(src),
@@ -209,6 +220,8 @@ def build_event_graph(
         n_true_edges=n_true_edges,
         efficiency=n_true_edges / len(true_pairs) if len(true_pairs) else math.nan,
         purity=n_true_edges / len(src) if len(src) else math.nan,
+        target_pt=target_pt,
+        target_efficiency=target_held / len(target_pairs) if len(target_pairs) else math.nan,
     )
     return data, quality
 

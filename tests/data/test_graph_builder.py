@@ -97,7 +97,14 @@ def test_hand_built_event_edges_and_truth(geometry: DetectorGeometry) -> None:
     # True pairs: 5 of particle 1 (double hit on layer 6 pairs with both neighbours) and 2 of
     # particle 2, one of which skips a layer and is not an edge.
     assert quality == GraphQuality(
-        n_nodes=9, n_edges=9, n_true_pairs=7, n_true_edges=6, efficiency=6 / 7, purity=6 / 9
+        n_nodes=9,
+        n_edges=9,
+        n_true_pairs=7,
+        n_true_edges=6,
+        efficiency=6 / 7,
+        purity=6 / 9,
+        target_pt=0.0,
+        target_efficiency=6 / 7,  # no pT cut: every particle is a target
     )
     assert data.hit_id.tolist() == [row[0] for row in HAND_ROWS]
     assert data.event_id == 3
@@ -264,6 +271,8 @@ def test_quality_to_dict() -> None:
         "n_true_edges": 1,
         "efficiency": 0.5,
         "purity": 0.5,
+        "target_pt": 0.0,
+        "target_efficiency": quality.target_efficiency,  # NaN: not given
     }
 
 
