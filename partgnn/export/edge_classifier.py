@@ -117,7 +117,7 @@ class ExportedEdgeClassifier(nn.Module):
         """Why the model cannot score these inputs, in one line naming the shape and dtype
         expected and those given (empty: it can). In a traced file (AOTInductor, ONNX) the
         shapes and dtypes are fixed at export and the file's runtime checks them
-        (:mod:`partgnn.export.formats`).
+        (:mod:`partgnn.export.aoti_checks`; onnxruntime its own).
 
         Returns:
             ``""`` for ``(N, F_in)`` float32 node features and ``(2, E)`` int64 edges, else
