@@ -9,13 +9,14 @@ from pathlib import Path
 import torch
 
 from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
+from partgnn.data.input_features import InputFeatures
 from partgnn.errors import InputError
 from partgnn.export.edge_classifier import ExportedEdgeClassifier
 from partgnn.export.formats import write_exported
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.resources import pretrained_name
 from partgnn.train.checkpoints import load_checkpoint
-from partgnn.train.inference import load_trained_model
+from partgnn.train.inference import load_trained_model, saved_input_features
 from partgnn.train.model_settings import saved_model_config
 
 
@@ -65,6 +66,14 @@ def export_checkpoint(
             f"{checkpoint}: model.target {target} is a model class of one's own; partgnn "
             "exports its own Interaction Network only (export that class with torch.jit.script "
             "or torch.export yourself)"
+        )
+    recorded = saved_input_features(state)
+    features = InputFeatures.parse(recorded["node_features"], recorded["edge_features"],
+                                   where=str(checkpoint))  # fmt: skip
+    if not features.is_default:
+        raise InputError(
+            f"{checkpoint}: its model reads other inputs than partgnn's own ({features.describe()}"
+            "); partgnn export writes models of partgnn's own inputs in this version"
         )
     model, _ = load_trained_model(
         checkpoint, len(NODE_FEATURES), len(EDGE_FEATURES), torch.device("cpu")

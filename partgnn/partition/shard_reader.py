@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -82,6 +82,9 @@ class RankEvent:
         n_global_nodes: Nodes of the whole event graph.
         n_global_edges: Edges of the whole event graph (a loss normaliser).
         n_global_true_edges: True edges of the whole event graph (a loss normaliser).
+        kept: The fields the graphs file kept beside the event, of ``graph``'s nodes and edges
+            (:class:`KeptFields`).
+        sector_kept: The same of ``sector``'s (``None`` without a sector).
     """
 
     event_id: int
@@ -91,6 +94,21 @@ class RankEvent:
     n_global_nodes: int
     n_global_edges: int
     n_global_true_edges: int
+    kept: KeptFields = field(default_factory=lambda: KeptFields({}, {}))
+    sector_kept: KeptFields | None = None
+
+
+@dataclass(frozen=True)
+class KeptFields:
+    """Fields a graphs file kept beside an event graph (an acorn file's), split by rows.
+
+    Attributes:
+        nodes: Name -> one value per node of the (local) graph.
+        edges: Name -> one value per edge.
+    """
+
+    nodes: dict[str, np.ndarray]
+    edges: dict[str, np.ndarray]
 
 
 class ShardDirectory:
@@ -300,7 +318,8 @@ def _read_rank_event(group: h5py.Group, rank: int, where: str) -> RankEvent:
         graph[name].shape[0] != plan.n_local_edges for name in EDGE_FIELDS
     ):
         raise InputError(f"{where}: node or edge fields do not match the plan's sizes")
-    sector = None
+    kept = _read_kept(group, plan.n_local_nodes, plan.n_local_edges, where)
+    sector = sector_kept = None
     if "sector" in group:
         sector_group = group["sector"]
         sector_where = f"{where}/sector"
@@ -311,6 +330,9 @@ def _read_rank_event(group: h5py.Group, rank: int, where: str) -> RankEvent:
         sector.n_owned = int(sector_group.attrs["n_owned"])
         sector.global_nodes = torch.from_numpy(read_array(sector_group, "nodes"))
         sector.global_edges = torch.from_numpy(read_array(sector_group, "edge_ids"))
+        sector_kept = _read_kept(
+            sector_group, sector.num_nodes, sector.edge_index.shape[1], sector_where
+        )
     return RankEvent(
         event_id=event_id,
         plan=plan,
@@ -319,7 +341,23 @@ def _read_rank_event(group: h5py.Group, rank: int, where: str) -> RankEvent:
         n_global_nodes=int(group.attrs["n_global_nodes"]),
         n_global_edges=int(group.attrs["n_global_edges"]),
         n_global_true_edges=int(group.attrs["n_global_true_edges"]),
+        kept=kept,
+        sector_kept=sector_kept,
     )
+
+
+def _read_kept(group: h5py.Group, n_nodes: int, n_edges: int, where: str) -> KeptFields:
+    """The kept fields of a shard's (halo or sector) graph, their lengths checked."""
+    fields = {}
+    for rows, expected in (("nodes", n_nodes), ("edges", n_edges)):
+        kept = group.get(f"extra/{rows}")
+        fields[rows] = {} if kept is None else {name: read_array(kept, name) for name in kept}
+        wrong = [name for name, values in fields[rows].items() if values.shape != (expected,)]
+        if wrong:
+            raise InputError(
+                f"{where}: kept field {wrong[0]} does not have one value per {rows[:-1]}"
+            )
+    return KeptFields(fields["nodes"], fields["edges"])
 
 
 def _read_subgraph(group: h5py.Group, edge_index: np.ndarray, event_id: int, where: str) -> Data:

@@ -275,8 +275,13 @@ def partition_run_id(meta: ShardMeta) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def split_event(graph: Data, options: PartitionOptions) -> _SplitEvent:
-    """Partitions one event graph, builds and validates every rank's plan, gathers its data."""
+def split_event(
+    graph: Data, options: PartitionOptions, extra: dict[str, np.ndarray] | None = None
+) -> _SplitEvent:
+    """Partitions one event graph, builds and validates every rank's plan, gathers its data:
+    the graph's fields and the fields its file keeps beside it (``extra``: those of one number
+    per node under ``extra/nodes/``, per edge under ``extra/edges/``, so a run can read them
+    as inputs: :mod:`partgnn.data.input_features`)."""
     edge_index = graph.edge_index.numpy()
     assignment = partition_graph(
         graph, options.n_parts, options.method, seed=options.seed, grid=options.grid
@@ -284,6 +289,7 @@ def split_event(graph: Data, options: PartitionOptions) -> _SplitEvent:
     plans = build_halo_plans(edge_index, assignment, options.n_parts)
     validate_plans(plans, edge_index, assignment)
     fields = {name: _field(graph, name) for name in (*NODE_FIELDS, *EDGE_FIELDS)}
+    kept_nodes, kept_edges = kept_fields(extra or {}, graph.num_nodes, edge_index.shape[1])
     y = fields["y"]
     event_attrs = {
         "event_id": int(graph.event_id),
@@ -298,6 +304,7 @@ def split_event(graph: Data, options: PartitionOptions) -> _SplitEvent:
     ranks, group_attrs = [], []
     for plan in plans:
         arrays = _subgraph_arrays(fields, plan.local_nodes, plan.edge_ids, "")
+        arrays.update(_kept_arrays(kept_nodes, kept_edges, plan.local_nodes, plan.edge_ids, ""))
         arrays.update({f"plan/{name}": getattr(plan, name) for name in PLAN_ARRAYS})
         arrays["edge_index"] = plan.edge_index
         arrays["edge_owned"] = plan.edge_owned.astype(np.uint8)
@@ -307,6 +314,9 @@ def split_event(graph: Data, options: PartitionOptions) -> _SplitEvent:
                 edge_index, assignment, plan.rank, options.margin, options.n_parts
             )
             arrays.update(_subgraph_arrays(fields, sector.nodes, sector.edge_ids, "sector/"))
+            arrays.update(
+                _kept_arrays(kept_nodes, kept_edges, sector.nodes, sector.edge_ids, "sector/")
+            )
             arrays.update({f"sector/{name}": getattr(sector, name) for name in SECTOR_ARRAYS})
             arrays["sector/edge_index"] = sector.edge_index
             arrays["sector/edge_owned"] = sector.edge_owned.astype(np.uint8)
@@ -335,7 +345,8 @@ def _split_task(task: tuple[Path, int, PartitionOptions]) -> _SplitEvent:
     graphs_path, index, options = task
     if graphs_path not in _WORKER_GRAPHS:
         _WORKER_GRAPHS[graphs_path] = GraphFile(graphs_path)
-    return split_event(_WORKER_GRAPHS[graphs_path][index], options)
+    graphs = _WORKER_GRAPHS[graphs_path]
+    return split_event(graphs[index], options, graphs.extra(index))
 
 
 def _write_rank_event(events_group: h5py.Group, split: _SplitEvent, rank: int) -> None:
@@ -353,6 +364,34 @@ def _subgraph_arrays(
 ) -> dict[str, np.ndarray]:
     arrays = {f"{prefix}{name}": fields[name][nodes] for name in NODE_FIELDS}
     arrays.update({f"{prefix}{name}": fields[name][edges] for name in EDGE_FIELDS})
+    return arrays
+
+
+def kept_fields(
+    extra: dict[str, np.ndarray], n_nodes: int, n_edges: int
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The kept fields of one number per node, and per edge (a field of as many values as
+    both is in both; fields of other shapes are not carried into shards)."""
+    numbers = {
+        name: np.asarray(values) for name, values in extra.items()
+        if np.asarray(values).ndim == 1 and np.issubdtype(np.asarray(values).dtype, np.number)
+    }  # fmt: skip
+    nodes = {name: values for name, values in numbers.items() if values.shape[0] == n_nodes}
+    edges = {name: values for name, values in numbers.items() if values.shape[0] == n_edges}
+    return nodes, edges
+
+
+def _kept_arrays(
+    nodes: dict[str, np.ndarray],
+    edges: dict[str, np.ndarray],
+    node_ids: np.ndarray,
+    edge_ids: np.ndarray,
+    prefix: str,
+) -> dict[str, np.ndarray]:
+    arrays = {f"{prefix}extra/nodes/{name}": values[node_ids] for name, values in nodes.items()}
+    arrays.update(
+        {f"{prefix}extra/edges/{name}": values[edge_ids] for name, values in edges.items()}
+    )
     return arrays
 
 

@@ -14,12 +14,15 @@ import sys
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from partgnn.distributed.halo_exchange import Transport
 from partgnn.errors import InputError
 from partgnn.models.config import RENAMED_SETTINGS, ModelConfig, renamed_settings
 from partgnn.train.loss import EdgeWeights
+
+if TYPE_CHECKING:
+    from partgnn.data.input_features import InputFeatures
 
 
 @dataclass
@@ -36,6 +39,10 @@ class DataConfig:
             on the training events (kept in the model, so checkpoints carry them).
         cache_mb: Memory budget [MiB] for decoded events kept on the device across epochs;
             events beyond it are read again, one step ahead. 0 keeps none.
+        node_features: The model's node input columns (:mod:`partgnn.data.input_features`):
+            names (``[r, phi, z, eta, cluster_r_1]``), or names with scales (``{r: 1000,
+            cluster_r_1: 1000}``); ``null``: partgnn's own, ``r/1000, phi/pi, z/1000, eta``.
+        edge_features: The model's edge input columns, likewise (``null``: partgnn's seven).
     """
 
     graphs: str | None = None
@@ -44,6 +51,8 @@ class DataConfig:
     boundary_shards: str | None = None
     standardise: bool = True
     cache_mb: float = 1024.0
+    node_features: list[Any] | dict[str, Any] | None = None
+    edge_features: list[Any] | dict[str, Any] | None = None
 
 
 @dataclass
@@ -291,6 +300,10 @@ def _coerce(value: Any, hint: Any, where: str, name: str) -> Any:
         if not math.isfinite(value):
             raise InputError(f"{where}: {name} must be finite (got {value!r})")
         return float(value)
+    if origin is list:
+        if not isinstance(value, list):
+            raise InputError(f"{where}: {name} must be a list (got {value!r})")
+        return list(value)
     if origin is dict:
         if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
             raise InputError(
@@ -311,3 +324,14 @@ def _choice_words(hint: Any) -> str:
     if typing.get_origin(hint) is Literal:
         return " or ".join(map(str, typing.get_args(hint)))
     return getattr(hint, "__name__", str(hint))
+
+
+def input_features(config: TrainConfig, where: str = "config") -> InputFeatures:
+    """The model's input columns ``config`` names (:mod:`partgnn.data.input_features`).
+
+    Raises:
+        InputError: A malformed list, a truth field, a bad scale (one line naming ``where``).
+    """
+    from partgnn.data.input_features import InputFeatures
+
+    return InputFeatures.parse(config.data.node_features, config.data.edge_features, where=where)

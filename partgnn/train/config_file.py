@@ -16,7 +16,7 @@ import yaml
 
 from partgnn.errors import InputError, first_line
 from partgnn.resources import resolve_config
-from partgnn.train.config import TrainConfig, build_config
+from partgnn.train.config import TrainConfig, build_config, input_features
 from partgnn.train.strategies import mode_facts
 from partgnn.yaml_files import load_yaml
 
@@ -83,7 +83,7 @@ def _attributed(err: InputError, where: str, overrides: Sequence[str]) -> InputE
     said = message[len(where) + 2 :]
     for override in reversed(overrides):
         key = override.partition("=")[0].strip()
-        if re.search(rf"(^|\s){re.escape(key)}(\s|$)", said):
+        if re.search(rf"(^|\s){re.escape(key)}(\s|:|$)", said):
             return InputError(f"--set {override}: {said}")
     return err
 
@@ -100,6 +100,7 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
             raise InputError(f"{where}: {name} {message} (got {_lookup(config, name)!r})")
 
     facts = mode_facts(config.mode, where)
+    input_features(config, where)  # (a malformed list: one line, here)
     data = "data.shards" if facts.reads_shards else "data.graphs"
     require(bool(_lookup(config, data)), data, f"is needed in mode {config.mode}")
     require(config.data.val_events >= 0, "data.val_events", "must be >= 0")

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from partgnn.data.input_features import InputFeatures
 from partgnn.data.storage import GraphFile
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.exchange import Exchange
@@ -149,6 +150,7 @@ class WholeGraphSource:
         boundary_shards: Shard directory whose cut marks boundary edges (optional).
         skip_unconnected: Leave out the nodes no edge touches
             (:mod:`partgnn.train.unconnected_nodes`; only for a model they cannot affect).
+        features: The model's input columns (default: partgnn's own, the files' tables).
     """
 
     def __init__(
@@ -159,8 +161,10 @@ class WholeGraphSource:
         boundary_shards: str | os.PathLike[str] | None = None,
         *,
         skip_unconnected: bool = False,
+        features: InputFeatures | None = None,
     ) -> None:
         self.skip_unconnected = skip_unconnected
+        self.features = features or InputFeatures.default()
         self.graphs = GraphFile(graphs)
         self.event_ids = self.graphs.event_ids
         self.device = device
@@ -184,6 +188,13 @@ class WholeGraphSource:
         """Event ``index`` as this rank computes on it (``edge_ids``: with the edges' ids in
         the whole graph)."""
         graph = self.graphs[index]
+        if not self.features.is_default:
+            where = f"{self.graphs.path}: event {int(graph.event_id)}"
+            graph.x, graph.edge_attr = self.features.select(
+                graph,
+                self.graphs.extra(index) if self.features.reads_kept_fields else {},
+                where=where,
+            )
         n_edges = graph.edge_index.shape[1]
         boundary = torch.zeros(n_edges, dtype=torch.bool)
         if self.boundary_shards is not None:
@@ -238,7 +249,8 @@ def global_edge_counts(
 
 class _RankShardSource:
     """What the sources reading a rank's shard share: ``shard``, ``event_ids``, the event count,
-    the event sizes and the events' weighted edge counts."""
+    the event sizes, the events' weighted edge counts, and the model's input columns of each
+    event (:meth:`event`)."""
 
     def __init__(
         self,
@@ -247,8 +259,10 @@ class _RankShardSource:
         weights: EdgeWeights,
         *,
         skip_unconnected: bool = False,
+        features: InputFeatures | None = None,
     ) -> None:
         self.check_shards(shards)
+        self.features = features or InputFeatures.default()
         self.skip_unconnected = skip_unconnected
         self.device = context.device
         self.shard = open_group_shard(shards, context)
@@ -266,6 +280,19 @@ class _RankShardSource:
         Raises:
             InputError: One line naming the shard directory.
         """
+
+    def event(self, index: int) -> RankEvent:
+        """The rank's event ``index``, its graph's (and sector's) ``x`` and ``edge_attr`` the
+        model's input columns (partgnn's own: the shard's tables as they are)."""
+        event = self.shard[index]
+        if not self.features.is_default:
+            where = f"{self.shard.path}: event {event.event_id}"
+            for graph, kept in ((event.graph, event.kept), (event.sector, event.sector_kept)):
+                if graph is not None and kept is not None:
+                    graph.x, graph.edge_attr = self.features.select(
+                        graph, kept.nodes, kept.edges, where=where
+                    )
+        return event
 
     def event_normaliser(self, index: int, event: RankEvent) -> float:
         """The weighted edge count of event ``index``'s whole graph."""
@@ -300,8 +327,11 @@ class HaloSource(_RankShardSource):
         hide_communication: bool = False,
         interior_first: bool = False,
         skip_unconnected: bool = False,
+        features: InputFeatures | None = None,
     ) -> None:
-        super().__init__(shards, context, weights, skip_unconnected=skip_unconnected)
+        super().__init__(
+            shards, context, weights, skip_unconnected=skip_unconnected, features=features
+        )
         self.context = context
         self.transport = transport
         self.counter = counter
@@ -311,7 +341,7 @@ class HaloSource(_RankShardSource):
     def item(self, index: int, *, edge_ids: bool = False) -> TrainItem:
         """Event ``index``'s shard and exchange (``edge_ids``: with the edges' ids in the
         whole graph)."""
-        event = self.shard[index]
+        event = self.event(index)
         plan, graph, device = event.plan, event.graph, self.context.device
         rows = None
         if self.skip_unconnected:
@@ -358,7 +388,7 @@ class NaiveSource(_RankShardSource):
     def item(self, index: int, *, edge_ids: bool = False) -> TrainItem:
         """Event ``index``'s sector (``edge_ids``: with the edges' ids in the whole
         graph)."""
-        event = self.shard[index]
+        event = self.event(index)
         plan, graph = event.plan, event.graph
         sector = naive_sector(plan)  # what a naive sector is: partition/naive.py's
         interior = torch.from_numpy(plan.interior_edges)  # its edges among the shard's
@@ -426,7 +456,7 @@ class OverlappingSource(NaiveSource):
     def item(self, index: int, *, edge_ids: bool = False) -> TrainItem:
         """Event ``index``'s extended sector (``edge_ids``: with the edges' ids in the whole
         graph)."""
-        event = self.shard[index]
+        event = self.event(index)
         sector = event.sector
         edge_index = sector.edge_index
         boundary = (edge_index >= sector.n_owned).any(dim=0)

@@ -114,6 +114,7 @@ def scoring_strategy(
     graphs: str | os.PathLike[str] | None = None,
     transport: str = "auto",
     model: ModelConfig | None = None,
+    features: dict[str, Any] | None = None,
 ) -> Strategy:
     """The strategy of ``mode`` on these shards (or graphs file), as scoring runs it: its
     source is the one training reads (:mod:`partgnn.train.events`), with the exchange hidden
@@ -127,6 +128,7 @@ def scoring_strategy(
         data=DataConfig(
             graphs=None if graphs is None else os.fspath(graphs),
             shards=None if shards is None else os.fspath(shards),
+            **(features or {}),
         ),
         model=model or ModelConfig(),
         run=RunConfig(transport=transport, hide_communication=True),
@@ -243,8 +245,9 @@ def run_inference(
         warn_on_other_construction(saved.get("construction"), checkpoint, graphs_path, given)
     model = saved_model_config(saved, str(checkpoint))
     strategy = scoring_strategy(
-        mode, context, shards=shards, graphs=graphs, transport=transport, model=model
-    )
+        mode, context, shards=shards, graphs=graphs, transport=transport, model=model,
+        features=saved_input_features(saved),
+    )  # fmt: skip
     items = score_events(checkpoint, strategy, model_target=model_target, saved=saved)
     if shards is not None:
         source = {
@@ -269,6 +272,13 @@ def run_inference(
             pass
         return 0
     return write_scores(out, ((event_id, s) for event_id, s in items), provenance=provenance)
+
+
+def saved_input_features(saved: dict[str, Any]) -> dict[str, Any]:
+    """The input columns a checkpoint's run read (``data.node_features`` and
+    ``data.edge_features`` of its config; none recorded: partgnn's own)."""
+    data = (saved.get("config") or {}).get("data") or {}
+    return {key: data.get(key) for key in ("node_features", "edge_features")}
 
 
 def warn_on_other_construction(

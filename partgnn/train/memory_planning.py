@@ -20,7 +20,7 @@ from partgnn.data.storage import GraphFile
 from partgnn.distributed.device import resolve_device
 from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory
-from partgnn.train.config import TrainConfig
+from partgnn.train.config import TrainConfig, input_features
 from partgnn.train.footprint import Footprint, measure_footprint
 from partgnn.train.memory_plan import (
     MAX_PARTS,
@@ -197,7 +197,11 @@ def _measure_footprint(
 
 
 def feature_widths(config: TrainConfig) -> tuple[int, int]:
-    """Node and edge feature widths of the config's events."""
+    """Node and edge feature widths of the config's events: the columns it names, else its
+    files' tables."""
+    features = input_features(config)
+    if not features.is_default:
+        return features.widths
     if config.data.graphs:
         with GraphFile(config.data.graphs) as graphs:
             graph = graphs[0]

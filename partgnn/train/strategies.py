@@ -45,7 +45,7 @@ from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
 from partgnn.metrics.run_summary import FORMER_MODE_NAMES
 from partgnn.partition.shard_reader import ShardDirectory
-from partgnn.train.config import TrainConfig
+from partgnn.train.config import TrainConfig, input_features
 from partgnn.train.events import HaloSource, NaiveSource, OverlappingSource, WholeGraphSource
 from partgnn.train.modes import ModeFacts
 
@@ -256,6 +256,7 @@ class HaloStrategy(_ShardStrategy):
             hide_communication=run.hide_communication,
             interior_first=orders_interior_first(self.config),
             skip_unconnected=self.config.model.skips_unconnected_nodes,
+            features=input_features(self.config),
         )
 
     @property
@@ -279,6 +280,7 @@ class NaiveStrategy(_ShardStrategy):
         return NaiveSource(
             self._sector_shards(), self.context, self.config.loss.edge_weights(),
             skip_unconnected=self.config.model.skips_unconnected_nodes,
+            features=input_features(self.config),
         )  # fmt: skip
 
     def _sector_shards(self) -> ShardDirectory:
@@ -310,6 +312,7 @@ class OverlappingStrategy(NaiveStrategy):
         return OverlappingSource(
             self._sector_shards(), self.context, self.config.loss.edge_weights(),
             skip_unconnected=self.config.model.skips_unconnected_nodes,
+            features=input_features(self.config),
         )  # fmt: skip
 
 
@@ -388,4 +391,5 @@ def _whole_graphs(config: TrainConfig, context: DistContext) -> WholeGraphSource
         config.loss.edge_weights(),
         config.data.boundary_shards,
         skip_unconnected=config.model.skips_unconnected_nodes,
+        features=input_features(config),
     )
