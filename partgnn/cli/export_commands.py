@@ -43,11 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     from partgnn.errors import InputError
-    from partgnn.export.export_model import export_checkpoint
+    from partgnn.export.export_model import export_checkpoint, kept_node_inputs
     from partgnn.export.node_inputs import NodeInputs
     from partgnn.resources import pretrained_name
 
-    inputs = NodeInputs.parse(args.node_features, args.feature_scales)
+    inputs = NodeInputs.parse(
+        args.node_features, args.feature_scales, kept=kept_node_inputs(args.checkpoint)
+    )
     if args.fmt == "aoti" and args.out.suffix != ".pt2":
         raise InputError(
             f"{args.out}: an AOTInductor package is a .pt2 file (its loaders read the name): "

@@ -144,7 +144,7 @@ TRACKML_EVENTS = _hdf5_kind(
 GRAPHS = _hdf5_kind("partgnn-graphs")
 SCORES = _hdf5_kind("partgnn-scores")
 EVALUATION = OutputKind(
-    "an evaluation (partgnn evaluate)", lambda path: _json_format(path) == EVALUATION_FORMAT
+    "an evaluation partgnn wrote", lambda path: _json_format(path) == EVALUATION_FORMAT
 )
 MODULE_MAP = OutputKind("a module map", _module_map)
 PLOT = OutputKind("a plot partgnn drew", _has_mark)

@@ -22,7 +22,9 @@ import math
 import torch
 from torch import nn
 
+from partgnn.data.graph_config import EDGE_FEATURES
 from partgnn.data.graph_features import LENGTH_SCALE, MIN_DR
+from partgnn.data.input_features import OWN_EDGE_SCALES, InputFeatures
 from partgnn.errors import InputError
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.models.interaction_network import InteractionNetwork
@@ -47,8 +49,14 @@ class ExportedEdgeClassifier(nn.Module):
             statistics are those of the graph being scored, gathered over ranks in training).
     """
 
-    def __init__(self, model: InteractionNetwork, inputs: NodeInputs) -> None:
+    def __init__(
+        self,
+        model: InteractionNetwork,
+        inputs: NodeInputs,
+        features: InputFeatures | None = None,
+    ) -> None:
         super().__init__()
+        features = features or InputFeatures.default()
         architecture = model.architecture
         if architecture.batch_norm:
             raise InputError(
@@ -98,6 +106,16 @@ class ExportedEdgeClassifier(nn.Module):
         self.register_buffer("scales", torch.tensor(inputs.scales, dtype=torch.float64))
         # pi as a float64 tensor: exporters store a Python float's fill value in float32
         self.register_buffer("pi", torch.tensor(math.pi, dtype=torch.float64))
+        # The model's input columns (what it was trained on: its checkpoint's lists) as rows
+        # of two tables computed here: the nodes' [r, phi, z, eta, x, y, given columns...] in
+        # physical units, the edges' seven features in the graph files' units.
+        node_sources, node_divisors = _node_columns(features, inputs)
+        edge_sources, edge_factors = _edge_columns(features)
+        self.register_buffer("node_sources", torch.tensor(node_sources, dtype=torch.int64))
+        self.register_buffer("edge_sources", torch.tensor(edge_sources, dtype=torch.int64))
+        self.reads_xy: bool = self.by_xy or any(s in (4, 5) for s in node_sources)
+        self.register_buffer("node_divisors", torch.tensor(node_divisors, dtype=torch.float64))
+        self.register_buffer("edge_factors", torch.tensor(edge_factors, dtype=torch.float64))
 
     def forward(self, node_features: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         """Edge logits ``(E,)`` of the graph ``(node_features, edge_index)``.
@@ -147,8 +165,11 @@ class ExportedEdgeClassifier(nn.Module):
     def features(
         self, node_features: torch.Tensor, edge_index: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """partgnn's node features ``(N, 4)`` and edge features ``(E, 7)``, float32, from the
-        given columns (:func:`~partgnn.data.graph_features.graph_features`'s formulas)."""
+        """The model's node inputs ``(N, F_node)`` and edge inputs ``(E, F_edge)``, float32,
+        from the given columns: partgnn's own by
+        :func:`~partgnn.data.graph_features.graph_features`'s formulas, each divided by the
+        scale the model was trained with, and the given fields of its graphs files (by default
+        partgnn's ``(N, 4)`` and ``(E, 7)``)."""
         given = node_features.to(torch.float64)
         z = given[:, self.z_column] * self.scales[self.z_column]
         if self.by_xy:
@@ -161,6 +182,10 @@ class ExportedEdgeClassifier(nn.Module):
         else:
             r = given[:, self.r_column] * self.scales[self.r_column]
             phi = given[:, self.phi_column] * self.scales[self.phi_column]
+            if self.reads_xy:
+                x, y = r * torch.cos(phi), r * torch.sin(phi)
+            else:
+                x, y = torch.zeros_like(r), torch.zeros_like(r)
         if self.eta_column >= 0:
             eta = given[:, self.eta_column] * self.scales[self.eta_column]
         elif self.eta_by_log:
@@ -187,18 +212,18 @@ class ExportedEdgeClassifier(nn.Module):
             ],
             dim=1,
         )
-        x = torch.stack(
-            [r / self.length_scale, phi / self.pi, z / self.length_scale, eta],
-            dim=1,
-        )
-        return x.to(torch.float32), edge_attr.to(torch.float32)
+        physical = torch.cat([torch.stack([r, phi, z, eta, x, y], dim=1), given * self.scales], 1)
+        nodes = physical.index_select(1, self.node_sources) / self.node_divisors
+        edges = edge_attr.index_select(1, self.edge_sources) * self.edge_factors
+        return nodes.to(torch.float32), edges.to(torch.float32)
 
     @torch.jit.export
     def classify(
         self, x: torch.Tensor, edge_attr: torch.Tensor, edge_index: torch.Tensor
     ) -> torch.Tensor:
-        """Logits ``(E,)`` from partgnn's features ``x (N, 4)`` and ``edge_attr (E, 7)``
-        (what ``partgnn infer`` gives the model: a graph file's ``x`` and ``edge_attr``)."""
+        """Logits ``(E,)`` from the model's inputs ``x (N, F_node)`` and ``edge_attr (E,
+        F_edge)`` (what ``partgnn infer`` gives the model: by default a graph file's ``x`` and
+        ``edge_attr``)."""
         x = (x - self.node_mean) / self.node_std
         edge_attr = (edge_attr - self.edge_mean) / self.edge_std
         h = self.node_encoder(x)
@@ -359,3 +384,48 @@ def _aggregate(
     if how == "max":
         return largest
     return torch.cat([total, largest], dim=1)
+
+
+#: Where :meth:`ExportedEdgeClassifier.features` puts partgnn's own node values in its table.
+_PHYSICAL_COLUMNS = ("r", "phi", "z", "eta", "x", "y")
+
+
+def _node_columns(features: InputFeatures, inputs: NodeInputs) -> tuple[list[int], list[float]]:
+    """Each model node column's row in the physical table and its divisor.
+
+    Raises:
+        InputError: The model reads a field of its graphs files that the inputs do not give.
+    """
+    sources, divisors = [], []
+    for column in features.node:
+        if column.name in _PHYSICAL_COLUMNS:
+            sources.append(_PHYSICAL_COLUMNS.index(column.name))
+        elif column.name in inputs.columns:
+            sources.append(len(_PHYSICAL_COLUMNS) + inputs.columns.index(column.name))
+        else:
+            raise InputError(
+                f"the model reads {column.name} (a field of its graphs files): give it as a "
+                f"node feature (--node-features {','.join((*inputs.columns, column.name))})"
+            )
+        divisors.append(column.scale)
+    return sources, divisors
+
+
+def _edge_columns(features: InputFeatures) -> tuple[list[int], list[float]]:
+    """Each model edge column's row among partgnn's seven edge features, and its factor from
+    the stored unit.
+
+    Raises:
+        InputError: The model reads a per-edge field of its graphs files, which ACTS cannot
+            give an edge classifier (it gives node features and edges).
+    """
+    sources, factors = [], []
+    for column in features.edge:
+        if column.name not in OWN_EDGE_SCALES:
+            raise InputError(
+                f"the model reads the edge field {column.name} of its graphs files; ACTS gives "
+                "an edge classifier node features and edges only: not exportable"
+            )
+        sources.append(EDGE_FEATURES.index(column.name))
+        factors.append(OWN_EDGE_SCALES[column.name] / column.scale)
+    return sources, factors

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import torch
 
-from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
 from partgnn.data.input_features import InputFeatures
 from partgnn.errors import InputError
 from partgnn.export.edge_classifier import ExportedEdgeClassifier
@@ -67,18 +66,12 @@ def export_checkpoint(
             "exports its own Interaction Network only (export that class with torch.jit.script "
             "or torch.export yourself)"
         )
-    recorded = saved_input_features(state)
-    features = InputFeatures.parse(recorded["node_features"], recorded["edge_features"],
-                                   where=str(checkpoint))  # fmt: skip
-    if not features.is_default:
-        raise InputError(
-            f"{checkpoint}: its model reads other inputs than partgnn's own ({features.describe()}"
-            "); partgnn export writes models of partgnn's own inputs in this version"
-        )
-    model, _ = load_trained_model(
-        checkpoint, len(NODE_FEATURES), len(EDGE_FEATURES), torch.device("cpu")
-    )
-    module = ExportedEdgeClassifier(model, inputs).to(device)
+    features = recorded_input_features(state, str(checkpoint))
+    model, _ = load_trained_model(checkpoint, *features.widths, torch.device("cpu"))
+    try:
+        module = ExportedEdgeClassifier(model, inputs, features).to(device)
+    except InputError as err:
+        raise InputError(f"{checkpoint}: {err}") from None
     name = pretrained_name(str(checkpoint)) or Path(checkpoint).stem
     cut = state.get("score_cut")
     info = {
@@ -92,6 +85,21 @@ def export_checkpoint(
     return Exported(Path(out), fmt, name, info["score_cut"], inputs)
 
 
+def recorded_input_features(state: dict, where: str) -> InputFeatures:
+    """The input columns a checkpoint's model was trained on (its config's lists)."""
+    recorded = saved_input_features(state)
+    return InputFeatures.parse(recorded["node_features"], recorded["edge_features"], where=where)
+
+
+def kept_node_inputs(checkpoint: str | os.PathLike[str]) -> dict[str, float]:
+    """The checkpoint's model's node inputs that are fields of its graphs files, with the
+    scales it divides them by (what ``partgnn export`` takes beside partgnn's own columns)."""
+    from partgnn.data.input_features import OWN_NODE_COLUMNS
+
+    features = recorded_input_features(load_checkpoint(checkpoint), str(checkpoint))
+    return {c.name: c.scale for c in features.node if c.name not in OWN_NODE_COLUMNS}
+
+
 def example_inputs(inputs: NodeInputs, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """A small graph in ``inputs``' columns (8 hits on a track-like line, 7 edges): what the
     exporters trace with; sizes are left free in the exported file."""
@@ -101,8 +109,9 @@ def example_inputs(inputs: NodeInputs, device: str = "cpu") -> tuple[torch.Tenso
         "r": r, "phi": phi, "z": 0.4 * r, "eta": torch.asinh(0.4 * r / r),
         "x": r * torch.cos(phi), "y": r * torch.sin(phi),
     }  # fmt: skip
-    columns = [
-        physical[name] / scale for name, scale in zip(inputs.columns, inputs.scales, strict=True)
+    columns = [  # (a field of the graphs files: a value of the radius' size)
+        physical.get(name, r) / scale
+        for name, scale in zip(inputs.columns, inputs.scales, strict=True)
     ]
     node_features = torch.stack(columns, dim=1).to(torch.float32)
     edge_index = torch.stack([torch.arange(7), torch.arange(1, 8)])

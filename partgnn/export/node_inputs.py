@@ -43,18 +43,22 @@ class NodeInputs:
     """Which columns the node features hold, in order, and the scale each was divided by.
 
     Attributes:
-        columns: Names from :data:`COLUMNS`, each once; ``r``, ``phi`` and ``z``, or ``x``,
-            ``y`` and ``z``, needed.
+        columns: Names from :data:`COLUMNS` and ``kept``, each once; ``r``, ``phi`` and ``z``,
+            or ``x``, ``y`` and ``z``, needed.
         scales: ``featureScales``: column ``i`` holds the value divided by ``scales[i]``.
+        kept: The model's inputs that are fields of its graphs files (a cluster's radius
+            ``cluster_r_1``...): columns a model trained on them is given as they are.
     """
 
     columns: tuple[str, ...] = NODE_FEATURES
     scales: tuple[float, ...] = tuple(PARTGNN_SCALES[name] for name in NODE_FEATURES)
+    kept: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        unknown = [name for name in self.columns if name not in COLUMNS]
+        unknown = [name for name in self.columns if name not in (*COLUMNS, *self.kept)]
         if unknown:
-            raise InputError(f"node features: {unknown[0]!r} is not one of {', '.join(COLUMNS)}")
+            known = ", ".join((*COLUMNS, *self.kept))
+            raise InputError(f"node features: {unknown[0]!r} is not one of {known}")
         if len(set(self.columns)) != len(self.columns):
             raise InputError(f"node features: a column named twice ({', '.join(self.columns)})")
         if not any(all(name in self.columns for name in way) for way in POSITIONS):
@@ -71,28 +75,35 @@ class NodeInputs:
             raise InputError(f"feature scales must be finite and > 0 (got {list(self.scales)})")
 
     @classmethod
-    def parse(cls, columns: str | None, scales: str | None) -> NodeInputs:
+    def parse(
+        cls, columns: str | None, scales: str | None, kept: dict[str, float] | None = None
+    ) -> NodeInputs:
         """From ``--node-features r,phi,z`` and ``--feature-scales 1000,3.141592654,1000``
-        (comma-separated, names in any case, as ACTS's ``R,Phi,Z``; each ``None`` takes the
-        default: partgnn's columns, and partgnn's scale of each column).
+        (comma-separated, partgnn's names in any case, as ACTS's ``R,Phi,Z``; each ``None``
+        takes the default: partgnn's columns and the model's ``kept`` ones, at partgnn's scale
+        of each and the model's of each kept one).
 
         Raises:
             InputError: An unknown, repeated or missing column, or a bad scale.
         """
+        kept = kept or {}
         # (ACTS's names, R, Phi, Z, Eta, X, Y, are partgnn's in capitals)
         names = (
-            NODE_FEATURES
+            (*NODE_FEATURES, *kept)
             if columns is None
-            else tuple(c.strip().lower() for c in columns.split(","))
+            else tuple(
+                c.strip().lower() if c.strip().lower() in COLUMNS else c.strip()
+                for c in columns.split(",")
+            )
         )
         if scales is None:
-            values = tuple(PARTGNN_SCALES.get(name, 1.0) for name in names)
+            values = tuple(kept.get(name, PARTGNN_SCALES.get(name, 1.0)) for name in names)
         else:
             try:
                 values = tuple(float(s) for s in scales.split(","))
             except ValueError:
                 raise InputError(f"feature scales: not numbers ({scales!r})") from None
-        return cls(names, values)
+        return cls(names, values, tuple(kept))
 
     def describe(self) -> str:
         """``r / 1000, phi / 3.14159, z / 1000, eta``: what each column holds."""

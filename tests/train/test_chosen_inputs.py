@@ -58,12 +58,29 @@ def test_a_files_field_trains_and_scores(with_clusters: Path, dataset, tmp_path:
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "has no per-hit field cluster_r_1" in err, err
     assert not lacking.exists()
-    exported = tmp_path / "m.pt"  # (export of such models: the issue's next step)
+    # Exported, the file takes the kept field as a node feature (ACTS's nodeFeatures, at the
+    # model's scale by default) and scores as infer does.
+    exported = tmp_path / "m.pt"
     assert main(["export", str(checkpoint), "--format", "torchscript", "--out",
-                 str(exported)]) == 2  # fmt: skip
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "cluster_r_1/1000" in err and "partgnn's own inputs" in err, err
-    assert not exported.exists()
+                 str(exported)]) == 0  # fmt: skip
+    assert "cluster_r_1 / 1000" in capsys.readouterr().out
+    scripted = torch.jit.load(str(exported))
+    with GraphFile(with_clusters) as graphs, ScoresFile(scores) as scored:
+        graph, kept = graphs[0], graphs.extra(0)["cluster_r_1"]
+        given = torch.cat([graph.x, torch.from_numpy(kept / 1000).float()[:, None]], dim=1)
+        logits = scripted(given, graph.edge_index).double()
+        assert torch.allclose(
+            torch.sigmoid(logits), torch.from_numpy(scored[0]).double(), atol=1e-3
+        )
+    for argv, said in (
+        (["--node-features", "r,phi,z,eta"], "the model reads cluster_r_1 (a field of its "
+         "graphs files): give it as a node feature (--node-features r,phi,z,eta,cluster_r_1)"),
+        (["--node-features", "r,phi,z,eta,cluster_r_2"], "'cluster_r_2' is not one of r, phi"),
+    ):  # fmt: skip
+        assert main(["export", str(checkpoint), "--format", "torchscript", "--out",
+                     str(tmp_path / "n.pt"), *argv]) == 2  # fmt: skip
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and said in err, err
 
 
 def test_the_plan_sizes_the_inputs_from_the_list(with_clusters: Path, tmp_path: Path):
