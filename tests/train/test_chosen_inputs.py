@@ -128,3 +128,24 @@ def test_halo_with_chosen_inputs_equals_full_mode(with_clusters: Path, tmp_path:
         ((halo[k] - full[k]).norm() / full[k].norm().clamp(min=1e-300)).item() for k in full
     )
     assert worst <= 1e-9, f"float64 weights differ by {worst:.3g}"
+
+
+def test_the_python_api_takes_the_same_lists(with_clusters: Path, tmp_path: Path):
+    import partgnn
+    from partgnn.train.config import DataConfig, OptimConfig, RunConfig, TrainConfig
+
+    config = TrainConfig(
+        mode="full",
+        data=DataConfig(
+            graphs=str(with_clusters),
+            node_features={"r": 1000, "cluster_r_1": 1000},
+            edge_features=["dr", "edge_prior"],
+        ),
+        optim=OptimConfig(epochs=1, max_steps=1),
+        run=RunConfig(dir=str(tmp_path / "run"), device="cpu", progress=False, tensorboard=False),
+    )
+    summary = partgnn.fit(config)
+    assert summary.steps == 1
+    saved = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)
+    assert saved["model"]["node_encoder.0.weight"].shape[1] == 2
+    assert saved["model"]["edge_encoder.0.weight"].shape[1] == 2
