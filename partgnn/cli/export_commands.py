@@ -42,21 +42,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from partgnn.errors import InputError
     from partgnn.export.export_model import export_checkpoint, kept_node_inputs
     from partgnn.export.node_inputs import NodeInputs
     from partgnn.resources import pretrained_name
+    from partgnn.train.checkpoints import load_checkpoint
 
-    inputs = NodeInputs.parse(
-        args.node_features, args.feature_scales, kept=kept_node_inputs(args.checkpoint)
-    )
-    if args.fmt == "aoti" and args.out.suffix != ".pt2":
-        raise InputError(
-            f"{args.out}: an AOTInductor package is a .pt2 file (its loaders read the name): "
-            "name it NAME.pt2"
-        )
+    state = load_checkpoint(args.checkpoint)
+    kept = kept_node_inputs(state, str(args.checkpoint))
+    inputs = NodeInputs.parse(args.node_features, args.feature_scales, kept=kept)
     exported = export_checkpoint(
-        args.checkpoint, args.fmt, args.out, inputs=inputs, device=args.device
+        args.checkpoint, args.fmt, args.out, inputs=inputs, device=args.device, saved=state
     )
     where = "the model card's cut" if pretrained_name(args.checkpoint) else "training's cut"
     cut = (

@@ -26,7 +26,7 @@ from partgnn.data.graph_config import EDGE_FEATURES
 from partgnn.data.graph_features import LENGTH_SCALE, MIN_DR
 from partgnn.data.input_features import OWN_EDGE_SCALES, InputFeatures
 from partgnn.errors import InputError
-from partgnn.export.node_inputs import NodeInputs
+from partgnn.export.node_inputs import COLUMNS, NodeInputs
 from partgnn.models.interaction_network import InteractionNetwork
 
 
@@ -212,6 +212,7 @@ class ExportedEdgeClassifier(nn.Module):
             ],
             dim=1,
         )
+        # (partgnn's own in node_inputs.COLUMNS' order, then every given column's value)
         physical = torch.cat([torch.stack([r, phi, z, eta, x, y], dim=1), given * self.scales], 1)
         nodes = physical.index_select(1, self.node_sources) / self.node_divisors
         edges = edge_attr.index_select(1, self.edge_sources) * self.edge_factors
@@ -386,10 +387,6 @@ def _aggregate(
     return torch.cat([total, largest], dim=1)
 
 
-#: Where :meth:`ExportedEdgeClassifier.features` puts partgnn's own node values in its table.
-_PHYSICAL_COLUMNS = ("r", "phi", "z", "eta", "x", "y")
-
-
 def _node_columns(features: InputFeatures, inputs: NodeInputs) -> tuple[list[int], list[float]]:
     """Each model node column's row in the physical table and its divisor.
 
@@ -398,10 +395,10 @@ def _node_columns(features: InputFeatures, inputs: NodeInputs) -> tuple[list[int
     """
     sources, divisors = [], []
     for column in features.node:
-        if column.name in _PHYSICAL_COLUMNS:
-            sources.append(_PHYSICAL_COLUMNS.index(column.name))
+        if column.name in COLUMNS:
+            sources.append(COLUMNS.index(column.name))
         elif column.name in inputs.columns:
-            sources.append(len(_PHYSICAL_COLUMNS) + inputs.columns.index(column.name))
+            sources.append(len(COLUMNS) + inputs.columns.index(column.name))
         else:
             raise InputError(
                 f"the model reads {column.name} (a field of its graphs files): give it as a "

@@ -37,6 +37,7 @@ def export_checkpoint(
     *,
     inputs: NodeInputs | None = None,
     device: str = "cpu",
+    saved: dict | None = None,
 ) -> Exported:
     """Writes ``checkpoint``'s model as ``fmt`` (:data:`~partgnn.export.formats.FORMATS`) to
     ``out``, taking node features ``inputs`` (default: partgnn's own columns and scales).
@@ -48,17 +49,24 @@ def export_checkpoint(
         inputs: The node features' columns and scales.
         device: Where the model is to run: ``cpu`` or ``cuda`` (an AOTInductor package is
             compiled for it; TorchScript and ONNX files run on either).
+        saved: The checkpoint's content when the caller has read it already (else it is read).
 
     Raises:
         InputError: The checkpoint holds a model class of one's own (``model.target``) or a
-            BatchNorm model, the device is not there, or the format's tools are missing.
+            BatchNorm model, the device is not there, an AOTInductor package's name does not
+            end in ``.pt2``, or the format's tools are missing.
     """
     inputs = inputs or NodeInputs()
+    if fmt == "aoti" and Path(out).suffix != ".pt2":
+        raise InputError(
+            f"{out}: an AOTInductor package is a .pt2 file (its loaders read the name): "
+            "name it NAME.pt2"
+        )
     if device not in ("cpu", "cuda"):
         raise InputError(f"--device {device!r}: cpu or cuda")
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: no CUDA device on this machine")
-    state = load_checkpoint(checkpoint)
+    state = load_checkpoint(checkpoint) if saved is None else saved
     target = saved_model_config(state, str(checkpoint)).target
     if target is not None:
         raise InputError(
@@ -67,7 +75,7 @@ def export_checkpoint(
             "or torch.export yourself)"
         )
     features = recorded_input_features(state, str(checkpoint))
-    model, _ = load_trained_model(checkpoint, *features.widths, torch.device("cpu"))
+    model, _ = load_trained_model(checkpoint, *features.widths, torch.device("cpu"), saved=state)
     try:
         module = ExportedEdgeClassifier(model, inputs, features).to(device)
     except InputError as err:
@@ -91,12 +99,13 @@ def recorded_input_features(state: dict, where: str) -> InputFeatures:
     return InputFeatures.parse(recorded["node_features"], recorded["edge_features"], where=where)
 
 
-def kept_node_inputs(checkpoint: str | os.PathLike[str]) -> dict[str, float]:
-    """The checkpoint's model's node inputs that are fields of its graphs files, with the
-    scales it divides them by (what ``partgnn export`` takes beside partgnn's own columns)."""
+def kept_node_inputs(state: dict, where: str) -> dict[str, float]:
+    """A checkpoint's (``state``) model's node inputs that are fields of its graphs files, with
+    the scales it divides them by (what ``partgnn export`` takes beside partgnn's own
+    columns)."""
     from partgnn.data.input_features import OWN_NODE_COLUMNS
 
-    features = recorded_input_features(load_checkpoint(checkpoint), str(checkpoint))
+    features = recorded_input_features(state, where)
     return {c.name: c.scale for c in features.node if c.name not in OWN_NODE_COLUMNS}
 
 

@@ -147,6 +147,7 @@ def _write_onnx(
 ) -> None:
     try:
         import onnx
+        import onnxruntime  # noqa: F401 - the file is run once before it is said written
         import onnxscript  # noqa: F401 - torch.onnx's exporter needs it
     except ImportError as err:
         raise InputError(
@@ -191,12 +192,8 @@ def _check_onnx_runs(
     Raises:
         InputError: onnxruntime cannot load or run it, or it scores otherwise (one line).
     """
-    try:
-        import onnxruntime
-    except ImportError as err:
-        raise InputError(
-            f"onnx: {err.name} is not installed (pip install 'partgnn[export]')"
-        ) from None
+    import onnxruntime  # (its absence is refused before the export: _write_onnx)
+
     node_features, edge_index = (tensor.cpu() for tensor in example)
     try:
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])

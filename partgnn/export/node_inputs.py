@@ -20,22 +20,16 @@ import math
 from dataclasses import dataclass
 
 from partgnn.data.graph_config import NODE_FEATURES
-from partgnn.data.graph_features import LENGTH_SCALE
+from partgnn.data.input_features import DEFAULT_NODE_SCALES
 from partgnn.errors import InputError
 
+#: partgnn's own scale of each column (a model's node feature is the value divided by it):
+#: the scales a run config's own node columns take by default.
+PARTGNN_SCALES: dict[str, float] = DEFAULT_NODE_SCALES
 #: The columns an exported model can be given: :data:`NODE_FEATURES`' names, and ``x``, ``y``.
-COLUMNS: tuple[str, ...] = (*NODE_FEATURES, "x", "y")
+COLUMNS: tuple[str, ...] = tuple(PARTGNN_SCALES)
 #: The positions it needs, one way or the other (``eta`` follows from ``r`` and ``z``).
 POSITIONS: tuple[tuple[str, ...], ...] = (("r", "phi", "z"), ("x", "y", "z"))
-#: partgnn's own scale of each column (a model's node feature is the value divided by it).
-PARTGNN_SCALES: dict[str, float] = {
-    "r": LENGTH_SCALE,
-    "phi": math.pi,
-    "z": LENGTH_SCALE,
-    "eta": 1.0,
-    "x": LENGTH_SCALE,
-    "y": LENGTH_SCALE,
-}
 
 
 @dataclass(frozen=True)
