@@ -34,8 +34,10 @@ import yaml
 from partgnn.cli.pretrained_evaluation import DEFAULT_TRACK_BUILDING
 from partgnn.data.graph_construction import graph_construction
 from partgnn.data.h5_files import file_sha256
+from partgnn.data.input_features import OWN_NODE_COLUMNS, InputFeatures
 from partgnn.data.pretrained_maps import SHIPPED_MAP_SUFFIX
 from partgnn.data.storage import GraphFile
+from partgnn.export.export_model import recorded_input_features
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.resources import pretrained_dir
@@ -125,6 +127,7 @@ def main() -> None:
     config["model"]["fused"] = False
     score_cut = state.get("score_cut") if args.score_cut is None else args.score_cut
     kept = {"model": state["model"], "config": config, "score_cut": score_cut}
+    features = recorded_input_features(state, str(args.checkpoint or args.run))
     construction = None
     if args.construction_from is not None:
         with GraphFile(args.construction_from) as graphs:
@@ -153,6 +156,7 @@ def main() -> None:
         "summary": args.summary,
         "use": f"partgnn infer --checkpoint pretrained:{args.name} --graphs GRAPHS --out SCORES",
         "model": config["model"],
+        "inputs": features.as_config(),
         "training": {
             "config": {k: config[k] for k in ("mode", "loss", "optim") if k in config},
             "run": {
@@ -172,7 +176,7 @@ def main() -> None:
         ),
         "score_cut": kept["score_cut"],
         "track_building": _track_building(args.evaluation),
-        "export": export_entry(args.name),
+        "export": export_entry(args.name, features),
         "held_out": {},
     }
     _add_evaluations(card, args.evaluation)
@@ -181,13 +185,19 @@ def main() -> None:
     print(f"{target} ({target.stat().st_size / 1e6:.1f} MB) and {card_path}")
 
 
-def export_entry(name: str) -> dict[str, str]:
-    """The card's ``export``: how to export the model for ACTS, and what it is given."""
-    inputs = NodeInputs()
+def export_entry(name: str, features: InputFeatures) -> dict[str, str]:
+    """The card's ``export``: how to export the model for ACTS, and what it is given (partgnn's
+    own node columns and the model's kept fields, each at the model's scale)."""
+    kept = {c.name: c.scale for c in features.node if c.name not in OWN_NODE_COLUMNS}
+    inputs = NodeInputs.parse(None, None, kept=kept)
+    acts = ", ".join(
+        name or column for name, column in zip(inputs.acts_names, inputs.columns, strict=True)
+    )
+    scales = ", ".join(f"{s:.10g}" for s in inputs.scales)
     return {
         "how": f"partgnn export pretrained:{name} --format torchscript|aoti|onnx --out FILE",
         "node_features": f"(N, {len(inputs.columns)}) float32: {inputs.describe()} (ACTS: "
-        "nodeFeatures [R, Phi, Z, Eta], featureScales [1000, 3.141592654, 1000, 1])",
+        f"nodeFeatures [{acts}], featureScales [{scales}])",
         "edge_index": "(2, E) int64, inner hit first (ACTS: undirected off)",
         "output": "logits (E,); score = sigmoid(logit), kept above score_cut",
     }

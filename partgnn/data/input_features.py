@@ -137,6 +137,14 @@ class InputFeatures:
         """``(F_node, F_edge)``."""
         return len(self.node), len(self.edge)
 
+    def as_config(self) -> dict[str, list[dict[str, float]]]:
+        """``{"node_features": [{"r": 1000.0}, ...], "edge_features": [...]}``: the lists as a
+        config (or a model card) writes them; :meth:`parse` reads them back."""
+        return {
+            "node_features": [{c.name: c.scale} for c in self.node],
+            "edge_features": [{c.name: c.scale} for c in self.edge],
+        }
+
     def describe(self) -> str:
         """``node r/1000, phi/3.14159, ...; edge dr/1000, ...``: the columns in one line."""
 

@@ -88,6 +88,7 @@ def export_checkpoint(
         "node_features": inputs.describe(),
         "node_feature_columns": list(inputs.columns),
         "feature_scales": list(inputs.scales),
+        "acts_node_features": [name or "(not computed by ACTS)" for name in inputs.acts_names],
     }
     write_exported(module, example_inputs(inputs, device), fmt, out, info)
     return Exported(Path(out), fmt, name, info["score_cut"], inputs)

@@ -28,6 +28,9 @@ from partgnn.errors import InputError
 PARTGNN_SCALES: dict[str, float] = DEFAULT_NODE_SCALES
 #: The columns an exported model can be given: :data:`NODE_FEATURES`' names, and ``x``, ``y``.
 COLUMNS: tuple[str, ...] = tuple(PARTGNN_SCALES)
+#: ACTS's ``NodeFeature`` names of partgnn's own columns; acorn's cluster fields
+#: (``cluster_r_1`` ... ``cluster_eta_2``) are ACTS's ``Cluster1R`` ... ``Cluster2Eta``.
+ACTS_NAMES: dict[str, str] = {"r": "R", "phi": "Phi", "z": "Z", "eta": "Eta", "x": "X", "y": "Y"}
 #: The positions it needs, one way or the other (``eta`` follows from ``r`` and ``z``).
 POSITIONS: tuple[tuple[str, ...], ...] = (("r", "phi", "z"), ("x", "y", "z"))
 
@@ -73,7 +76,8 @@ class NodeInputs:
         cls, columns: str | None, scales: str | None, kept: dict[str, float] | None = None
     ) -> NodeInputs:
         """From ``--node-features r,phi,z`` and ``--feature-scales 1000,3.141592654,1000``
-        (comma-separated, partgnn's names in any case, as ACTS's ``R,Phi,Z``; each ``None``
+        (comma-separated, partgnn's names in any case, as ACTS's ``R,Phi,Z``, a kept field by
+        its name or ACTS's, ``Cluster1R`` for ``cluster_r_1``; each ``None``
         takes the default: partgnn's columns and the model's ``kept`` ones, at partgnn's scale
         of each and the model's of each kept one).
 
@@ -82,11 +86,14 @@ class NodeInputs:
         """
         kept = kept or {}
         # (ACTS's names, R, Phi, Z, Eta, X, Y, are partgnn's in capitals)
+        from_acts = {acts_name(name): name for name in kept}
         names = (
             (*NODE_FEATURES, *kept)
             if columns is None
             else tuple(
-                c.strip().lower() if c.strip().lower() in COLUMNS else c.strip()
+                c.strip().lower()
+                if c.strip().lower() in COLUMNS
+                else from_acts.get(c.strip(), c.strip())
                 for c in columns.split(",")
             )
         )
@@ -99,9 +106,25 @@ class NodeInputs:
                 raise InputError(f"feature scales: not numbers ({scales!r})") from None
         return cls(names, values, tuple(kept))
 
+    @property
+    def acts_names(self) -> tuple[str | None, ...]:
+        """ACTS's ``nodeFeatures`` of the columns (``None``: a field ACTS does not compute)."""
+        return tuple(acts_name(name) for name in self.columns)
+
     def describe(self) -> str:
         """``r / 1000, phi / 3.14159, z / 1000, eta``: what each column holds."""
         return ", ".join(
             name if scale == 1.0 else f"{name} / {scale:g}"
             for name, scale in zip(self.columns, self.scales, strict=True)
         )
+
+
+def acts_name(column: str) -> str | None:
+    """ACTS's ``NodeFeature`` name of a column: ``R`` for ``r``, ``Cluster1R`` for acorn's
+    ``cluster_r_1``; ``None`` for a field ACTS does not compute."""
+    if column in ACTS_NAMES:
+        return ACTS_NAMES[column]
+    parts = column.split("_")
+    if len(parts) == 3 and parts[0] == "cluster" and parts[1] in ACTS_NAMES and parts[2] in "12":
+        return f"Cluster{parts[2]}{ACTS_NAMES[parts[1]]}"
+    return None

@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from partgnn.cli.main import main
+from partgnn.data.input_features import InputFeatures
 from partgnn.errors import InputError
+from partgnn.export.export_model import recorded_input_features
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.resources import pretrained_dir, pretrained_names
 from partgnn.train.checkpoints import load_checkpoint
@@ -39,6 +41,10 @@ def test_the_models_are_shipped_and_listed_with_their_cards(capsys, name: str):
     assert card["export"]["node_features"].startswith(f"(N, 4) float32: {NodeInputs().describe()}")
     state = load_checkpoint(f"pretrained:{name}")
     assert state["score_cut"] == card["score_cut"]
+    # the card's input lists are the model's (its checkpoint's config)
+    recorded = recorded_input_features(state, name)
+    assert InputFeatures.parse(*card["inputs"].values()) == recorded
+    assert recorded.widths == (4, 7)
 
 
 def test_an_unknown_pretrained_name_is_one_line_naming_the_shipped_ones(capsys, tmp_path: Path):

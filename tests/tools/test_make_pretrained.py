@@ -80,6 +80,13 @@ def test_a_model_is_shipped_with_its_card(tool, tmp_path: Path, monkeypatch):
     assert card["track_building"] == "junction" and card["score_cut"] == 0.25
     assert card["training"]["steps"] == 12 and "init_from" not in card["training"]["run"]
     assert card["held_out"]["held"]["edge_target_efficiency"] == 0.99
+    # the card records the input lists (partgnn's own, here) and what an export is given
+    assert [next(iter(c)) for c in card["inputs"]["node_features"]] == ["r", "phi", "z", "eta"]
+    assert len(card["inputs"]["edge_features"]) == 7
+    assert (
+        "nodeFeatures [R, Phi, Z, Eta], featureScales [1000, 3.141592654, 1000, 1]"
+        in (card["export"]["node_features"])
+    )
     kept = load_checkpoint(shipped / "tiny.pt")
     assert kept["config"]["model"]["fused"] is False and kept["score_cut"] == 0.25
     assert "init_from" not in kept["config"]["run"]

@@ -71,6 +71,7 @@ DISTRIBUTED = {
     "bench_balance", "bench_lr_scaling", "bench_data_path", "bench_exchange",
     "bench_full_recipe", "bench_full_variants", "bench_halo_step", "bench_pyg_refusals",
     "bench_train", "weights_fingerprint", "bench_work_model", "bench_recipe_step",
+    "bench_input_width",
 }  # fmt: skip
 
 

@@ -37,50 +37,98 @@ def with_clusters(dataset, tmp_path_factory) -> Path:
     return out
 
 
-def test_a_files_field_trains_and_scores(with_clusters: Path, dataset, tmp_path: Path, capsys):
-    config = write_config(tmp_path / "run.yaml", data={"graphs": str(with_clusters),
-                          "node_features": NODE_FEATURES}, run={"dir": str(tmp_path / "run")},
+@pytest.fixture(scope="module")
+def trained(with_clusters: Path, tmp_path_factory) -> dict[str, Path]:
+    """A model trained (2 steps) on the five columns, and its scores of ``with_clusters``."""
+    work = tmp_path_factory.mktemp("trained")
+    config = write_config(work / "run.yaml", data={"graphs": str(with_clusters),
+                          "node_features": NODE_FEATURES}, run={"dir": str(work / "run")},
                           optim={"max_steps": 2})  # fmt: skip
     assert main(["train", "--config", str(config)]) == 0
-    checkpoint = tmp_path / "run" / "checkpoints" / "last.pt"
-    saved = torch.load(checkpoint, weights_only=True)
-    assert saved["config"]["data"]["node_features"] == NODE_FEATURES
-    assert saved["model"]["node_encoder.0.weight"].shape[1] == 5  # the list's width
-    scores = tmp_path / "scores.h5"
+    checkpoint = work / "run" / "checkpoints" / "last.pt"
+    scores = work / "scores.h5"
     assert main(["infer", "--checkpoint", str(checkpoint), "--graphs", str(with_clusters),
                  "--out", str(scores), "--device", "cpu"]) == 0  # fmt: skip
-    with ScoresFile(scores) as scored:
+    return {"checkpoint": checkpoint, "scores": scores}
+
+
+def test_a_files_field_trains_and_scores(trained, dataset, tmp_path: Path, capsys):
+    saved = torch.load(trained["checkpoint"], weights_only=True)
+    assert saved["config"]["data"]["node_features"] == NODE_FEATURES
+    assert saved["model"]["node_encoder.0.weight"].shape[1] == 5  # the list's width
+    with ScoresFile(trained["scores"]) as scored:
         assert len(scored) == 4 and np.isfinite(scored[0]).all()
     capsys.readouterr()
     lacking = tmp_path / "lacking.h5"
-    assert main(["infer", "--checkpoint", str(checkpoint), "--graphs", str(dataset["graphs"]),
-                 "--out", str(lacking), "--device", "cpu"]) == 2  # fmt: skip
+    argv = ["infer", "--checkpoint", str(trained["checkpoint"]), "--graphs",
+            str(dataset["graphs"]), "--out", str(lacking), "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "has no per-hit field cluster_r_1" in err, err
     assert not lacking.exists()
-    # Exported, the file takes the kept field as a node feature (ACTS's nodeFeatures, at the
-    # model's scale by default) and scores as infer does.
-    exported = tmp_path / "m.pt"
-    assert main(["export", str(checkpoint), "--format", "torchscript", "--out",
-                 str(exported)]) == 0  # fmt: skip
-    assert "cluster_r_1 / 1000" in capsys.readouterr().out
-    scripted = torch.jit.load(str(exported))
-    with GraphFile(with_clusters) as graphs, ScoresFile(scores) as scored:
-        graph, kept = graphs[0], graphs.extra(0)["cluster_r_1"]
-        given = torch.cat([graph.x, torch.from_numpy(kept / 1000).float()[:, None]], dim=1)
-        logits = scripted(given, graph.edge_index).double()
-        assert torch.allclose(
-            torch.sigmoid(logits), torch.from_numpy(scored[0]).double(), atol=1e-3
-        )
     for argv, said in (
         (["--node-features", "r,phi,z,eta"], "the model reads cluster_r_1 (a field of its "
          "graphs files): give it as a node feature (--node-features r,phi,z,eta,cluster_r_1)"),
         (["--node-features", "r,phi,z,eta,cluster_r_2"], "'cluster_r_2' is not one of r, phi"),
+        (["--node-features", "R,Phi,Z,Eta,Cluster1R", "--feature-scales", "1000,3.14,1000,1,0"],
+         "feature scales must be finite and > 0"),
     ):  # fmt: skip
-        assert main(["export", str(checkpoint), "--format", "torchscript", "--out",
+        assert main(["export", str(trained["checkpoint"]), "--format", "torchscript", "--out",
                      str(tmp_path / "n.pt"), *argv]) == 2  # fmt: skip
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and said in err, err
+
+
+@pytest.mark.parametrize(
+    "fmt", ["torchscript", "onnx", pytest.param("aoti", marks=pytest.mark.slow)]
+)
+def test_every_export_format_takes_the_kept_field(
+    fmt: str, trained, with_clusters: Path, tmp_path: Path, capsys
+):
+    """Exported, the file takes the kept field as a node feature (ACTS's nodeFeatures, at the
+    model's scale by default; its convention says so) and scores as infer does."""
+    exported = tmp_path / f"m.{'pt2' if fmt == 'aoti' else fmt}"
+    assert main(["export", str(trained["checkpoint"]), "--format", fmt, "--out",
+                 str(exported)]) == 0  # fmt: skip
+    assert "cluster_r_1 / 1000" in capsys.readouterr().out
+    with GraphFile(with_clusters) as graphs, ScoresFile(trained["scores"]) as scored:
+        graph, kept = graphs[0], graphs.extra(0)["cluster_r_1"]
+        given = torch.cat([graph.x, torch.from_numpy(kept / 1000).float()[:, None]], dim=1)
+        expected = torch.from_numpy(scored[0]).double()
+    logits, convention = _run_exported(fmt, exported, given, graph.edge_index)
+    assert torch.allclose(torch.sigmoid(logits.double()), expected, atol=1e-3)
+    assert convention["node_feature_columns"] == ["r", "phi", "z", "eta", "cluster_r_1"]
+    assert convention["feature_scales"] == [1000.0, pytest.approx(np.pi), 1000.0, 1.0, 1000.0]
+    assert "(N, 5) float32" in convention["inputs"]["node_features"]
+    assert convention["acts_node_features"] == ["R", "Phi", "Z", "Eta", "Cluster1R"]
+
+
+def _run_exported(
+    fmt: str, exported: Path, node_features: torch.Tensor, edge_index: torch.Tensor
+) -> tuple[torch.Tensor, dict]:
+    """The exported file's logits of one graph, and the calling convention it carries."""
+    import json
+    import zipfile
+
+    if fmt == "torchscript":
+        files = {"partgnn.json": ""}
+        scripted = torch.jit.load(str(exported), _extra_files=files)
+        return scripted(node_features, edge_index), json.loads(files["partgnn.json"])
+    if fmt == "onnx":
+        import onnx
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(exported))
+        (logits,) = session.run(None, {"node_features": node_features.numpy(),
+                                       "edge_index": edge_index.numpy()})  # fmt: skip
+        meta = {p.key: p.value for p in onnx.load(str(exported)).metadata_props}
+        return torch.from_numpy(logits), json.loads(meta["partgnn"])
+    from torch._inductor import aoti_load_package
+
+    with zipfile.ZipFile(exported) as package:
+        name = next(n for n in package.namelist() if n.endswith("partgnn.json"))
+        convention = json.loads(package.read(name))
+    return aoti_load_package(str(exported))(node_features, edge_index), convention
 
 
 def test_the_plan_sizes_the_inputs_from_the_list(with_clusters: Path, tmp_path: Path):
