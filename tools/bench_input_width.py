@@ -6,7 +6,9 @@ its graphs). This tool simulates one event (``--pileup``, ``--pt-min``), builds 
 such per-hit fields (stand-ins: the hit's own position moved by a strip's stereo offset; the
 cost does not depend on the values), and trains the model of ``--model-of`` (default the full
 recipe's) a few steps on 1 rank (full) and on 2 (halo, METIS shards that carry the fields), with
-``data.node_features`` the 4 default columns and then the 12. Before each run ``partgnn plan``
+``data.node_features`` the 4 default columns and the 12, alternating, ``--repeats`` times each
+(a run's step time and peak vary by ~10 % from one run to the next on a shared machine: the
+medians are compared). Before each run ``partgnn plan``
 predicts every rank's peak; the rows show it beside the measured peak RSS. The step time
 changes by the first layer's width only when the difference matches what the node encoder's
 first layer costs alone: ``Linear(F, H)`` forward and backward on the rank's nodes, timed here
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,7 +47,8 @@ def main() -> None:
     parser.add_argument("--model-of", default="full-recipe", metavar="CONFIG")
     parser.add_argument("--parts", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--train-steps", type=int, default=8, help="optimizer steps per run")
-    parser.tiny(pileup=3.0, pt_min=1.0, parts=[1], train_steps=2)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each width, alternating")
+    parser.tiny(pileup=3.0, pt_min=1.0, parts=[1], train_steps=2, repeats=1)
     args = parser.parse_args()
     base = _model_of(args.model_of)
     with tempfile.TemporaryDirectory() as folder:
@@ -62,9 +66,14 @@ def main() -> None:
                 from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
                 write_shards(graphs, shards, PartitionOptions(n_parts=n_parts), progress=False)
-            for width, columns in WIDTHS.items():
-                run = _train(folder, graphs, shards, n_parts, columns, base, args.train_steps)
-                measured[n_parts, width] = run
+            runs: dict[int, list[dict]] = {width: [] for width in WIDTHS}
+            for _ in range(args.repeats):
+                for width, columns in WIDTHS.items():
+                    runs[width].append(
+                        _train(folder, graphs, shards, n_parts, columns, base, args.train_steps)
+                    )
+            for width in WIDTHS:
+                measured[n_parts, width] = run = _median_run(runs[width])
                 rows.append([
                     n_parts, width, f"{run['step_time']:.3f}",
                     " / ".join(f"{m:.0f}" for m in run["peak"]),
@@ -103,6 +112,16 @@ def main() -> None:
                  f"plan within {100 * plan_error:.1f} %"),
             ]  # fmt: skip
         record_figures(args.record, figures)
+
+
+def _median_run(runs: list[dict]) -> dict:
+    """The median step time and, per rank, the median peak of repeated runs (the plan is the
+    same each time)."""
+    return {
+        "step_time": statistics.median(r["step_time"] for r in runs),
+        "peak": [statistics.median(p) for p in zip(*(r["peak"] for r in runs), strict=True)],
+        "planned": runs[0]["planned"],
+    }
 
 
 def _graph_with_clusters(folder: Path, pileup: float, pt_min: float) -> tuple[Path, int, int]:
@@ -177,6 +196,7 @@ def _train(
             f"{name}: exit {done.returncode} after {time.perf_counter() - started:.0f} s: {last}"
         )
     final = RunSummary.read(run_dir).final or {}
+    shutil.rmtree(run_dir)  # (the next repeat starts afresh)
     return {
         "step_time": float(final["step_time_s"]),
         "peak": [float(m) for m in final["peak_memory_mb_per_rank"]],

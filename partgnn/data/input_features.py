@@ -61,6 +61,10 @@ OWN_EDGE_SCALES: dict[str, float] = {
     "phi_slope": 1.0 / LENGTH_SCALE,
     "z0": LENGTH_SCALE,
 }
+#: Edge columns partgnn computes from its own when a model reads them (not stored): name -> the
+#: default scale. ``rphi_slope`` [rad]: the edge's mean radius [mm] times its ``phi_slope``
+#: [rad/mm] (acorn's ``rphislope`` is it / pi).
+DERIVED_EDGE_SCALES: dict[str, float] = {"rphi_slope": 1.0}
 #: Fields that are truth, in partgnn's graphs and in acorn's files: never an input.
 TRUTH_FIELDS = frozenset({
     "y", "edge_pt", "particle_id", "particle_pt", "hit_particle_id", "hit_pt", "pt",
@@ -129,7 +133,7 @@ class InputFeatures:
     def reads_kept_fields(self) -> bool:
         """Whether a column is a field the file keeps (not one of partgnn's own)."""
         return any(c.name not in OWN_NODE_COLUMNS for c in self.node) or any(
-            c.name not in OWN_EDGE_SCALES for c in self.edge
+            c.name not in OWN_EDGE_SCALES and c.name not in DERIVED_EDGE_SCALES for c in self.edge
         )
 
     @property
@@ -211,7 +215,7 @@ def _columns(spec: Any, kind: str, where: str) -> tuple[FeatureColumn, ...]:
         )
     if not entries:
         raise InputError(f"{where}: {setting} names no column")
-    defaults = DEFAULT_NODE_SCALES if kind == "node" else OWN_EDGE_SCALES
+    defaults = DEFAULT_NODE_SCALES if kind == "node" else OWN_EDGE_SCALES | DERIVED_EDGE_SCALES
     columns = []
     for name, scale in entries:
         if not isinstance(name, str) or not name:
@@ -254,7 +258,21 @@ def _edge_column(
                 f"{graph.edge_attr.shape[1]} columns: a graphs file of an earlier version)"
             )
         return _rescaled(graph.edge_attr[:, index], OWN_EDGE_SCALES[column.name], column.scale)
+    if column.name == "rphi_slope":
+        return _rphi_slope(graph, column.scale, where)
     return _kept(extra, column, n, "per-edge", where)
+
+
+def _rphi_slope(graph: Data, scale: float, where: str) -> torch.Tensor:
+    """``(r_src + r_dst) / 2 * phi_slope`` [rad] / ``scale``, from the stored float32 ``r /
+    1000`` and ``phi_slope`` [rad/m], in float64 rounded once."""
+    index = EDGE_FEATURES.index("phi_slope")
+    if index >= graph.edge_attr.shape[1]:
+        raise InputError(f"{where}: has no edge feature phi_slope (rphi_slope is made from it)")
+    r = graph.x[:, 0].to(torch.float64) * LENGTH_SCALE
+    src, dst = graph.edge_index
+    slope = graph.edge_attr[:, index].to(torch.float64) / LENGTH_SCALE
+    return (0.5 * (r[src] + r[dst]) * slope / scale).to(torch.float32)
 
 
 def _rescaled(stored: torch.Tensor, stored_scale: float, scale: float) -> torch.Tensor:

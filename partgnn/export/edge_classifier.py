@@ -24,7 +24,7 @@ from torch import nn
 
 from partgnn.data.graph_config import EDGE_FEATURES
 from partgnn.data.graph_features import LENGTH_SCALE, MIN_DR
-from partgnn.data.input_features import OWN_EDGE_SCALES, InputFeatures
+from partgnn.data.input_features import DERIVED_EDGE_SCALES, OWN_EDGE_SCALES, InputFeatures
 from partgnn.errors import InputError
 from partgnn.export.node_inputs import COLUMNS, NodeInputs
 from partgnn.models.interaction_network import InteractionNetwork
@@ -209,6 +209,7 @@ class ExportedEdgeClassifier(nn.Module):
                 torch.sqrt(deta * deta + dphi * dphi),
                 dphi / (divisor / self.length_scale),
                 (z[src] - r[src] * dz / divisor) / self.length_scale,
+                0.5 * (r[src] + r[dst]) * dphi / divisor,  # rphi_slope [rad]
             ],
             dim=1,
         )
@@ -418,6 +419,10 @@ def _edge_columns(features: InputFeatures) -> tuple[list[int], list[float]]:
     """
     sources, factors = [], []
     for column in features.edge:
+        if column.name in DERIVED_EDGE_SCALES:  # (computed after partgnn's seven)
+            sources.append(len(EDGE_FEATURES) + list(DERIVED_EDGE_SCALES).index(column.name))
+            factors.append(1.0 / column.scale)
+            continue
         if column.name not in OWN_EDGE_SCALES:
             raise InputError(
                 f"the model reads the edge field {column.name} of its graphs files; ACTS gives "

@@ -80,7 +80,7 @@ class LossConfig:
 
 @dataclass
 class OptimConfig:
-    """AdamW with linear warm-up, then a constant or cosine learning rate.
+    """AdamW with linear warm-up, then a constant, cosine or stepped learning rate.
 
     Attributes:
         epochs: Passes over the training events.
@@ -88,7 +88,11 @@ class OptimConfig:
         lr: Peak learning rate.
         weight_decay: AdamW weight decay.
         warmup_steps: Steps of linear warm-up from 0 to ``lr``.
-        schedule: ``constant`` or ``cosine`` (to 0 at the last step) after warm-up.
+        schedule: ``constant``, ``cosine`` (to 0 at the last step) after warm-up, or ``step``:
+            the rate times ``decay_factor`` every ``decay_steps`` steps counted from the first
+            (warm-up included), as acorn's default ``StepLR`` does per epoch.
+        decay_steps: With ``step``: the steps between decays.
+        decay_factor: With ``step``: what each decay multiplies the rate by, in (0, 1].
         grad_clip: Clip the global gradient norm to this value (``None``: no clipping).
         lr_scaling: How the learning rate grows with the events per step ``G`` (graph groups
             in halo mode, ranks in ddp mode): ``none``, ``linear`` (``lr x G``) or ``sqrt``
@@ -100,7 +104,9 @@ class OptimConfig:
     lr: float = 1e-3
     weight_decay: float = 1e-4
     warmup_steps: int = 10
-    schedule: Literal["constant", "cosine"] = "cosine"
+    schedule: Literal["constant", "cosine", "step"] = "cosine"
+    decay_steps: int | None = None
+    decay_factor: float = 0.9
     grad_clip: float | None = 1.0
     lr_scaling: Literal["none", "linear", "sqrt"] = "none"
 

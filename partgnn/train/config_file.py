@@ -126,6 +126,13 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
     require(config.optim.weight_decay >= 0, "optim.weight_decay", "must be >= 0")
     require(config.optim.warmup_steps >= 0, "optim.warmup_steps", "must be >= 0")
     require(
+        config.optim.schedule != "step"
+        or (config.optim.decay_steps is not None and config.optim.decay_steps >= 1),
+        "optim.decay_steps",
+        "must be >= 1 with optim.schedule step",
+    )
+    require(0 < config.optim.decay_factor <= 1, "optim.decay_factor", "must be in (0, 1]")
+    require(
         config.optim.max_steps is None or config.optim.max_steps >= 1,
         "optim.max_steps",
         "must be >= 1 or null",

@@ -1,7 +1,8 @@
 """The learning rate's schedule: a pure function of the optimizer step.
 
-``optim.warmup_steps`` of linear warm-up from 0 to ``optim.lr``, then constant or a cosine to 0
-at the last step; the whole scaled for the events each step trains (``optim.lr_scaling``).
+``optim.warmup_steps`` of linear warm-up from 0 to ``optim.lr``, then constant, a cosine to 0
+at the last step, or steps of ``optim.decay_factor`` every ``optim.decay_steps`` steps; the
+whole scaled for the events each step trains (``optim.lr_scaling``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,23 @@ def lr_scale(scaling: str, events_per_step: int) -> float:
     ]
 
 
-def schedule_factor(step: int, *, warmup_steps: int, schedule: str, total_steps: int) -> float:
-    """The schedule's factor of the peak learning rate at ``step`` (0-based), in (0, 1]."""
+def schedule_factor(
+    step: int,
+    *,
+    warmup_steps: int,
+    schedule: str,
+    total_steps: int,
+    decay_steps: int | None = None,
+    decay_factor: float = 1.0,
+) -> float:
+    """The schedule's factor of the peak learning rate at ``step`` (0-based), in (0, 1].
+
+    ``step``: ``decay_factor ** (step // decay_steps)``, times the warm-up's ramp during it (as
+    acorn's warm-up scales its ``StepLR``'s rate)."""
+    if schedule == "step":
+        decayed = decay_factor ** (step // decay_steps) if decay_steps else 1.0
+        ramp = (step + 1) / warmup_steps if warmup_steps and step < warmup_steps else 1.0
+        return ramp * decayed
     if warmup_steps and step < warmup_steps:
         return (step + 1) / warmup_steps
     if schedule == "constant":
@@ -47,6 +63,8 @@ def learning_rate_factor(
             warmup_steps=optim.warmup_steps,
             schedule=optim.schedule,
             total_steps=total_steps,
+            decay_steps=optim.decay_steps,
+            decay_factor=optim.decay_factor,
         )
 
     return factor

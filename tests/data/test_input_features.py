@@ -83,3 +83,15 @@ def test_a_field_the_graph_lacks_or_of_the_wrong_length_is_named():
     with pytest.raises(InputError, match="field cluster_r_1 holds NaN or inf"):
         features.select(graph, {"cluster_r_1": np.full(5, np.nan), "edge_w": np.ones(4)},
                         where="g")  # fmt: skip
+
+
+def test_rphi_slope_is_the_mean_radius_times_the_phi_slope():
+    """acorn's rphislope (at scale pi): derived from the stored r and phi_slope, not stored."""
+    graph = _graph()
+    features = InputFeatures.parse(None, ["phi_slope", {"rphi_slope": math.pi}])
+    assert not features.reads_kept_fields
+    _, edge_attr = features.select(graph, {}, where="g.h5")
+    r = graph.x[:, 0].double() * 1000
+    mean_r = 0.5 * (r[graph.edge_index[0]] + r[graph.edge_index[1]])
+    expected = mean_r * graph.edge_attr[:, 5].double() / 1000 / math.pi
+    assert torch.equal(edge_attr[:, 1], expected.float())

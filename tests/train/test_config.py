@@ -243,7 +243,7 @@ BAD_FIELDS = [
     ),
     (
         GRAPHS + "optim: {schedule: linear}\n",
-        "optim.schedule must be one of constant, cosine (got 'linear')",
+        "optim.schedule must be one of constant, cosine, step (got 'linear')",
     ),
     (
         GRAPHS + "run: {dtype: float16}\n",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import pytest
 
@@ -42,3 +43,27 @@ def test_the_factor_is_the_scale_times_the_schedule_and_saves_no_state():
         expected = 3.0 * schedule_factor(step, warmup_steps=3, schedule="cosine", total_steps=20)
         assert factor(step) == expected
     assert factor(5) == factor(5)  # the same answer every time: no state
+
+
+def test_step_decays_every_n_steps_from_the_first_with_the_warm_up_on_top():
+    """acorn's default: StepLR(step_size=patience, gamma=factor), its warm-up scaling it."""
+    factors = [schedule_factor(s, warmup_steps=2, schedule="step", total_steps=12,
+                               decay_steps=3, decay_factor=0.5) for s in range(8)]  # fmt: skip
+    assert factors == [0.5, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25]
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("optim.decay_steps=0", "optim.decay_steps must be >= 1 with optim.schedule step"),
+        ("optim.decay_factor=0", "optim.decay_factor must be in (0, 1]"),
+    ],
+)
+def test_a_step_schedule_needs_its_decay(override: str, said: str):
+    from partgnn.errors import InputError
+    from partgnn.train.config_file import load_config
+
+    with pytest.raises(InputError, match=re.escape(said)):
+        load_config("halo", ["optim.schedule=step", "optim.decay_steps=2", override])
+    config = load_config("halo", ["optim.schedule=step", "optim.decay_steps=5"])
+    assert config.optim.decay_steps == 5 and config.optim.decay_factor == 0.9
