@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	@echo "installing partgnn into $(VENV) (log: $(VENV)/install.log)"
-	@$(PY) -m pip install -e ".[mpi,dev,export]" > $(VENV)/install.log 2>&1 \
+	@$(PY) -m pip install -e ".[mpi,dev,export,wandb,mlflow]" > $(VENV)/install.log 2>&1 \
 		|| { tail -n 30 $(VENV)/install.log; exit 1; }
 	@touch $(STAMP)
 

@@ -133,6 +133,8 @@ def run(
             *map(str, validation_ids),
             "--out",
             str(run_dir / EVALUATION_NAME),
+            "--plots",
+            str(out / "plots" / name),
         ]
         _announce(["partgnn", *evaluate])
         if code := partgnn_main(evaluate):
@@ -151,6 +153,10 @@ def run(
     records = [load_run(out / "runs" / name, name=name) for name in runs]
     print("\n" + "\n".join(summary_table(records)))
     print("\n" + "\n".join(findings(records)))
+    print(
+        f"\nEfficiency against pT and eta, the impure rate against eta and the edge efficiency "
+        f"in r-z of each run's validation events: {out / 'plots'}/NAME/*.png"
+    )
     if sample is not None and (code := _score_real_sample(out)):
         return code
     cores = os.cpu_count() or 1

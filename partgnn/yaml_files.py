@@ -12,15 +12,36 @@ in one mapping (PyYAML would silently keep the last) is refused with its line nu
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from partgnn.errors import InputError
+from partgnn.errors import InputError, first_line
 
 #: Most values (scalars, lists and mappings, aliases expanded) one YAML document may hold:
 #: partgnn's configs hold about a hundred.
 MAX_YAML_VALUES = 100_000
+
+
+def read_yaml_file(path: Path, *, where: str) -> Any:
+    """:func:`load_yaml` of a file, every failure one line naming ``where``.
+
+    Raises:
+        InputError: No such file, unreadable, not valid YAML (with its line), or refused by
+            :func:`load_yaml`.
+    """
+    try:
+        return load_yaml(path.read_text(), where=where)
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{where}: unreadable ({first_line(err)})") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or first_line(err)
+        raise InputError(f"{where}: not valid YAML{line} ({problem})") from None
 
 
 def load_yaml(text: str, *, where: str) -> Any:

@@ -40,17 +40,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     exporter = subparsers.add_parser(
         "export-acorn",
-        help="write scores (and track labels) back as acorn event files",
+        help="write graphs (with scores, track labels) as acorn event files",
         description=(
-            "Writes, for every event of SCORES, its acorn event file again (read from where "
-            "import-acorn found it) with the edge scores added (edge_scores, or scores in the "
-            "older naming), in the file's own edge order, and with --tracks the track "
-            "labels of each hit (hit_track_labels, or labels) and edge (edge_track_labels: "
-            "the track of an edge whose two hits share one, else -1). The folder layout "
-            "under the imported directory is kept."
+            "Writes acorn event files. For graphs import-acorn read: for every event of "
+            "SCORES, its acorn event file again (read from where import-acorn found it) with "
+            "the edge scores added (edge_scores, or scores in the older naming), in the file's "
+            "own edge order, and with --tracks the track labels of each hit (hit_track_labels, "
+            "or labels) and edge (edge_track_labels: the track of an edge whose two hits share "
+            "one, else -1); the folder layout under the imported directory is kept. For any "
+            "other graphs file (built here): every event (or every event of SCORES) as "
+            "eventID.pyg in acorn's unprefixed naming, the one its CTD 2023 configurations "
+            "read: hit_id, r, phi, z, eta and every per-hit field the file keeps "
+            "(cluster_r_1...), edge_index, y and the kept per-edge fields, the true edges as "
+            "track_edges with truth_map, particle_id, pt and nhits; scores and labels as "
+            "above. import-acorn reads them back."
         ),
     )
-    exporter.add_argument("scores", type=Path, help="scores file from infer")
+    exporter.add_argument(
+        "scores", type=Path, nargs="?", default=None,
+        help="scores file from infer (optional for graphs built here)",
+    )  # fmt: skip
     exporter.add_argument(
         "--graphs", required=True, type=Path, help="the graphs file import-acorn wrote"
     )
@@ -62,6 +71,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     exporter.add_argument(
         "--cut", type=non_negative_float, default=None,
         help=f"edge score cut for --tracks (default: the one infer recorded, else {SCORE_CUT})",
+    )  # fmt: skip
+    exporter.add_argument(
+        "--pt-unit", choices=("MeV", "GeV"), default="MeV",
+        help="unit of the written pT, for graphs built here (default MeV, as ITk's files and "
+        "import-acorn's default)",
     )  # fmt: skip
     exporter.set_defaults(run=run_export_acorn, output_folder=True)
 
@@ -122,10 +136,16 @@ def run_export_acorn(args: argparse.Namespace) -> int:
     from partgnn.data.storage import GraphFile, ScoresFile
     from partgnn.errors import InputError
 
+    with GraphFile(args.graphs) as graphs:
+        imported = graphs.attrs.get("source") == "acorn"
+    if not imported:
+        return _export_built_graphs(args)
+    if args.scores is None:
+        raise InputError(
+            f"{args.graphs}: import-acorn wrote it: give the SCORES to write into its acorn files"
+        )
     scores_file, graphs = ScoresFile(args.scores), GraphFile(args.graphs)
     with scores_file, graphs:
-        if graphs.attrs.get("source") != "acorn":
-            raise InputError(f"{args.graphs}: not a graphs file import-acorn wrote")
         recorded = scores_file.attrs.get("score_cut")
         cut = args.cut if args.cut is not None else float(recorded if recorded else SCORE_CUT)
         index_of = {event_id: i for i, event_id in enumerate(graphs.event_ids)}
@@ -144,6 +164,53 @@ def run_export_acorn(args: argparse.Namespace) -> int:
         f"wrote {len(scores_file.event_ids)} acorn event files -> {args.out}"
         + (f" (tracks: {args.tracks}, cut {cut:g})" if args.tracks != "none" else "")
     )
+    return 0
+
+
+def _export_built_graphs(args: argparse.Namespace) -> int:
+    """``export-acorn`` of a graphs file built here: every event (of SCORES, if given) as an
+    acorn file made from the graph (:mod:`partgnn.data.acorn_export`)."""
+    from contextlib import nullcontext
+
+    import numpy as np
+    import torch
+    from tqdm import tqdm
+
+    from partgnn.data.acorn import write_acorn_file
+    from partgnn.data.acorn_export import graph_to_acorn_fields
+    from partgnn.data.output_files import atomic_directory
+    from partgnn.data.storage import GraphFile, ScoresFile
+    from partgnn.errors import InputError
+    from partgnn.metrics.track_building import build_tracks
+
+    scores_file = ScoresFile(args.scores) if args.scores is not None else None
+    if scores_file is None and args.tracks != "none":
+        raise InputError("export-acorn --tracks: give the SCORES the tracks are built from")
+    with GraphFile(args.graphs) as graphs, scores_file or nullcontext():
+        index_of = {event_id: i for i, event_id in enumerate(graphs.event_ids)}
+        event_ids = graphs.event_ids if scores_file is None else scores_file.event_ids
+        recorded = scores_file.attrs.get("score_cut") if scores_file is not None else None
+        cut = args.cut if args.cut is not None else float(recorded if recorded else SCORE_CUT)
+        with atomic_directory(args.out, _is_acorn_event_file, what="export-acorn") as staging:
+            for i, event_id in enumerate(tqdm(event_ids, desc="export-acorn")):
+                if event_id not in index_of:
+                    raise InputError(f"{args.graphs}: no event {event_id} (it is in {args.scores})")
+                graph = graphs[index_of[event_id]]
+                scores = None if scores_file is None else scores_file[i]
+                if scores is not None and scores.shape != (graph.edge_index.shape[1],):
+                    raise InputError(
+                        f"{args.scores}: event {event_id} has {scores.shape[0]} scores, "
+                        f"{args.graphs} {graph.edge_index.shape[1]} edges"
+                    )
+                fields = graph_to_acorn_fields(
+                    graph, graphs.extra(index_of[event_id]), scores, pt_unit=args.pt_unit
+                )
+                if args.tracks != "none":
+                    labels = build_tracks(graph.edge_index, scores, graph.num_nodes, cut=cut,
+                                          method=args.tracks)  # fmt: skip
+                    fields["labels"] = torch.from_numpy(np.asarray(labels))
+                write_acorn_file(staging / f"event{event_id:09d}.pyg", fields)
+    print(f"wrote {len(event_ids)} acorn event files -> {args.out} (from {args.graphs})")
     return 0
 
 

@@ -126,6 +126,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     evaluate.add_argument("--out", type=Path, help="write the metrics as JSON here")
     add_overwrite_option(evaluate, output_kinds.EVALUATION)
+    evaluate.add_argument(
+        "--plots", type=Path, default=None, metavar="DIR",
+        help="draw the target edge and track efficiency against pT and eta, the impure rate "
+        "against eta and the edge efficiency in r-z (PNGs, binomial errors, and plotted.json "
+        "with the drawn values) into this folder (replaced whole; only a folder of such plots)",
+    )  # fmt: skip
     evaluate.set_defaults(run=run_evaluate)
 
 
@@ -166,6 +172,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     if args.out is not None:
         check_output_path(args.out)
+    tallies = None
+    if args.plots is not None:
+        from partgnn.data.output_files import refuse_foreign_entries
+        from partgnn.metrics.efficiency_tallies import EfficiencyTallies
+
+        refuse_foreign_entries(args.plots, _is_plot_file, what="evaluate --plots", option="--plots")
+        tallies = EfficiencyTallies()
     metrics = evaluate_scores(
         args.scores,
         args.graphs,
@@ -178,12 +191,35 @@ def run_evaluate(args: argparse.Namespace) -> int:
         cut_at_efficiency=args.cut_at_efficiency,
         track_building=args.track_building,
         cut_at_impure_rate=args.cut_at_impure_rate,
+        tallies=tallies,
     )
     _print_metrics(metrics)
     if args.out is not None:
         metrics.write(args.out)
         print(f"metrics -> {args.out}")
+    if tallies is not None:
+        _write_plots(args.plots, tallies, metrics)
     return 0
+
+
+def _is_plot_file(relative: Path) -> bool:
+    """Whether a file of a ``--plots`` folder is one evaluate writes."""
+    from partgnn.metrics.report.efficiency_plots import PLOTTED_FILE
+
+    return relative.suffix == ".png" or relative.name == PLOTTED_FILE
+
+
+def _write_plots(folder: Path, tallies, metrics: EvaluationResults) -> None:
+    from partgnn.data.output_files import atomic_directory
+    from partgnn.metrics.report.efficiency_plots import write_efficiency_plots
+
+    low, high = metrics.target_pt
+    band = f"pT > {low:g} GeV" if high is None else f"{low:g} < pT <= {high:g} GeV"
+    subtitle = (f"{metrics.events} events, cut {metrics.cut:.4g}, targets {band}, tracks by "
+                f"{metrics.track_building}")  # fmt: skip
+    with atomic_directory(folder, _is_plot_file, what="evaluate --plots", option="--plots") as out:
+        written = write_efficiency_plots(tallies, out, pt_min=low, pt_max=high, subtitle=subtitle)
+    print(f"plots -> {folder}/ ({', '.join(p.name for p in written)})")
 
 
 def _note(key: str, section: dict) -> str:

@@ -150,6 +150,7 @@ MODULE_MAP = OutputKind("a module map", _module_map)
 PLOT = OutputKind("a plot partgnn drew", _has_mark)
 REPORT = OutputKind("a report partgnn wrote", _has_mark)
 EXPORTED_MODEL = OutputKind("a model partgnn exported", _exported_model)
+RUN_CONFIG = OutputKind("a run config partgnn translated", _has_mark)
 
 #: Every kind, for saying what a file is.
 KINDS = (EVENTS, GRAPHS, SCORES, EVALUATION, MODULE_MAP, PLOT, EXPORTED_MODEL)

@@ -54,7 +54,8 @@ def edge_metrics(
         ``efficiency``, ``purity``, ``auc``, ``boundary_*`` / ``interior_*`` efficiency and
         purity (NaN without ``boundary``), ``target_efficiency`` and ``masked_purity`` (acorn's:
         selected target edges over selected target plus selected false edges, true edges of
-        other particles left out; NaN without ``target``), and the edge counts.
+        other particles left out; NaN without ``target``), and the edge counts (the target
+        edges and those selected among them: ``n_target_edges``, ``n_target_selected``).
     """
     scores_t = torch.as_tensor(np.asarray(scores, dtype=np.float32))
     y_t = torch.as_tensor(np.asarray(y, dtype=np.float32))
@@ -69,6 +70,7 @@ def edge_metrics(
                 metrics[key] = float("nan")
     metrics["auc"] = roc_auc(scores, y)
     metrics["target_efficiency"] = metrics["masked_purity"] = float("nan")
+    metrics["n_target_edges"] = metrics["n_target_selected"] = float("nan")
     if target is not None:
         target = np.asarray(target, dtype=bool)
         selected = np.asarray(scores) > cut
@@ -76,6 +78,8 @@ def edge_metrics(
         n_false_selected = int((selected & ~(np.asarray(y) > 0.5)).sum())
         metrics["target_efficiency"] = ratio(n_target_selected, int(target.sum()))
         metrics["masked_purity"] = ratio(n_target_selected, n_target_selected + n_false_selected)
+        metrics["n_target_edges"] = float(target.sum())
+        metrics["n_target_selected"] = float(n_target_selected)
     metrics.update({"n_edges": float(len(y_t)), "n_true_edges": float((y_t > 0.5).sum())})
     return metrics
 

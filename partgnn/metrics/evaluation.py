@@ -21,9 +21,10 @@ from partgnn.errors import InputError
 from partgnn.metrics.construction import construction_counts, construction_summary
 from partgnn.metrics.edge_counts import SCORE_CUT
 from partgnn.metrics.edge_metrics import edge_metrics, roc_auc
+from partgnn.metrics.efficiency_tallies import EfficiencyTallies
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.metrics.track_building import build_tracks
-from partgnn.metrics.tracks import TrackMetrics, track_metrics
+from partgnn.metrics.tracks import TrackMetrics, match_tracks, track_metrics
 from partgnn.partition.shard_reader import ShardDirectory, cut_edges, node_parts
 
 
@@ -40,6 +41,7 @@ def evaluate_scores(
     cut_at_efficiency: float | None = None,
     track_building: str = "components",
     cut_at_impure_rate: float | None = None,
+    tallies: EfficiencyTallies | None = None,
 ) -> EvaluationResults:
     """Edge and track metrics of a scores file over all its events.
 
@@ -56,7 +58,9 @@ def evaluate_scores(
     edges (:func:`cut_for_target_efficiency`), e.g. on validation events, for the test events;
     ``cut_at_impure_rate`` the lowest cut at which at most that fraction of their tracks are
     impure (:func:`cut_for_impure_rate`). Tracks are built by ``track_building``
-    (:data:`~partgnn.metrics.track_building.TRACK_BUILDING_METHODS`).
+    (:data:`~partgnn.metrics.track_building.TRACK_BUILDING_METHODS`). ``tallies``, when
+    given, collects every target edge, target particle and candidate track counted, for
+    plots (:mod:`partgnn.metrics.efficiency_tallies`).
 
     Raises:
         InputError: If the scores were made from another graphs file, events are missing,
@@ -161,6 +165,12 @@ def evaluate_scores(
                     hit_sector=hit_sector,
                 )
             )
+            if tallies is not None:
+                matching = match_tracks(
+                    labels, particle_id, particle_pt=particle_pt, pt_min=pt_min, pt_max=pt_max,
+                    particle_n_hits=n_hits,
+                )  # fmt: skip
+                tallies.add_event(graph, scores, cut, target, matching)
             all_scores.append(scores)
             all_y.append(y)
     edge = _sum_edge_rows(edge_rows)

@@ -266,6 +266,118 @@ def track_metrics(
     Raises:
         InputError: If the per-hit arrays differ in length or ``min_hits < 1``.
     """
+    m = match_tracks(
+        labels, particle_id, particle_pt=particle_pt, pt_min=pt_min, min_hits=min_hits,
+        particle_n_hits=particle_n_hits, pt_max=pt_max,
+    )  # fmt: skip
+    n = len(m.particle_of_hit)
+    trackml_score = trackml_score_max = None
+    if hit_weight is not None:
+        hit_weight = as_numpy(hit_weight).astype(np.float64, copy=False).ravel()
+        _check_length("hit_weight", hit_weight, n)
+        pair_weight = np.bincount(
+            m.pair_of_hit, weights=hit_weight[m.assigned], minlength=len(m.pair_track)
+        )
+        # The Kaggle score has no size cut on tracks: a counted pair needs both majorities only.
+        trackml_score = float(pair_weight[m.track_majority & m.particle_majority].sum())
+        trackml_score_max = float(hit_weight.sum())
+
+    spanning = np.zeros(len(m.particle_ids), dtype=bool)
+    if hit_sector is not None:
+        hit_sector = as_numpy(hit_sector).astype(np.int64, copy=False).ravel()
+        _check_length("hit_sector", hit_sector, n)
+        # A particle spans sectors when its hits' smallest and largest sector differ.
+        low = np.full(len(m.particle_ids), np.iinfo(np.int64).max)
+        high = np.full(len(m.particle_ids), np.iinfo(np.int64).min)
+        np.minimum.at(low, m.particle_of_hit, hit_sector)
+        np.maximum.at(high, m.particle_of_hit, hit_sector)
+        spanning = low != high
+
+    target = m.is_target
+    return TrackMetrics.from_counts(
+        n_target_particles=int(target.sum()),
+        n_reconstructed_targets=int((target & m.reconstructed).sum()),
+        n_tracks=int(m.candidate_track.sum()),
+        n_matched_tracks=int(m.matched.sum()),
+        n_duplicate_tracks=int(m.duplicate.sum()),
+        trackml_score=trackml_score,
+        trackml_score_max=trackml_score_max,
+        n_impure_tracks=int(m.impure_track.sum()),
+        n_spanning_targets=int((target & spanning).sum()),
+        n_reconstructed_spanning=int((target & spanning & m.reconstructed).sum()),
+        sectors_known=hit_sector is not None,
+        n_reconstructed_atlas=int((target & m.reconstructed_atlas).sum()),
+        n_reconstructed_one_way=int((target & m.reconstructed_one_way).sum()),
+    )
+
+
+@dataclass(frozen=True)
+class TrackMatching:
+    """Tracks matched to particles, one row per particle, track and (track, particle) pair:
+    what :func:`track_metrics` counts, and what per-bin plots need.
+
+    Attributes:
+        particle_ids: ``(P,)`` the particles' ids, ascending (noise, 0, first if present).
+        particle_of_hit: ``(N,)`` each hit's particle row.
+        particle_pt: ``(P,)`` pT [GeV] (0 without ``particle_pt``).
+        is_target: ``(P,)`` target particles.
+        reconstructed: ``(P,)`` matched by a candidate track (double majority).
+        reconstructed_atlas: ``(P,)`` holding > 50 % of a candidate track's hits.
+        reconstructed_one_way: ``(P,)`` with > 50 % of their hits in a candidate track.
+        track_labels: ``(T,)`` the tracks' labels.
+        assigned: ``(A,)`` the hits with a label >= 0.
+        track_of_hit: ``(A,)`` each assigned hit's track row.
+        n_track_hits: ``(T,)`` hits per track.
+        candidate_track: ``(T,)`` tracks of >= ``min_hits`` hits.
+        pure_track: ``(T,)`` candidate tracks in which one particle (not noise) holds > 50 %.
+        pair_of_hit, pair_track, pair_particle: each assigned hit's pair; each pair's track
+            and particle row.
+        track_majority, particle_majority, matched, duplicate: per pair (see
+            :func:`track_metrics`).
+    """
+
+    particle_ids: np.ndarray
+    particle_of_hit: np.ndarray
+    particle_pt: np.ndarray
+    is_target: np.ndarray
+    reconstructed: np.ndarray
+    reconstructed_atlas: np.ndarray
+    reconstructed_one_way: np.ndarray
+    track_labels: np.ndarray
+    assigned: np.ndarray
+    track_of_hit: np.ndarray
+    n_track_hits: np.ndarray
+    candidate_track: np.ndarray
+    pure_track: np.ndarray
+    pair_of_hit: np.ndarray
+    pair_track: np.ndarray
+    pair_particle: np.ndarray
+    track_majority: np.ndarray
+    particle_majority: np.ndarray
+    matched: np.ndarray
+    duplicate: np.ndarray
+
+    @property
+    def impure_track(self) -> np.ndarray:
+        """``(T,)`` candidate tracks that no particle holds the majority of."""
+        return self.candidate_track & ~self.pure_track
+
+
+def match_tracks(
+    labels: Any,
+    particle_id: Any,
+    *,
+    particle_pt: Any = None,
+    pt_min: float = 1.0,
+    min_hits: int = 3,
+    particle_n_hits: ParticleHitCounts | None = None,
+    pt_max: float | None = None,
+) -> TrackMatching:
+    """Matches tracks to particles (:func:`track_metrics`' definitions and arguments).
+
+    Raises:
+        InputError: If the per-hit arrays differ in length or ``min_hits < 1``.
+    """
     labels = as_numpy(labels).astype(np.int64, copy=False).ravel()
     particle_id = as_numpy(particle_id).astype(np.int64, copy=False).ravel()
     n = len(labels)
@@ -315,43 +427,20 @@ def track_metrics(
     reconstructed_one_way[
         pair_particle[candidate & particle_majority & ~is_noise[pair_particle]]
     ] = True
-    n_pure_tracks = len(np.unique(pair_track[candidate & track_majority]))
 
-    trackml_score = trackml_score_max = None
-    if hit_weight is not None:
-        hit_weight = as_numpy(hit_weight).astype(np.float64, copy=False).ravel()
-        _check_length("hit_weight", hit_weight, n)
-        pair_weight = np.bincount(pair_of_hit, weights=hit_weight[assigned], minlength=len(keys))
-        # The Kaggle score has no size cut on tracks: a counted pair needs both majorities only.
-        trackml_score = float(pair_weight[track_majority & particle_majority].sum())
-        trackml_score_max = float(hit_weight.sum())
-
-    spanning = np.zeros(len(particle_ids), dtype=bool)
-    if hit_sector is not None:
-        hit_sector = as_numpy(hit_sector).astype(np.int64, copy=False).ravel()
-        _check_length("hit_sector", hit_sector, n)
-        # A particle spans sectors when its hits' smallest and largest sector differ.
-        low = np.full(len(particle_ids), np.iinfo(np.int64).max)
-        high = np.full(len(particle_ids), np.iinfo(np.int64).min)
-        np.minimum.at(low, particle_of_hit, hit_sector)
-        np.maximum.at(high, particle_of_hit, hit_sector)
-        spanning = low != high
-
-    return TrackMetrics.from_counts(
-        n_target_particles=int(is_target.sum()),
-        n_reconstructed_targets=int((is_target & reconstructed).sum()),
-        n_tracks=int((n_track_hits >= min_hits).sum()),
-        n_matched_tracks=int(matched.sum()),
-        n_duplicate_tracks=int(duplicate.sum()),
-        trackml_score=trackml_score,
-        trackml_score_max=trackml_score_max,
-        n_impure_tracks=int((n_track_hits >= min_hits).sum()) - n_pure_tracks,
-        n_spanning_targets=int((is_target & spanning).sum()),
-        n_reconstructed_spanning=int((is_target & spanning & reconstructed).sum()),
-        sectors_known=hit_sector is not None,
-        n_reconstructed_atlas=int((is_target & reconstructed_atlas).sum()),
-        n_reconstructed_one_way=int((is_target & reconstructed_one_way).sum()),
-    )
+    pure_track = np.zeros(len(track_labels), dtype=bool)
+    pure_track[pair_track[candidate & track_majority]] = True
+    return TrackMatching(
+        particle_ids=particle_ids, particle_of_hit=particle_of_hit,
+        particle_pt=pt if particle_pt is not None else np.zeros(len(particle_ids)),
+        is_target=is_target, reconstructed=reconstructed,
+        reconstructed_atlas=reconstructed_atlas, reconstructed_one_way=reconstructed_one_way,
+        track_labels=track_labels, assigned=assigned, track_of_hit=track_of_hit,
+        n_track_hits=n_track_hits, candidate_track=n_track_hits >= min_hits,
+        pure_track=pure_track, pair_of_hit=pair_of_hit, pair_track=pair_track,
+        pair_particle=pair_particle, track_majority=track_majority,
+        particle_majority=particle_majority, matched=matched, duplicate=duplicate,
+    )  # fmt: skip
 
 
 def _counts_for(

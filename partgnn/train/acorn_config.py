@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from partgnn.data.graph_features import MIN_DR
 from partgnn.errors import InputError
 
 #: acorn's model classes partgnn's Interaction Network stands for.
@@ -128,7 +129,7 @@ def translate_acorn_config(
         )
     result = Translation(
         {
-            "mode": "halo" if graphs is None else "full",
+            "mode": "full",
             "data": {} if graphs is None else {"graphs": graphs},
             "model": {},
             "loss": {},
@@ -324,6 +325,11 @@ def _model_defaults(context: _Context) -> None:
     default in acorn when absent."""
     model = context.config["model"]
     model["residual"] = False
+    if context.acorn.get("model") == "InteractionGNN2":
+        context.note(
+            "model InteractionGNN2: partgnn's edge head also reads the final node latents of "
+            "both ends (acorn's reads the edge latents)"
+        )
     model.setdefault("layer_norm", False)
     model.setdefault("batch_norm", False)
     if "shared_weights" not in model:
@@ -373,8 +379,10 @@ def _edge_features(context: _Context, value: Any) -> None:
     columns = [{EDGE_NAMES.get(name, name): scales.get(name, 1.0)} for name in names]
     context.config["data"]["edge_features"] = columns
     if "phislope" in names or "rphislope" in names:
-        context.note("phislope: on edges of |dr| < 1e-6 mm acorn clamps the slope to +-100, "
-                     "partgnn floors |dr| (graph_features.MIN_DR) instead")  # fmt: skip
+        context.note(
+            "phislope: acorn clamps it to +-100 (0 where dr is 0), partgnn floors |dr| at "
+            f"{MIN_DR:g} mm instead: they differ on the edges of the smallest |dr| only"
+        )
 
 
 def _names(context: _Context, key: str, value: Any) -> list[str]:

@@ -146,6 +146,10 @@ class RunConfig:
             in connected components, a missing one only splits one).
         progress: Show a progress bar on rank 0.
         tensorboard: Write TensorBoard logs.
+        loggers: Experiment trackers beside TensorBoard, given the same metrics
+            (:mod:`partgnn.train.experiment_loggers`): ``wandb`` (offline unless ``WANDB_MODE``
+            says otherwise) and ``mlflow`` (a file store in the run directory unless
+            ``MLFLOW_TRACKING_URI`` says otherwise), each an optional extra.
         init_from: Start from this checkpoint's weights (a path or ``pretrained:NAME``) instead
             of random ones: fine-tuning. Its model settings must be the config's; the optimizer,
             the learning-rate schedule and the step count start afresh, and the input
@@ -178,6 +182,7 @@ class RunConfig:
     cut_beta: float = 0.5
     progress: bool = True
     tensorboard: bool = True
+    loggers: list[str] = field(default_factory=list)
     init_from: str | None = None
     deterministic: bool = False
     keep_freed_heap: bool = False

@@ -14,11 +14,11 @@ from typing import Any
 
 import yaml
 
-from partgnn.errors import InputError, first_line
+from partgnn.errors import InputError
 from partgnn.resources import resolve_config
 from partgnn.train.config import TrainConfig, build_config, input_features
 from partgnn.train.strategies import mode_facts
-from partgnn.yaml_files import load_yaml
+from partgnn.yaml_files import load_yaml, read_yaml_file
 
 
 def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = ()) -> TrainConfig:
@@ -35,17 +35,10 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     where = str(path) if path is not None else "config"
     raw: dict[str, Any] = {}
     if path is not None:
-        try:
-            raw = load_yaml(resolve_config(path).read_text(), where=where) or {}
-        except FileNotFoundError:
-            raise InputError(f"{where}: config file not found") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise InputError(f"{where}: unreadable ({first_line(err)})") from None
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            line = f" at line {mark.line + 1}" if mark is not None else ""
-            problem = getattr(err, "problem", None) or first_line(err)
-            raise InputError(f"{where}: not valid YAML{line} ({problem})") from None
+        config_path = resolve_config(path)
+        if not config_path.exists():
+            raise InputError(f"{where}: config file not found")
+        raw = read_yaml_file(config_path, where=where) or {}
         if not isinstance(raw, dict):
             raise InputError(f"{where}: expected a mapping of sections")
     for override in overrides:
@@ -122,6 +115,9 @@ def validate_config(config: TrainConfig, where: str = "config") -> None:
         "model.batch_norm",
         "needs model.layer_norm: false (one norm per MLP layer)",
     )
+    from partgnn.train.experiment_loggers import check_loggers
+
+    check_loggers(list(config.run.loggers), where)
     require(config.optim.lr > 0, "optim.lr", "must be > 0")
     require(config.optim.weight_decay >= 0, "optim.weight_decay", "must be >= 0")
     require(config.optim.warmup_steps >= 0, "optim.warmup_steps", "must be >= 0")

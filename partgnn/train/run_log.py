@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from partgnn import json_files
 from partgnn.data.output_files import atomic_output
 from partgnn.errors import InputError
 from partgnn.metrics.run_summary import SUMMARY_NAME, RunSummary
+from partgnn.train.experiment_loggers import ExperimentLogger
 from partgnn.train.workload import EpochTotals
 
 #: Columns of metrics.csv, in order.
@@ -93,6 +95,8 @@ class RunLog:
     Args:
         directory: The run directory (created).
         tensorboard: Also write TensorBoard event files under ``tb/``.
+        loggers: Experiment trackers that get what TensorBoard gets
+            (:mod:`partgnn.train.experiment_loggers`).
         resume_step: When resuming, metrics.csv rows after this step are dropped (they were
             logged after the checkpoint the run continues from).
     """
@@ -103,6 +107,7 @@ class RunLog:
         *,
         tensorboard: bool,
         resume_step: int | None = None,
+        loggers: Sequence[ExperimentLogger] = (),
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -116,6 +121,7 @@ class RunLog:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.directory / "tb"), purge_step=resume_step)
+        self.loggers = list(loggers)
 
     def write_config(self, config: dict[str, Any]) -> None:
         """Writes the run's ``config.yaml``; a file there that holds the same config (the
@@ -135,6 +141,8 @@ class RunLog:
     def scalar(self, name: str, value: float, step: int) -> None:
         if self.writer is not None:
             self.writer.add_scalar(name, value, step)
+        for logger in self.loggers:
+            logger.scalar(name, value, step)
 
     def metrics(self, row: dict[str, Any]) -> None:
         """Appends a metrics.csv row and mirrors its numbers to TensorBoard.
@@ -169,6 +177,8 @@ class RunLog:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        for logger in self.loggers:
+            logger.close()
 
     def _read_rows(self) -> list[dict[str, str]]:
         """The complete rows of metrics.csv (a row torn by a kill, or garbled, is dropped)."""

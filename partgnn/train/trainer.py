@@ -44,6 +44,7 @@ from partgnn.train.checkpoints import (
 )
 from partgnn.train.config import TrainConfig
 from partgnn.train.divergence import check_step, check_weights, gradients_finite
+from partgnn.train.experiment_loggers import open_loggers
 from partgnn.train.item_cache import CachedSource
 from partgnn.train.precision import bf16_notice
 from partgnn.train.resume import (
@@ -204,11 +205,14 @@ class Trainer:
     def _fit(self, resume: bool, stop: StopSignals) -> RunSummary:
         log = None
         if self.context.is_main:
+            resume_step = self.state.step if resume else None
             log = RunLog(
                 self.run_dir,
                 tensorboard=self.config.run.tensorboard,
-                resume_step=self.state.step if resume else None,
-            )
+                resume_step=resume_step,
+                loggers=open_loggers(self.config.run.loggers, self.run_dir,
+                                     self.config.to_dict(), resume_step=resume_step),
+            )  # fmt: skip
             log.write_config(self.config.to_dict())
             if self.feature_statistics is not None:
                 write_feature_statistics(self.run_dir, self.feature_statistics)
