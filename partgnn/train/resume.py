@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from partgnn.data.input_features import InputFeatures
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.gradients import max_over_ranks
 from partgnn.errors import InputError, first_line
@@ -101,15 +102,20 @@ def _say_kept(run_dir: Path) -> None:
 
 
 def check_resumable(
-    checkpoint: dict[str, Any], path: Path, model: ModelConfig, trajectory: dict[str, Any]
+    checkpoint: dict[str, Any],
+    path: Path,
+    model: ModelConfig,
+    trajectory: dict[str, Any],
+    features: InputFeatures,
 ) -> None:
-    """Refuses to resume from a checkpoint of another model, or one whose run computed another
-    trajectory (:func:`trajectory_settings`).
+    """Refuses to resume from a checkpoint of another model, one trained on other input
+    columns, or one whose run computed another trajectory (:func:`trajectory_settings`).
 
     Raises:
         InputError: One line naming what differs (old -> new) and what to do instead.
     """
     check_same_model(saved_model_config(checkpoint, str(path)), model, str(path))
+    check_same_inputs(checkpoint, features, str(path))
     try:
         saved = checkpoint.get("trajectory") or trajectory_settings(checkpoint["config"])
     except (KeyError, TypeError):  # a checkpoint older than these settings
@@ -130,7 +136,29 @@ def check_resumable(
         )
 
 
-def init_weights_from(model: torch.nn.Module, spec: str, config: ModelConfig) -> None:
+def check_same_inputs(checkpoint: dict[str, Any], features: InputFeatures, where: str) -> None:
+    """Refuses a checkpoint whose model read other input columns than ``features`` (other
+    names, order or scales: the same widths would load and read the wrong columns).
+
+    Raises:
+        InputError: One line naming both lists.
+    """
+    from partgnn.train.inference import saved_input_features
+
+    recorded = saved_input_features(checkpoint)
+    trained = InputFeatures.parse(recorded["node_features"], recorded["edge_features"],
+                                  where=where)  # fmt: skip
+    if trained != features:
+        raise InputError(
+            f"{where}: the model was trained on {trained.describe()}; the config names "
+            f"{features.describe()}: give data.node_features and data.edge_features as it was "
+            "trained"
+        )
+
+
+def init_weights_from(
+    model: torch.nn.Module, spec: str, config: ModelConfig, features: InputFeatures
+) -> None:
     """Loads the weights (and input standardisation) of checkpoint ``spec`` into ``model``
     (``run.init_from``: fine-tuning; optimizer and schedule start afresh).
 
@@ -140,6 +168,7 @@ def init_weights_from(model: torch.nn.Module, spec: str, config: ModelConfig) ->
     checkpoint = load_checkpoint(spec, "cpu")
     where = f"run.init_from {spec}"
     check_same_model(saved_model_config(checkpoint, where), config, where)
+    check_same_inputs(checkpoint, features, where)
     try:
         model.load_state_dict(checkpoint["model"])
     except RuntimeError as err:

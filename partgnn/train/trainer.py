@@ -42,7 +42,7 @@ from partgnn.train.checkpoints import (
     prune_step_checkpoints,
     save_checkpoint,
 )
-from partgnn.train.config import TrainConfig
+from partgnn.train.config import TrainConfig, input_features
 from partgnn.train.divergence import check_step, check_weights, gradients_finite
 from partgnn.train.experiment_loggers import open_loggers
 from partgnn.train.item_cache import CachedSource
@@ -125,7 +125,8 @@ class Trainer:
         )
         self.feature_statistics: InputStatistics | None = None
         if config.run.init_from is not None:
-            init_weights_from(self.model, config.run.init_from, config.model)
+            init_weights_from(self.model, config.run.init_from, config.model,
+                              input_features(config))  # fmt: skip
         elif config.data.standardise:
             self.feature_statistics = standardise_inputs(
                 self.model, (self.source.item(i) for i in self.train_indices),
@@ -420,7 +421,8 @@ class Trainer:
         # device, and leaves AdamW's step counters on the CPU, where (non-fused) AdamW reads
         # them; mapped to a GPU, each would cost a host synchronisation per parameter and step.
         checkpoint = load_checkpoint(path, "cpu", required=TRAINING_STATE)
-        check_resumable(checkpoint, path, self.config.model, self.trajectory())
+        check_resumable(checkpoint, path, self.config.model, self.trajectory(),
+                        input_features(self.config))  # fmt: skip
         self.model.load_state_dict(checkpoint["model"])
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.scheduler.load_state_dict(checkpoint["scheduler"])
