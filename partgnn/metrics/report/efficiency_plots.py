@@ -53,6 +53,8 @@ class RatePlot:
     ylabel: str
     rate: BinnedRate
     log_x: bool = False
+    #: The y range 0 to 1 (efficiencies), else 0 to just above the highest point (small rates).
+    unit_range: bool = True
 
 
 def efficiency_plots(
@@ -74,7 +76,8 @@ def efficiency_plots(
         RatePlot("track_efficiency_eta.png", "Track efficiency (double majority)", "eta",
                  "efficiency", binned_rate(t("particle_eta"), matched, ETA_EDGES)),
         RatePlot("impure_rate_eta.png", "Impure (fake) track rate", "track eta",
-                 "impure rate", binned_rate(t("track_eta"), impure, ETA_EDGES)),
+                 "impure rate", binned_rate(t("track_eta"), impure, ETA_EDGES),
+                 unit_range=False),
     ]  # fmt: skip
 
 
@@ -121,7 +124,11 @@ def _draw_rate(plot: RatePlot, subtitle: str) -> Figure:
     half_widths = [centres - rate.edges[:-1], rate.edges[1:] - centres]
     ax.errorbar(centres, rate.rate, yerr=rate.error, xerr=half_widths, fmt="o", ms=4,
                 capsize=2, color="tab:blue")  # fmt: skip
-    ax.set(xlabel=plot.xlabel, ylabel=plot.ylabel, ylim=(0.0, 1.05))
+    top = 1.05
+    if not plot.unit_range:
+        highest = np.nanmax(rate.rate + rate.error, initial=0.0)
+        top = float(min(1.05, max(0.05, 1.3 * highest)))
+    ax.set(xlabel=plot.xlabel, ylabel=plot.ylabel, ylim=(0.0, top))
     ax.set_title(f"{plot.title}\n{subtitle}", fontsize=10)
     ax.grid(alpha=0.3)
     return figure
