@@ -110,7 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )  # fmt: skip
         _close_progress_bars()
         line = f"partgnn: error: {describe(err)}{hint}"
-        print(line, file=sys.stderr, flush=True)
+        # One write (print writes the newline apart when stderr is unbuffered): a rank stopped
+        # by its launcher right after it cannot leave the line without its end, which the
+        # launcher's next line would then run on from.
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
         report_to_launcher(line)
         return exit_status(err)
 
