@@ -51,6 +51,8 @@ def main() -> None:
     parser.tiny(pileup=3.0, pt_min=1.0, parts=[1], train_steps=2, repeats=1)
     args = parser.parse_args()
     base = _model_of(args.model_of)
+    if args.tiny:  # (the planner's probe graphs are event-sized: a small model probes them fast)
+        base["model"] = {**base["model"], "hidden": 8, "steps": 1}
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         graphs, n_nodes, n_edges = _graph_with_clusters(folder, args.pileup, args.pt_min)
