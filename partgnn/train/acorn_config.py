@@ -79,7 +79,16 @@ ELSEWHERE = {
     "min_lr": "acorn's StepLR does not read it",
     "metric_mode": "used by ReduceLROnPlateau only, which partgnn does not have",
     "metric_to_monitor": "used by ReduceLROnPlateau only, which partgnn does not have",
-    "model_name": "partgnn names a run by run.dir",
+    "ratio": "acorn's Filter stage subsamples edges by it; its GNN stage does not read it",
+    "spatial_channels": "the older schema's input width: partgnn's inputs are named "
+    "(data.node_features; r, phi, z by default)",
+    "cell_channels": "the older schema's cell-feature width: partgnn's inputs are named "
+    "(data.node_features)",
+    "truth_key": "partgnn's truth is its graphs' y, its targets the true edges above "
+    "loss.target_pt",
+    "train_purity": "the older schema's purity-driven edge sampling: partgnn trains on every edge",
+    "mask_background": "partgnn leaves true edges of non-target particles out of the loss with "
+    "loss.nontarget_weight 0 (the default) when loss.target_pt is set",
 }
 
 
@@ -121,7 +130,8 @@ def translate_acorn_config(
             f"{where}: {unknown[0]}: not a setting of acorn's GNN stage partgnn knows (a typo, "
             "or another stage's file): remove it"
         )
-    model = acorn.get("model")
+    # (the older schema names the class model_name)
+    model = acorn.get("model", acorn.get("model_name"))
     if model not in MODELS:
         raise InputError(
             f"{where}: model {model!r}: partgnn trains an Interaction Network "
@@ -137,7 +147,7 @@ def translate_acorn_config(
             "run": {},
         }
     )
-    context = _Context(acorn, where, pt_unit, result)
+    context = _Context(acorn, where, pt_unit, result, model)
     for key in acorn:
         if key in ELSEWHERE:
             result.notes.append(f"{key}: not translated: {ELSEWHERE[key]}")
@@ -156,6 +166,7 @@ class _Context:
     where: str
     pt_unit: str
     result: Translation
+    model: str
 
     @property
     def config(self) -> dict[str, Any]:
@@ -272,7 +283,7 @@ def _concat(context: _Context, value: Any) -> None:
 
 def _recurrent(context: _Context, value: Any) -> None:
     # acorn's InteractionGNN shares its networks over the iterations unless told otherwise
-    default = context.acorn.get("model") == "InteractionGNN"
+    default = context.model == "InteractionGNN"
     node = _flag(context, "node_net_recurrent", context.acorn.get("node_net_recurrent", default))
     edge = _flag(context, "edge_net_recurrent", context.acorn.get("edge_net_recurrent", default))
     if "shared_weights" in context.config["model"]:
@@ -325,7 +336,7 @@ def _model_defaults(context: _Context) -> None:
     default in acorn when absent."""
     model = context.config["model"]
     model["residual"] = False
-    if context.acorn.get("model") == "InteractionGNN2":
+    if context.model == "InteractionGNN2":
         context.note(
             "model InteractionGNN2: partgnn's edge head also reads the final node latents of "
             "both ends (acorn's reads the edge latents)"
@@ -334,7 +345,7 @@ def _model_defaults(context: _Context) -> None:
     model.setdefault("batch_norm", False)
     if "shared_weights" not in model:
         _recurrent(context, None)
-    if context.acorn.get("model") == "InteractionGNN" and context.acorn.get("edge_features"):
+    if context.model == "InteractionGNN" and context.acorn.get("edge_features"):
         context.note("edge_features: InteractionGNN reads none (its edges are encoded from their "
                      "hits); partgnn's model reads the list")  # fmt: skip
 
@@ -543,9 +554,17 @@ def _model(context: _Context, value: Any) -> None:
     """Checked before the keys are read."""
 
 
+def _weight(context: _Context, value: Any) -> None:
+    """The older schema's weight of true edges (BCE's pos_weight), where no weighting says."""
+    if "weighting" not in context.acorn:
+        context.config["loss"]["pos_weight"] = _number(context, "weight", value)
+
+
 #: Each acorn key this module reads, and how (``None``: read with another key).
 HANDLED: dict[str, Callable[..., None] | None] = {
     "model": _model,
+    "model_name": _model,
+    "weight": _weight,
     "hidden": _hidden,
     "n_graph_iters": _graph_iters,
     **dict.fromkeys(LAYER_KEYS, _layers),

@@ -193,3 +193,22 @@ def test_a_graphs_file_lacking_an_input_is_refused_before_writing(dataset, tmp_p
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "has no per-hit field cluster_r_1" in err and not out.exists()
+
+
+def test_the_older_schema_names_its_class_model_name():
+    """acorn's older GNN configs (its gnn_train_example's): model_name, weight (the true edges'
+    BCE weight), spatial_channels... and its Filter's ratio in GNN files: read or said."""
+    acorn = {
+        "stage": "GNN", "model_name": "InteractionGNN", "data_split": [1, 1, 1],
+        "spatial_channels": 3, "cell_channels": 0, "hidden": 16, "n_graph_iters": 2,
+        "nb_node_layer": 2, "nb_edge_layer": 2, "emb_channels": 0, "layernorm": True,
+        "batchnorm": False, "aggregation": "sum", "hidden_activation": "SiLU", "weight": 10,
+        "warmup": 5, "lr": 0.001, "factor": 0.9, "patience": 15, "truth_key": "pid_signal",
+        "mask_background": True, "train_purity": 0, "ratio": 5, "max_epochs": 2,
+    }  # fmt: skip
+    translation = translate_acorn_config(acorn, where="old.yaml")
+    assert translation.config["model"]["shared_weights"] is True  # InteractionGNN's default
+    assert translation.config["loss"] == {"pos_weight": 10.0}
+    notes = "\n".join(translation.notes)
+    for key in ("spatial_channels:", "truth_key:", "ratio:", "train_purity:"):
+        assert key in notes, key
