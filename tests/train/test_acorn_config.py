@@ -212,3 +212,8 @@ def test_the_older_schema_names_its_class_model_name():
     notes = "\n".join(translation.notes)
     for key in ("spatial_channels:", "truth_key:", "ratio:", "train_purity:"):
         assert key in notes, key
+
+
+def test_a_file_that_is_not_a_mapping_is_one_line():
+    with pytest.raises(InputError, match=r"^l\.yaml: not a mapping of acorn's settings$"):
+        translate_acorn_config(["hidden", 8], where="l.yaml")

@@ -84,3 +84,14 @@ def test_the_ctd_configuration_trains_on_two_ranks_with_halo(
     assert saved["config"]["mode"] == "halo" and saved["step"] == 9
     metrics = (run_dir / "metrics.csv").read_text().splitlines()
     assert len(metrics) > 1
+
+
+def test_export_acorn_of_built_graphs_refuses_what_it_cannot_write(
+    with_strip_clusters: Path, tmp_path: Path, capsys
+):
+    """Track labels need scores; scores of another file's events are named; nothing written."""
+    out = tmp_path / "acorn"
+    argv = ["export-acorn", "--graphs", str(with_strip_clusters), "--out", str(out)]
+    assert main([*argv, "--tracks", "walk"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--tracks: give the SCORES" in err and not out.exists()
