@@ -210,10 +210,10 @@ def _graph_iters(context: _Context, value: Any) -> None:
     context.config["model"]["steps"] = _count(context, "n_graph_iters", value)
 
 
-def _layers(context: _Context, value: Any) -> None:
+def _layers(context: _Context) -> None:
     """Every layer count: the first present is ``mlp_layers``; others that differ are noted."""
     counts = {k: _count(context, k, context.acorn[k]) for k in LAYER_KEYS if k in context.acorn}
-    if "mlp_layers" in context.config["model"]:
+    if not counts:
         return
     first, layers = next(iter(counts.items()))
     context.config["model"]["mlp_layers"] = layers
@@ -225,11 +225,10 @@ def _layers(context: _Context, value: Any) -> None:
             )
 
 
-def _norm(context: _Context, value: Any) -> None:
+def _norm(context: _Context) -> None:
+    """``layernorm`` and ``batchnorm``, and their output-layer settings."""
     layer = _flag(context, "layernorm", context.acorn.get("layernorm", False))
     batch = _flag(context, "batchnorm", context.acorn.get("batchnorm", False))
-    if "layer_norm" in context.config["model"]:
-        return
     if layer and batch:
         context.note("batchnorm: not honoured: partgnn normalises with LayerNorm or BatchNorm, "
                      "not both (layernorm kept)")  # fmt: skip
@@ -241,10 +240,6 @@ def _norm(context: _Context, value: Any) -> None:
     if batch and context.acorn.get("output_batch_norm") is True:
         context.note("output_batch_norm: not honoured: partgnn's BatchNorm follows the hidden "
                      "layers only")  # fmt: skip
-
-
-def _output_norm(context: _Context, value: Any) -> None:
-    """Checked with the norms (:func:`_norm`)."""
 
 
 def _head_norm(context: _Context, value: Any, *, key: str) -> None:
@@ -281,13 +276,12 @@ def _concat(context: _Context, value: Any) -> None:
     context.config["model"]["concat_initial"] = _flag(context, "concat", value)
 
 
-def _recurrent(context: _Context, value: Any) -> None:
-    # acorn's InteractionGNN shares its networks over the iterations unless told otherwise
+def _recurrent(context: _Context) -> None:
+    """``node_net_recurrent`` and ``edge_net_recurrent``: acorn's InteractionGNN shares its
+    networks over the iterations unless told otherwise."""
     default = context.model == "InteractionGNN"
     node = _flag(context, "node_net_recurrent", context.acorn.get("node_net_recurrent", default))
     edge = _flag(context, "edge_net_recurrent", context.acorn.get("edge_net_recurrent", default))
-    if "shared_weights" in context.config["model"]:
-        return
     context.config["model"]["shared_weights"] = edge
     if node != edge:
         context.note(f"node_net_recurrent: not honoured: partgnn shares the node and edge "
@@ -332,8 +326,12 @@ def _undirected(context: _Context, value: Any) -> None:
 
 
 def _model_defaults(context: _Context) -> None:
-    """What acorn's models are whatever their settings: no residual; and the settings that
-    default in acorn when absent."""
+    """The settings read together (the layer counts, the norms, the shared networks, each with
+    acorn's default when absent), and what acorn's models are whatever their settings: no
+    residual."""
+    _layers(context)
+    _norm(context)
+    _recurrent(context)
     model = context.config["model"]
     model["residual"] = False
     if context.model == "InteractionGNN2":
@@ -341,10 +339,6 @@ def _model_defaults(context: _Context) -> None:
             "model InteractionGNN2: partgnn's edge head also reads the final node latents of "
             "both ends (acorn's reads the edge latents)"
         )
-    model.setdefault("layer_norm", False)
-    model.setdefault("batch_norm", False)
-    if "shared_weights" not in model:
-        _recurrent(context, None)
     if context.model == "InteractionGNN" and context.acorn.get("edge_features"):
         context.note("edge_features: InteractionGNN reads none (its edges are encoded from their "
                      "hits); partgnn's model reads the list")  # fmt: skip
@@ -560,18 +554,19 @@ def _weight(context: _Context, value: Any) -> None:
         context.config["loss"]["pos_weight"] = _number(context, "weight", value)
 
 
-#: Each acorn key this module reads, and how (``None``: read with another key).
+#: Each acorn key this module reads, and how (``None``: read together with others after the
+#: keys, by :func:`_model_defaults` or :func:`_schedule`).
 HANDLED: dict[str, Callable[..., None] | None] = {
     "model": _model,
     "model_name": _model,
     "weight": _weight,
     "hidden": _hidden,
     "n_graph_iters": _graph_iters,
-    **dict.fromkeys(LAYER_KEYS, _layers),
-    "layernorm": _norm,
-    "batchnorm": _norm,
-    "output_layer_norm": _output_norm,
-    "output_batch_norm": _output_norm,
+    **dict.fromkeys(LAYER_KEYS),
+    "layernorm": None,
+    "batchnorm": None,
+    "output_layer_norm": None,
+    "output_batch_norm": None,
     "edge_output_transform_final_layer_norm": lambda c, v: _head_norm(
         c, v, key="edge_output_transform_final_layer_norm"
     ),
@@ -584,8 +579,8 @@ HANDLED: dict[str, Callable[..., None] | None] = {
     "output_activation": _output_activation,
     "edge_output_transform_final_activation": _final_activation,
     "concat": _concat,
-    "node_net_recurrent": _recurrent,
-    "edge_net_recurrent": _recurrent,
+    "node_net_recurrent": None,
+    "edge_net_recurrent": None,
     "in_out_diff_agg": _in_out,
     "checkpointing": _checkpointing,
     "aggregation": _aggregation,
