@@ -20,6 +20,7 @@ from partgnn.data import output_kinds
 from partgnn.errors import InputError
 
 if TYPE_CHECKING:
+    from partgnn.metrics.efficiency_tallies import EfficiencyTallies
     from partgnn.metrics.evaluation_results import EvaluationResults
 
 #: Communication schedules of the halo exchange
@@ -209,17 +210,23 @@ def _is_plot_file(relative: Path) -> bool:
     return relative.suffix == ".png" or relative.name == PLOTTED_FILE
 
 
-def _write_plots(folder: Path, tallies, metrics: EvaluationResults) -> None:
+def _write_plots(folder: Path, tallies: EfficiencyTallies, metrics: EvaluationResults) -> None:
     from partgnn.data.output_files import atomic_directory
     from partgnn.metrics.report.efficiency_plots import write_efficiency_plots
 
     low, high = metrics.target_pt
-    band = f"pT > {low:g} GeV" if high is None else f"{low:g} < pT <= {high:g} GeV"
-    subtitle = (f"{metrics.events} events, cut {metrics.cut:.4g}, targets {band}, tracks by "
-                f"{metrics.track_building}")  # fmt: skip
+    subtitle = (f"{metrics.events} events, cut {metrics.cut:.4g}, targets {_target_band(metrics)}, "
+                f"tracks by {metrics.track_building}")  # fmt: skip
     with atomic_directory(folder, _is_plot_file, what="evaluate --plots", option="--plots") as out:
         written = write_efficiency_plots(tallies, out, pt_min=low, pt_max=high, subtitle=subtitle)
     print(f"plots -> {folder}/ ({', '.join(p.name for p in written)})")
+
+
+def _target_band(metrics: EvaluationResults) -> str:
+    """``pT > 1 GeV`` or ``0.5 < pT <= 1 GeV``: the target particles evaluated."""
+    assert metrics.target_pt is not None  # evaluate_scores records it
+    low, high = metrics.target_pt
+    return f"pT > {low:g} GeV" if high is None else f"{low:g} < pT <= {high:g} GeV"
 
 
 def _note(key: str, section: dict) -> str:
@@ -237,11 +244,10 @@ def _note(key: str, section: dict) -> str:
 def _print_metrics(metrics: EvaluationResults) -> None:
     from partgnn.metrics.evaluation_results import SECTIONS
 
-    assert metrics.target_pt is not None  # evaluate_scores records it
-    low, high = metrics.target_pt
-    band = f"pT > {low:g} GeV" if high is None else f"{low:g} < pT <= {high:g} GeV"
-    print(f"{metrics.events} events, score cut {metrics.cut:.9g} ({metrics.cut_source}), "
-          f"target particles {band}, tracks by {metrics.track_building}")  # fmt: skip
+    print(
+        f"{metrics.events} events, score cut {metrics.cut:.9g} ({metrics.cut_source}), "
+        f"target particles {_target_band(metrics)}, tracks by {metrics.track_building}"
+    )
     for section in SECTIONS:
         numbers = getattr(metrics, section)
         if not numbers:

@@ -24,7 +24,7 @@ from partgnn.metrics.edge_metrics import edge_metrics, roc_auc
 from partgnn.metrics.efficiency_tallies import EfficiencyTallies
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.metrics.track_building import build_tracks
-from partgnn.metrics.tracks import TrackMetrics, match_tracks, track_metrics
+from partgnn.metrics.tracks import TrackMetrics, count_tracks, match_tracks, track_metrics
 from partgnn.partition.shard_reader import ShardDirectory, cut_edges, node_parts
 
 
@@ -153,23 +153,12 @@ def evaluate_scores(
             labels = build_tracks(
                 graph.edge_index.numpy(), scores, graph.num_nodes, cut=cut, method=track_building
             )
-            track_rows.append(
-                track_metrics(
-                    labels,
-                    particle_id,
-                    particle_pt=particle_pt,
-                    hit_weight=hit_weight,
-                    pt_min=pt_min,
-                    pt_max=pt_max,
-                    particle_n_hits=n_hits,
-                    hit_sector=hit_sector,
-                )
-            )
+            matching = match_tracks(
+                labels, particle_id, particle_pt=particle_pt, pt_min=pt_min, pt_max=pt_max,
+                particle_n_hits=n_hits,
+            )  # fmt: skip
+            track_rows.append(count_tracks(matching, hit_weight=hit_weight, hit_sector=hit_sector))
             if tallies is not None:
-                matching = match_tracks(
-                    labels, particle_id, particle_pt=particle_pt, pt_min=pt_min, pt_max=pt_max,
-                    particle_n_hits=n_hits,
-                )  # fmt: skip
                 tallies.add_event(graph, scores, cut, target, matching)
             all_scores.append(scores)
             all_y.append(y)

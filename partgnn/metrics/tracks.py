@@ -270,6 +270,18 @@ def track_metrics(
         labels, particle_id, particle_pt=particle_pt, pt_min=pt_min, min_hits=min_hits,
         particle_n_hits=particle_n_hits, pt_max=pt_max,
     )  # fmt: skip
+    return count_tracks(m, hit_weight=hit_weight, hit_sector=hit_sector)
+
+
+def count_tracks(
+    m: TrackMatching, *, hit_weight: Any = None, hit_sector: Any = None
+) -> TrackMetrics:
+    """The :class:`TrackMetrics` of a matching (:func:`match_tracks`); ``hit_weight`` and
+    ``hit_sector`` as :func:`track_metrics` takes them.
+
+    Raises:
+        InputError: If a per-hit array's length is not the matching's.
+    """
     n = len(m.particle_of_hit)
     trackml_score = trackml_score_max = None
     if hit_weight is not None:
