@@ -224,6 +224,16 @@ def partgnn(
         sys.exit(f"{shown} failed (exit {done.returncode}):\n{output}")
 
 
+def planned_mib(config: Path) -> list[float]:
+    """Each rank's peak as ``partgnn plan --config CONFIG --json`` predicts it [MiB] (in a
+    process of its own, one thread: as the ranks it plans run)."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "partgnn"), "plan", "--config", str(config), "--json"],
+        env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return [rank["total_bytes"] / 2**20 for rank in json.loads(done.stdout)["ranks"]]
+
+
 def train_sitting(
     config: Path, overrides: Sequence[str], ranks: int, *, log: Path | None = None,
     minutes: float | None = None,

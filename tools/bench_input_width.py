@@ -19,19 +19,15 @@ at F = 4 and 12 (one thread, as the ranks run).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import yaml
-from _common import ToolParser, best_of, markdown_table, record_figures
+from _common import ToolParser, best_of, markdown_table, partgnn, planned_mib, record_figures
 
 #: partgnn's own four node columns (the default) and acorn's 12 (its CTD 2023 node_features).
 OWN = ["r", "phi", "z", "eta"]
@@ -184,24 +180,8 @@ def _train(
         "run": {**base["run"], "dir": str(run_dir), "device": "cpu", "progress": False,
                 "tensorboard": False, "timeout_s": 3600, "checkpoint_every": 1000},
     }))  # fmt: skip
-    bin_dir = Path(sys.executable).parent
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    plan = subprocess.run(
-        [str(bin_dir / "partgnn"), "plan", "--config", str(config), "--json"],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    planned = [rank["total_bytes"] / 2**20 for rank in json.loads(plan.stdout)["ranks"]]
-    launcher = [str(bin_dir / "partgnn")] if n_parts == 1 else [
-        str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node", str(n_parts), "-m", "partgnn"
-    ]  # fmt: skip
-    started = time.perf_counter()
-    done = subprocess.run([*launcher, "train", "--config", str(config)], env=env,
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode:
-        last = (done.stderr.strip().splitlines() or [""])[-1]
-        sys.exit(
-            f"{name}: exit {done.returncode} after {time.perf_counter() - started:.0f} s: {last}"
-        )
+    planned = planned_mib(config)
+    partgnn("train", "--config", config, ranks=n_parts)  # (a failure stops the tool, saying why)
     final = RunSummary.read(run_dir).final or {}
     shutil.rmtree(run_dir)  # (the next repeat starts afresh)
     return {

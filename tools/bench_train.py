@@ -15,7 +15,6 @@ markdown rows for docs/BENCHMARKS.md:
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 
 import yaml
-from _common import ToolParser
+from _common import ToolParser, planned_mib
 
 
 def main() -> None:
@@ -116,11 +115,7 @@ def main() -> None:
                     ]
                 )
                 env = dict(os.environ, OMP_NUM_THREADS="1")
-                plan = subprocess.run(
-                    [str(bin_dir / "partgnn"), "plan", "--config", str(config), "--json"],
-                    env=env, capture_output=True, text=True, check=True,
-                )  # fmt: skip
-                planned = [rank["total_bytes"] / 2**20 for rank in json.loads(plan.stdout)["ranks"]]
+                planned = planned_mib(config)
                 started = time.perf_counter()
                 done = subprocess.run(
                     [*launcher, "train", "--config", str(config)],
