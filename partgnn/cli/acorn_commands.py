@@ -146,8 +146,7 @@ def run_export_acorn(args: argparse.Namespace) -> int:
         )
     scores_file, graphs = ScoresFile(args.scores), GraphFile(args.graphs)
     with scores_file, graphs:
-        recorded = scores_file.attrs.get("score_cut")
-        cut = args.cut if args.cut is not None else float(recorded if recorded else SCORE_CUT)
+        cut = _track_cut(args.cut, scores_file)
         index_of = {event_id: i for i, event_id in enumerate(graphs.event_ids)}
         _refuse_output_over_sources(
             args.out, graphs, [index_of.get(e) for e in scores_file.event_ids]
@@ -165,6 +164,15 @@ def run_export_acorn(args: argparse.Namespace) -> int:
         + (f" (tracks: {args.tracks}, cut {cut:g})" if args.tracks != "none" else "")
     )
     return 0
+
+
+def _track_cut(given: float | None, scores_file) -> float:
+    """The cut ``--tracks`` builds with: ``--cut``, else the one infer recorded, else the
+    default."""
+    if given is not None:
+        return given
+    recorded = scores_file.attrs.get("score_cut") if scores_file is not None else None
+    return float(recorded if recorded else SCORE_CUT)
 
 
 def _export_built_graphs(args: argparse.Namespace) -> int:
@@ -189,8 +197,7 @@ def _export_built_graphs(args: argparse.Namespace) -> int:
     with GraphFile(args.graphs) as graphs, scores_file or nullcontext():
         index_of = {event_id: i for i, event_id in enumerate(graphs.event_ids)}
         event_ids = graphs.event_ids if scores_file is None else scores_file.event_ids
-        recorded = scores_file.attrs.get("score_cut") if scores_file is not None else None
-        cut = args.cut if args.cut is not None else float(recorded if recorded else SCORE_CUT)
+        cut = _track_cut(args.cut, scores_file)
         with atomic_directory(args.out, _is_acorn_event_file, what="export-acorn") as staging:
             for i, event_id in enumerate(tqdm(event_ids, desc="export-acorn")):
                 if event_id not in index_of:

@@ -58,7 +58,7 @@ def graph_to_acorn_fields(
     true_edges = torch.nonzero(true).flatten()
     track_edges = graph.edge_index[:, true_edges]
     particle = graph.particle_id.long()
-    ids, which, hits = torch.unique(particle, return_inverse=True, return_counts=True)
+    _, which, hits = torch.unique(particle, return_inverse=True, return_counts=True)
     owner = particle[track_edges[0]]
     fields: dict[str, Any] = {
         "hit_id": graph.hit_id.long(),
@@ -72,7 +72,7 @@ def graph_to_acorn_fields(
         "truth_map": true_edges.long(),
         "particle_id": owner,
         "pt": (graph.particle_pt.double()[track_edges[0]] / PT_UNITS[pt_unit]).float(),
-        "nhits": hits[which[track_edges[0]]] if len(ids) else owner,
+        "nhits": hits[which[track_edges[0]]],
         "event_id": int(graph.event_id),
     }
     if scores is not None:

@@ -117,9 +117,10 @@ def _draw_rate(plot: RatePlot, subtitle: str) -> Figure:
     figure = Figure(figsize=(6.4, 4.4), layout="constrained")
     ax = figure.add_subplot()
     rate = plot.rate
-    centres = 0.5 * (rate.edges[:-1] + rate.edges[1:])
+    low, high = rate.edges[:-1], rate.edges[1:]
+    # (a log axis centres each bin at its geometric mean)
+    centres = np.sqrt(low * np.maximum(high, low)) if plot.log_x else 0.5 * (low + high)
     if plot.log_x:
-        centres = np.sqrt(rate.edges[:-1] * np.maximum(rate.edges[1:], rate.edges[:-1]))
         ax.set_xscale("log")
     half_widths = [centres - rate.edges[:-1], rate.edges[1:] - centres]
     ax.errorbar(centres, rate.rate, yerr=rate.error, xerr=half_widths, fmt="o", ms=4,
