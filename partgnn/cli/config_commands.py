@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from partgnn.cli.output_guard import add_overwrite_option
 from partgnn.data import output_kinds
 from partgnn.resources import config_names, configs_dir, resolve_config
+
+if TYPE_CHECKING:
+    from partgnn.data.input_features import InputFeatures
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -118,7 +122,7 @@ def run_from_acorn(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_inputs_in(features, graphs: Path) -> None:
+def _check_inputs_in(features: InputFeatures, graphs: Path) -> None:
     """Refuses inputs the graphs file's first event lacks (one line naming the field)."""
     from partgnn.data.storage import GraphFile
 
