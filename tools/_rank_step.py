@@ -9,6 +9,8 @@ GPUs from one).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
@@ -55,8 +57,27 @@ class RankStep:
 
     def __call__(self) -> None:
         self.model.zero_grad(set_to_none=True)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            logits = self.model(self.x, self.edge_index, self.edge_attr, exchange=self.exchange)
-        edge_loss(logits.float(), self.y, 3.0, float(self.y.shape[0])).backward()
+        self.forward_backward()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+    def forward_backward(self, *, autocast_cache: bool = True) -> None:
+        """The step's forward and backward passes (gradients accumulate; nothing waits)."""
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16,
+                            cache_enabled=autocast_cache):  # fmt: skip
+            logits = self.model(self.x, self.edge_index, self.edge_attr, exchange=self.exchange)
+        edge_loss(logits.float(), self.y, 3.0, float(self.y.shape[0])).backward()
+
+    def captured(self) -> Callable[[], None]:
+        """The step replayed as one CUDA graph (on a GPU): a call replays it and waits."""
+        self()  # warms up and makes the gradients, which the graph accumulates into
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.forward_backward(autocast_cache=False)
+
+        def replay() -> None:
+            self.model.zero_grad(set_to_none=False)
+            graph.replay()
+            torch.cuda.synchronize(self.device)
+
+        return replay

@@ -77,6 +77,7 @@ class Partition:
     halo: list[int]
     sent: list[int]
     seconds: list[float]
+    captured: bool = False
 
 
 def main() -> None:
@@ -91,6 +92,10 @@ def main() -> None:
     parser.add_argument("--precision", choices=["float32", "bf16"], default="float32")
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per rank (median)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--captured", action="store_true",
+        help="also time each rank's step replayed as a CUDA graph (a GPU only) and model it",
+    )  # fmt: skip
     parser.tiny(pileup=3.0, parts=[1, 2], hidden=8, steps=2, repeats=1)
     args = parser.parse_args()
     if 1 not in args.parts:
@@ -106,14 +111,19 @@ def main() -> None:
           flush=True)  # fmt: skip
     config = ModelConfig(hidden=args.hidden, steps=args.steps, activation="silu",
                          shared_weights=True, recompute=True)  # fmt: skip
+    if args.captured and device.type != "cuda":
+        print(f"--captured: no CUDA graphs on {device}: the steps run uncaptured only", flush=True)
+    captures = (False, True) if args.captured and device.type == "cuda" else (False,)
     partitions = [
-        _measure(graph, parts, config, device, args.precision == "bf16", args.repeats)
+        _measure(graph, parts, config, device, args.precision == "bf16", args.repeats, captured)
+        for captured in captures
         for parts in sorted(args.parts)
     ]
     value_bytes = 2 if args.precision == "bf16" else 4
     model = build_model(config, graph.x.shape[1], graph.edge_attr.shape[1])
     n_parameters = sum(p.numel() for p in model.parameters())
-    rows = [_model(p, partitions[0], args.hidden * value_bytes, 2 * (args.steps + 1),
+    ones = {p.captured: p for p in partitions if p.parts == 1}
+    rows = [_model(p, ones[p.captured], args.hidden * value_bytes, 2 * (args.steps + 1),
                    4 * n_parameters, link) for link in LINKS for p in partitions]  # fmt: skip
     result = {"command": " ".join(["bench_scaling_model.py", *sys.argv[1:]]),
               "date": time.strftime("%Y-%m-%d"), "device": _device_name(device),
@@ -134,9 +144,11 @@ def _whole(graph):
 
 
 def _measure(
-    graph, parts: int, config: ModelConfig, device: torch.device, bf16: bool, repeats: int
-) -> Partition:
-    """Each rank's step seconds (median of ``repeats``, ranks in turn) and counts."""
+    graph, parts: int, config: ModelConfig, device: torch.device, bf16: bool, repeats: int,
+    captured: bool = False,
+) -> Partition:  # fmt: skip
+    """Each rank's step seconds (median of ``repeats``, ranks in turn; ``captured``: replayed
+    as a CUDA graph) and counts."""
     if parts == 1:
         plans = [_whole(graph)]
     else:
@@ -145,12 +157,13 @@ def _measure(
     seconds: list[list[float]] = [[] for _ in plans]
     for rank, plan in enumerate(plans):  # one rank's model and graph on the device at a time
         step = RankStep(graph, plan, config, device, bf16)
+        run = step.captured() if captured else step
         for repeat in range(repeats + 1):  # the first warms up
             start = time.perf_counter()
-            step()
+            run()
             if repeat:
                 seconds[rank].append(time.perf_counter() - start)
-        del step
+        del step, run
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return Partition(
@@ -160,6 +173,7 @@ def _measure(
         halo=[p.n_halo for p in plans],
         sent=[int(p.send_counts.sum()) for p in plans],
         seconds=[statistics.median(s) for s in seconds],
+        captured=captured,
     )
 
 
@@ -188,7 +202,8 @@ def _model(
     }
     limit = max(overheads, key=overheads.get) if parts > 1 else "-"
     return {
-        "link": link, "parts": parts, "compute_s": compute, "exchange_s": exchange,
+        "link": link, "parts": parts, "captured": partition.captured, "compute_s": compute,
+        "exchange_s": exchange,
         "allreduce_s": allreduce, "step_s": step, "hidden_step_s": hidden,
         "efficiency": t1 / (parts * step), "hidden_efficiency": t1 / (parts * hidden),
         "serial_over_one": serial / t1, "imbalance": compute / (serial / parts),
@@ -203,14 +218,22 @@ def markdown(result: dict) -> str:
         f"{result['date']}; graph of {result['nodes']:,} nodes, {result['edges']:,} edges.",
         "",
         markdown_table(
-            ["P", "edges per rank (max)", "halo rows (max)", "rank seconds", "sum / t1"],
+            [
+                "P",
+                "CUDA graph",
+                "edges per rank (max)",
+                "halo rows (max)",
+                "rank seconds",
+                "sum / t1",
+            ],
             [
                 [
                     p["parts"],
+                    "yes" if p.get("captured") else "no",
                     f"{max(p['edges']):,}",
                     f"{max(p['halo']):,}",
                     " / ".join(f"{s:.3f}" for s in p["seconds"]),
-                    f"{sum(p['seconds']) / result['partitions'][0]['seconds'][0]:.2f}",
+                    f"{sum(p['seconds']) / _one(result, p.get('captured', False)):.2f}",
                 ]
                 for p in result["partitions"]
             ],
@@ -220,6 +243,7 @@ def markdown(result: dict) -> str:
             [
                 "link",
                 "P",
+                "CUDA graph",
                 "t_P s",
                 "efficiency t1/(P tP)",
                 "exchange hidden: efficiency",
@@ -230,6 +254,7 @@ def markdown(result: dict) -> str:
                 [
                     r["link"],
                     r["parts"],
+                    "yes" if r.get("captured") else "no",
                     f"{r['step_s']:.3f}",
                     f"{r['efficiency']:.2f}",
                     f"{r['hidden_efficiency']:.2f}",
@@ -241,6 +266,15 @@ def markdown(result: dict) -> str:
         ),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _one(result: dict, captured: bool) -> float:
+    """The one-GPU step's seconds, captured or not."""
+    return next(
+        p["seconds"][0]
+        for p in result["partitions"]
+        if p["parts"] == 1 and p.get("captured", False) == captured
+    )
 
 
 def _device_name(device: torch.device) -> str:

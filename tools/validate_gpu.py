@@ -8,7 +8,9 @@ them: backend gloo, halo rows staged through host memory, as ``run.backend: auto
   GPU and halo mode at every P >= 2 (communication hiding on and off, recomputation on), and mode
   full and halo at the largest P again with ``model.fused`` (on a GPU the compiled LayerNorm +
   activation and the embedding_bag sums), against mode full on the CPU (weights' relative
-  difference <= 1e-9);
+  difference <= 1e-9); and mode full with the step replayed as CUDA graphs
+  (``run.cuda_graphs: on``, 12 steps: every event run, captured, replayed) against the same run
+  on the CPU, with at least one step replayed;
 - ``resume``: a run interrupted after its step-2 checkpoint and continued with ``--resume``
   ends with the uninterrupted run's weights (relative difference <= 1e-9; bitwise or not, said);
 - ``bench``: float32 and bf16 steps on one pile-up event graph (default 200, no pT cut) at
@@ -149,6 +151,28 @@ class Validation:
                 difference, _ = _compare_weights(self.work / name, self.work / "cpu-full")
                 row.update(relative_difference=difference, ok=difference <= TOLERANCE)
             self._record(rows, row, name, done if done.rc else reference)
+
+        self._exact_captured(data, rows)
+
+    def _exact_captured(self, data: dict[str, str], rows: list[dict]) -> None:
+        """Mode full with the step replayed as CUDA graphs (``run.cuda_graphs: on``), four
+        epochs so that every event's shape is run, captured, then replayed, against the same run
+        on the CPU; the run's tally says how many steps were replayed (none on the CPU)."""
+        optim = {"epochs": 4, "max_steps": None}
+        reference = self._train(1, data, "cpu-full-4-epochs", mode="full", device="cpu",
+                                optim=optim)  # fmt: skip
+        name = "exact-full-P1-captured"
+        done = self._train(1, data, name, mode="full", device=self.device, optim=optim,
+                           run={"cuda_graphs": "on"})  # fmt: skip
+        replayed = re.search(r"CUDA graphs: (\d+) step\(s\) replayed", done.stderr)
+        row = {"mode": "full", "P": 1, "hide_communication": False, "fused": False,
+               "captured": True, "replayed": int(replayed[1]) if replayed else 0, "ok": False,
+               "backend": _backend(done, self.device)}  # fmt: skip
+        if not done.rc and not reference.rc:
+            difference, _ = _compare_weights(self.work / name, self.work / "cpu-full-4-epochs")
+            wanted = row["replayed"] > 0 or self.device == "cpu"
+            row.update(relative_difference=difference, ok=difference <= TOLERANCE and wanted)
+        self._record(rows, row, name, done if done.rc else reference)
 
     def _resume(self) -> None:
         rows = self.records.setdefault("resume", [])
@@ -386,10 +410,11 @@ def markdown(result: dict) -> str:
         )  # fmt: skip
     if result.get("exact"):
         lines += _table(
-            ["float64, 3 steps: mode", "P", "backend", "hiding", "model.fused",
+            ["float64: mode", "P", "backend", "hiding", "model.fused", "CUDA graphs",
              "weights vs CPU full (rel.)", "ok"],
             [[r["mode"], r["P"], r.get("backend", "-"), r["hide_communication"],
               r.get("fused", False),
+              f"{r['replayed']} steps replayed (12 steps)" if r.get("captured") else "off",
               _fmt(r.get("relative_difference"), ".1e"), _ok(r)]
              for r in result["exact"]],
         )  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import TYPE_CHECKING
 
 from partgnn import json_files
@@ -10,6 +11,7 @@ from partgnn.cli.arg_types import fraction, positive_float, positive_int
 
 if TYPE_CHECKING:
     from partgnn.train.memory_planning import RecomputeChoice
+    from partgnn.train.step_time import StepPrediction
 
 MIB = 2**20
 
@@ -50,6 +52,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default 0.15; the plan was measured within 15 %% of the peak)",
     )
     plan.add_argument("--max-parts", type=positive_int, default=256, help="most ranks to try")
+    plan.add_argument(
+        "--step-time",
+        action="store_true",
+        help="also predict the step time with and without recomputation and CUDA graphs "
+        "(times real steps on probe graphs on the run's device) and choose the fastest that fits",
+    )
+    plan.add_argument(
+        "--link",
+        choices=("nvlink", "ndr"),
+        default="nvlink",
+        help="with --step-time: what joins a graph group's GPUs, for the exchange's time "
+        "(default nvlink; ndr: InfiniBand NDR between nodes)",
+    )
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.set_defaults(run=run_plan)
 
@@ -63,8 +78,21 @@ def run_plan(args: argparse.Namespace) -> int:
     plan = plan_memory(
         config, memory_gb=args.memory_gb, headroom=args.headroom, max_parts=args.max_parts
     )
+    steps = None
+    if args.step_time:
+        from partgnn.train.memory_planning import feature_widths
+        from partgnn.train.step_time import plan_step_times
+
+        steps = plan_step_times(config, plan, feature_widths(config), link=args.link)
+    budget = None if args.memory_gb is None else args.memory_gb * 1e9 / (1 + args.headroom)
     if args.json:
-        print(json_files.dumps(plan.as_record(args.memory_gb, args.headroom), indent=2))
+        record = plan.as_record(args.memory_gb, args.headroom)
+        if steps is not None:
+            record["step_time"] = {
+                "link": args.link,
+                "settings": [{**dataclasses.asdict(p), "step_s": p.step_s} for p in steps],
+            }
+        print(json_files.dumps(record, indent=2))
         return 0
     device, footprint, ranks = plan.device, plan.footprint, plan.ranks
     choice, needed, method = plan.recompute_choice, plan.needed, plan.method
@@ -100,6 +128,9 @@ def run_plan(args: argparse.Namespace) -> int:
     print(f"\npredicted peak of the largest rank: {plan.peak_bytes / MIB:.0f} MiB")
     if choice is not None:
         print(_choice_line(choice, args.memory_gb, args.headroom))
+    if steps is not None:
+        print()
+        print(_step_lines(steps, plan, args.link, budget))
     if needed is not None:
         event = f"the largest event ({needed.event.nodes:,} nodes, {needed.event.edges:,} edges)"
         kept = f"{args.headroom:.0%} of the prediction kept free"
@@ -129,6 +160,44 @@ def _choice_line(choice: RecomputeChoice, memory_gb: float, headroom: float) -> 
     why = "it fits without" if not choice.recompute else "it does not fit without"
     return (f"recomputation for {memory_gb:g} GB per rank: {'on' if choice.recompute else 'off'}"
             f" ({why}: {sizes}; {kept}): --set model.recompute={setting}")  # fmt: skip
+
+
+def _step_lines(steps: list[StepPrediction], plan, link: str, budget: float | None) -> str:
+    """The predicted steps as a table, and the setting chosen."""
+    from partgnn.train.step_time import fastest
+
+    head = f"step time of the largest rank: compute timed on probe graphs on {plan.device}"
+    if plan.group_size > 1:
+        head += f"; halo exchanges and gradient all-reduce modelled on {link}, counted whole"
+    lines = [
+        head,
+        "",
+        "| recomputation | CUDA graphs | compute s | exchange s | all-reduce s | step s "
+        "| peak MiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in steps:
+        peak = "-" if p.peak_bytes is None else f"{p.peak_bytes / MIB:.0f}"
+        lines.append(
+            f"| {'on' if p.recompute else 'off'} | {'on' if p.captured else 'off'} "
+            f"| {p.compute_s:.4f} | {p.exchange_s:.4f} | {p.allreduce_s:.4f} | {p.step_s:.4f} "
+            f"| {peak} |"
+        )
+    if plan.device.type != "cuda":
+        lines.append(f"CUDA graphs: none on {plan.device} (a GPU replays the step)")
+    chosen = fastest(steps, budget)
+    if chosen is None:
+        lines.append("chosen: no setting fits the memory given")
+    else:
+        graphs = "auto" if chosen.captured else "off"
+        fits = " that fits" if budget is not None else ""
+        lines.append(
+            f"chosen: the fastest{fits}, recomputation {'on' if chosen.recompute else 'off'}, "
+            f"CUDA graphs {'on' if chosen.captured else 'off'} ({chosen.step_s:.4f} s): "
+            f"--set model.recompute={str(chosen.recompute).lower()} "
+            f"--set run.cuda_graphs={graphs}"
+        )
+    return "\n".join(lines)
 
 
 def _table(ranks) -> str:

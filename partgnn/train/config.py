@@ -163,6 +163,11 @@ class RunConfig:
             of returning it to the system (glibc; :mod:`partgnn.memory.heap_retention`): steps
             whose event-sized temporaries would be faulted in afresh each time run faster, and
             the resident memory stays at the step's peak between steps.
+        cuda_graphs: Replay each rank's step as a CUDA graph per padded shape of its graph
+            (:mod:`partgnn.train.captured_step`; exact: the padding contributes nothing):
+            ``auto`` on a GPU where nothing prevents it (graph groups of one rank), ``on`` also
+            graph groups exchanging over NCCL, ``off`` never. Where a step cannot be captured
+            it runs as before, and the run says why in one line.
     """
 
     dir: str = "runs/run"
@@ -186,6 +191,7 @@ class RunConfig:
     init_from: str | None = None
     deterministic: bool = False
     keep_freed_heap: bool = False
+    cuda_graphs: Literal["auto", "on", "off"] = "auto"
 
 
 #: Settings renamed, per section: old name -> new name (an old config is read as new, said in

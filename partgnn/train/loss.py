@@ -127,11 +127,17 @@ def edge_loss(
         A scalar.
     """
     if weight is None:
-        weight = 1.0 + (pos_weight - 1.0) * y
+        weight = default_edge_weight(y, pos_weight)
     total = F.binary_cross_entropy_with_logits(
         logits, y, weight=weight.to(logits.dtype), reduction="sum"
     )
     return total / normaliser
+
+
+def default_edge_weight(y: torch.Tensor, pos_weight: float) -> torch.Tensor:
+    """Each edge's weight where none is given ``(E,)``: ``pos_weight`` for a true edge, 1 for a
+    false one, in ``y``'s dtype."""
+    return 1.0 + (pos_weight - 1.0) * y
 
 
 def weighted_count(n_edges: int, n_true: int, pos_weight: float) -> float:
@@ -140,7 +146,11 @@ def weighted_count(n_edges: int, n_true: int, pos_weight: float) -> float:
     return EdgeWeights(pos_weight).normaliser(EdgeCountsByKind(n_edges, n_true))
 
 
-def autocast(device: torch.device, bf16: bool) -> AbstractContextManager[object]:
+def autocast(
+    device: torch.device, bf16: bool, *, cache: bool = True
+) -> AbstractContextManager[object]:
     """bf16 autocast on ``device`` for a forward pass when ``bf16`` (``run.bf16``), else
-    nothing."""
-    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+    nothing (``cache``: keep the weights' casts for the pass; off inside a CUDA graph capture)."""
+    if not bf16:
+        return nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache)

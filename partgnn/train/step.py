@@ -26,11 +26,14 @@ class StepSettings:
         dtype: Parameter and activation dtype (``run.dtype``).
         bf16: Forward pass under bf16 autocast (``run.bf16``).
         weights: The loss weights of the kinds of edges (the ``loss`` section).
+        autocast_cache: Autocast keeps the weights' bf16 casts for the pass (off inside a CUDA
+            graph capture: :mod:`partgnn.train.captured_step`).
     """
 
     dtype: torch.dtype
     bf16: bool
     weights: EdgeWeights
+    autocast_cache: bool = True
 
     @classmethod
     def of(cls, config: TrainConfig, device: torch.device | None = None) -> StepSettings:
@@ -54,7 +57,7 @@ def edge_logits(model: nn.Module, item: TrainItem, dtype: torch.dtype) -> torch.
 def training_loss(model: nn.Module, item: TrainItem, settings: StepSettings) -> torch.Tensor:
     """The loss of the edges this rank counts, over the item's normaliser (a scalar with its
     autograd graph); the forward pass runs under bf16 autocast if the settings say so."""
-    with autocast(item.x.device, settings.bf16):
+    with autocast(item.x.device, settings.bf16, cache=settings.autocast_cache):
         logits = edge_logits(model, item, settings.dtype)
     return edge_loss(
         item.select_counted(logits.to(settings.dtype)),

@@ -150,10 +150,14 @@ class Strategy:
         group (each rank sees part of every event)."""
         return False
 
-    def gradient_reduce(self, parameters: list[nn.Parameter]) -> GradientReduce:
+    def gradient_reduce(
+        self, parameters: list[nn.Parameter], *, during_backward: bool = True
+    ) -> GradientReduce:
         """How this rank's gradients are combined with the others' at every step: bucket by
-        bucket during the backward pass (``run.hide_communication``), else after it."""
-        if self.config.run.hide_communication and self.context.global_world_size > 1:
+        bucket during the backward pass (``run.hide_communication``, unless not
+        ``during_backward``: a replayed step runs no hook), else after it."""
+        bucketed = self.config.run.hide_communication and during_backward
+        if bucketed and self.context.global_world_size > 1:
             return BucketedGradientReduce(parameters, self.context, combination=self.combination)
         return GradientReduceAfterBackward(parameters, self.context, self.combination)
 

@@ -36,6 +36,7 @@ from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
 from partgnn.metrics.run_summary import RunSummary
 from partgnn.models.build import build_model
+from partgnn.train.captured_step import captured_step_for
 from partgnn.train.checkpoints import (
     TRAINING_STATE,
     load_checkpoint,
@@ -132,7 +133,14 @@ class Trainer:
                 self.model, (self.source.item(i) for i in self.train_indices),
                 group=self.context.group, reduce=self.strategy.reduces_feature_statistics,
             )  # fmt: skip
-        self.gradient_reduce = self.strategy.gradient_reduce(list(self.model.parameters()))
+        self.captured_step, notice = captured_step_for(
+            config, context, self.model, self.settings, self.counter
+        )
+        if notice is not None and context.is_main:
+            print(f"partgnn: notice: {notice}", file=sys.stderr)
+        self.gradient_reduce = self.strategy.gradient_reduce(
+            list(self.model.parameters()), during_backward=self.captured_step is None
+        )
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
         )
@@ -201,7 +209,10 @@ class Trainer:
                     return finished
             held.enter_context(deterministic_algorithms(self.device, self.config.run.deterministic))
             stop = held.enter_context(StopSignals()) if stop is None else stop
-            return self._fit(source is not None, stop)
+            summary = self._fit(source is not None, stop)
+            if self.captured_step is not None and self.context.is_main:
+                print(f"partgnn: {self.captured_step.tally()}", file=sys.stderr)
+            return summary
 
     def _fit(self, resume: bool, stop: StopSignals) -> RunSummary:
         log = None
@@ -338,6 +349,8 @@ class Trainer:
         if item is None:
             # No event for this group in this step: zeros in the gradient average.
             loss = torch.zeros((), dtype=self.settings.dtype, device=self.device)
+        elif self.captured_step is not None:
+            loss = self.captured_step(item)
         else:
             loss = forward_backward(self.model, item, self.settings)
         replicas = self.strategy.replicas_in_step(indices)
