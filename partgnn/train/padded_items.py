@@ -262,18 +262,3 @@ def _padded_exchange(
         counter=exchange.counter,
         hide_communication=exchange.hide_communication,
     )
-
-
-def real_rows(padded: PaddedItem, values: torch.Tensor) -> torch.Tensor:
-    """The real edges' rows of per-edge ``values`` of the padded item ``(n_edges, *)``."""
-    return values[: padded.n_edges]
-
-
-__all__ = [
-    "PaddedItem",
-    "PaddedShape",
-    "pad_item",
-    "padding_refusal",
-    "real_rows",
-    "shape_bucket",
-]
