@@ -60,6 +60,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     trackml.add_argument("directory", type=Path, help="folder with eventNNN-hits.csv(.gz) files")
     trackml.add_argument("--geometry", default=None, help=geometry_help)
     trackml.add_argument("--out", required=True, type=Path, help="output events file (.h5)")
+    trackml.add_argument(
+        "--ignore-cells",
+        action="store_true",
+        help="do not read the events' -cells files (by default they give each hit its "
+        "cluster features)",
+    )
     add_overwrite_option(trackml, output_kinds.TRACKML_EVENTS)
     trackml.set_defaults(run=run_import_trackml)
 
@@ -266,7 +272,8 @@ def run_import_trackml(args: argparse.Namespace) -> int:
 
     geometry = load_geometry(args.geometry)
     found = find_trackml_events(args.directory)
-    events = (read_trackml_event(prefix, geometry=geometry) for _, prefix in found)
+    cells = not args.ignore_cells
+    events = (read_trackml_event(prefix, geometry=geometry, cells=cells) for _, prefix in found)
     stats = _EventStats()
     n_events = write_events(
         args.out,

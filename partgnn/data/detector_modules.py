@@ -43,6 +43,10 @@ MODULE_COLUMNS: tuple[str, ...] = (
     "rot_xu", "rot_xv", "rot_xw", "rot_yu", "rot_yv", "rot_yw", "rot_zu", "rot_zv", "rot_zw",
     "module_minhu", "module_maxhu", "module_hv",
 )  # fmt: skip
+#: Columns of a detectors file that say how a module is read out: its thickness and the pitch
+#: of its cells along u and v [mm] (TrackML's files have them; a module table without them
+#: places hits but cannot interpret cells: :mod:`partgnn.data.cluster_shapes`).
+READOUT_COLUMNS: tuple[str, ...] = ("module_t", "pitch_u", "pitch_v")
 
 #: Nearest module centres examined per hit (at most 4 outlines overlap in TrackML; one more for
 #: the second hit of a crossing, which must avoid one of them).
@@ -68,6 +72,8 @@ class LayerModules:
         rotation: Local-to-global rotation ``(M, 3, 3)``: columns are the u, v, w axes.
         half_u: ``(M, 2)`` half-width along u at ``v = -hv`` and ``v = +hv`` [mm].
         half_v: ``(M,)`` [mm].
+        thickness: ``(M,)`` [mm], or ``None`` for a table without :data:`READOUT_COLUMNS`.
+        pitch: ``(M, 2)`` the cells' pitch along u and v [mm], or ``None`` as ``thickness``.
     """
 
     module_id: np.ndarray
@@ -75,6 +81,8 @@ class LayerModules:
     rotation: np.ndarray
     half_u: np.ndarray
     half_v: np.ndarray
+    thickness: np.ndarray | None = None
+    pitch: np.ndarray | None = None
 
     @functools.cached_property
     def tree(self) -> cKDTree:
@@ -156,11 +164,25 @@ class LayerModules:
             crossing, self.module_id[row], point[crossing, column], self.rotation[row],
         )  # fmt: skip
 
+    @functools.cached_property
+    def _by_id(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rows in module-id order, and the ids in that order."""
+        order = np.argsort(self.module_id, kind="stable")
+        return order, self.module_id[order]
+
+    def rows(self, module_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where modules ``(N,)`` are in this layer's arrays: ``(row (N,), found (N,) bool)``
+        (``row`` is 0 where the layer has no such module)."""
+        order, ids = self._by_id
+        at = np.minimum(np.searchsorted(ids, module_id), len(order) - 1)
+        row = order[at]
+        found = self.module_id[row] == module_id
+        return np.where(found, row, 0), found
+
     def onto_plane(self, module_id: np.ndarray, position: np.ndarray) -> np.ndarray:
         """``position`` ``(N, 3)`` moved along each module's normal onto the plane of its
         ``module_id`` ``(N,)`` of this layer."""
-        order = np.argsort(self.module_id, kind="stable")
-        row = order[np.searchsorted(self.module_id[order], module_id)]
+        row, _ = self.rows(module_id)
         normal = self.rotation[row][..., 2]
         height = np.einsum("nj,nj->n", position - self.centre[row], normal)
         return position - height[:, None] * normal
@@ -202,7 +224,7 @@ class DetectorModules:
         """
         path = Path(path)
         try:
-            table = pd.read_csv(path, usecols=lambda c: c in MODULE_COLUMNS)
+            table = pd.read_csv(path, usecols=lambda c: c in MODULE_COLUMNS + READOUT_COLUMNS)
         except FileNotFoundError:
             raise InputError(f"{path}: detectors file not found") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
@@ -224,6 +246,7 @@ class DetectorModules:
             half_v = rows["module_hv"].to_numpy(np.float64)
             if not (half_v > 0).all():
                 raise InputError(f"{path}: module_hv must be > 0")
+            readout = _readout(rows, path)
             layers.append(
                 LayerModules(
                     module_id=rows["module_id"].to_numpy(np.int64),
@@ -231,6 +254,8 @@ class DetectorModules:
                     rotation=rotation,
                     half_u=rows[["module_minhu", "module_maxhu"]].to_numpy(np.float64),
                     half_v=half_v,
+                    thickness=None if readout is None else readout[:, 0],
+                    pitch=None if readout is None else readout[:, 1:],
                 )
             )
         return cls(tuple(layers), str(path))
@@ -248,11 +273,16 @@ class DetectorModules:
         """
         module = np.zeros(len(layer), dtype=np.int64)
         exclude = np.zeros(len(layer), dtype=np.int64) if exclude is None else exclude
-        for modules, rows in self._by_layer(layer):
+        for modules, rows in self.by_layer(layer):
             module[rows] = modules.assign(position[rows], exclude[rows])
         return module
 
-    def _by_layer(self, layer: np.ndarray) -> Iterator[tuple[LayerModules, np.ndarray]]:
+    @property
+    def has_readout(self) -> bool:
+        """Whether the table gives every module's thickness and pitch (:data:`READOUT_COLUMNS`)."""
+        return all(layer.pitch is not None for layer in self.layers)
+
+    def by_layer(self, layer: np.ndarray) -> Iterator[tuple[LayerModules, np.ndarray]]:
         """Each layer's modules with the rows of ``layer`` ``(N,)`` on it (layers with rows)."""
         order = np.argsort(layer, kind="stable")
         bounds = np.searchsorted(layer[order], np.arange(len(self.layers) + 1))
@@ -267,7 +297,7 @@ class DetectorModules:
         """Points ``(N, 3)`` of layers ``(N,)`` moved onto the planes of their modules ``(N,)``
         (:meth:`LayerModules.onto_plane`)."""
         moved = np.array(position, dtype=np.float64, copy=True)
-        for modules, rows in self._by_layer(layer):
+        for modules, rows in self.by_layer(layer):
             moved[rows] = modules.onto_plane(module_id[rows], position[rows])
         return moved
 
@@ -285,7 +315,7 @@ class DetectorModules:
             Rows ordered by crossing, then along the track.
         """
         parts = []
-        for modules, rows in self._by_layer(layer):
+        for modules, rows in self.by_layer(layer):
             found = modules.crossed(position[rows], direction[rows], bend[rows])
             parts.append(dataclasses.replace(found, source=rows[found.source]))
         if not parts:
@@ -296,6 +326,26 @@ class DetectorModules:
         by_crossing = np.argsort(joined.source, kind="stable")
         return ModuleCrossings(*(getattr(joined, f.name)[by_crossing]
                                  for f in dataclasses.fields(ModuleCrossings)))  # fmt: skip
+
+
+def _readout(rows: pd.DataFrame, path: Path) -> np.ndarray | None:
+    """``(M, 3)`` thickness, pitch u, pitch v of a layer's modules, or ``None`` for a table
+    without them.
+
+    Raises:
+        InputError: A value that is not finite and > 0.
+    """
+    if not all(column in rows.columns for column in READOUT_COLUMNS):
+        return None
+    values = rows[list(READOUT_COLUMNS)].to_numpy(np.float64)
+    bad = ~(np.isfinite(values) & (values > 0))
+    if bad.any():
+        row, column = np.argwhere(bad)[0]
+        raise InputError(
+            f"{path}: {READOUT_COLUMNS[column]} of module_id {int(rows['module_id'].iloc[row])} "
+            f"must be > 0 (got {values[row, column]})"
+        )
+    return values
 
 
 @functools.lru_cache(maxsize=4)

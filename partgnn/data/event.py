@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from partgnn.data.cluster_shapes import CLUSTER_COLUMNS
 from partgnn.errors import InputError
 
 #: Hit table: one row per hit.
@@ -69,6 +70,9 @@ class Event:
         truth: Columns of :data:`TRUTH_COLUMNS`, row ``i`` belongs to ``hits`` row ``i``.
         particles: Columns of :data:`PARTICLE_COLUMNS`, one row per particle.
         attrs: Provenance (source, seed, pile-up, ...), stored as HDF5 attributes.
+        clusters: The shape of each hit's cluster of cells, row ``i`` of ``hits`` row ``i``
+            (:data:`~partgnn.data.cluster_shapes.CLUSTER_COLUMNS`), or ``None`` for an event
+            without cells.
     """
 
     event_id: int
@@ -76,6 +80,7 @@ class Event:
     truth: pd.DataFrame
     particles: pd.DataFrame
     attrs: dict[str, object] = field(default_factory=dict)
+    clusters: pd.DataFrame | None = None
 
     @property
     def name(self) -> str:
@@ -106,6 +111,8 @@ class Event:
                 if np.issubdtype(values.dtype, np.floating) and not np.isfinite(values).all():
                     row = int(np.flatnonzero(~np.isfinite(values))[0])
                     raise InputError(f"{where}: {table_name}.{column} is not finite at row {row}")
+        if self.clusters is not None:
+            self._validate_clusters(where)
         if len(self.hits) != len(self.truth):
             raise InputError(
                 f"{where}: truth has {len(self.truth)} rows but hits has {len(self.hits)}"
@@ -124,12 +131,32 @@ class Event:
             bad = int(particle_ids[np.flatnonzero(~known)[0]])
             raise InputError(f"{where}: truth.particle_id {bad} is not in the particles table")
 
+    def _validate_clusters(self, where: str) -> None:
+        clusters = self.clusters
+        missing = [c for c in CLUSTER_COLUMNS if c not in clusters.columns]
+        if missing:
+            raise InputError(f"{where}: clusters lacks column {missing[0]!r}")
+        if len(clusters) != len(self.hits):
+            raise InputError(
+                f"{where}: clusters has {len(clusters)} rows but hits has {len(self.hits)}"
+            )
+        for column in CLUSTER_COLUMNS:
+            values = clusters[column].to_numpy()
+            if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
+                raise InputError(f"{where}: clusters.{column} is not finite numbers")
+
     def normalized(self) -> Event:
-        """Returns a copy with exactly the TrackML columns, in order, cast to their dtypes."""
+        """Returns a copy with exactly the TrackML columns (and the cluster features, where
+        the event has them), in order, cast to their dtypes."""
         tables = {}
         for table_name, columns in TABLES.items():
             table = getattr(self, table_name)
-            tables[table_name] = pd.DataFrame(
-                {c: table[c].to_numpy().astype(dtype, copy=False) for c, dtype in columns.items()}
-            )
-        return Event(event_id=self.event_id, attrs=dict(self.attrs), **tables)
+            tables[table_name] = _cast(table, columns)
+        clusters = None if self.clusters is None else _cast(self.clusters, CLUSTER_COLUMNS)
+        return Event(event_id=self.event_id, attrs=dict(self.attrs), clusters=clusters, **tables)
+
+
+def _cast(table: pd.DataFrame, columns: dict[str, np.dtype]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {c: table[c].to_numpy().astype(dtype, copy=False) for c, dtype in columns.items()}
+    )

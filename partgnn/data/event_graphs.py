@@ -1,6 +1,7 @@
 """The event graphs of an events file, built event by event on one or more processes: what
-``partgnn build-graphs`` writes, with each event's construction quality and, with a module
-map, how many of its hits lie on modules the map never saw."""
+``partgnn build-graphs`` writes, with each event's construction quality, with a module map how
+many of its hits lie on modules the map never saw, and for events with cells their nodes'
+cluster features kept beside each graph (a model reads them by name: ``data.node_features``)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from torch_geometric.data import Data
 
+from partgnn.data.cluster_shapes import CLUSTER_FEATURES, cluster_features, hit_modules
+from partgnn.data.detector_modules import detector_modules
+from partgnn.data.event import Event
 from partgnn.data.geometry import DetectorGeometry
 from partgnn.data.graph_builder import build_event_graph
 from partgnn.data.graph_config import GraphBuildConfig
 from partgnn.data.module_map import ModuleMap, check_map_file, module_keys
 from partgnn.data.storage import EventFile
+from partgnn.errors import InputError
 from partgnn.worker_pool import ordered_map
 
 
@@ -31,12 +37,16 @@ class EventGraph:
             as a dict) and ``seconds``, the time its construction took.
         hits: The event's hits.
         unmapped_hits: Of them, those on modules the module map never saw (0 without a map).
+        kept: Per-node fields kept beside the graph: the cluster features of its hits
+            (:data:`~partgnn.data.cluster_shapes.CLUSTER_FEATURES`, ``(N,)`` float32 each) for
+            an event with cells, else empty.
     """
 
     graph: Data
     quality: dict[str, float]
     hits: int
     unmapped_hits: int
+    kept: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 def event_graphs(
@@ -102,7 +112,11 @@ class _EventGraphTask:
         graph, quality = build_event_graph(event, self.geometry, self.config, module_map)
         seconds = time.perf_counter() - start
         return EventGraph(
-            graph, {**quality.to_dict(), "seconds": seconds}, len(event.hits), int(unmapped)
+            graph,
+            {**quality.to_dict(), "seconds": seconds},
+            len(event.hits),
+            int(unmapped),
+            node_clusters(event, self.geometry, graph.hit_id.numpy()),
         )
 
     def _module_map(self) -> ModuleMap | None:
@@ -112,6 +126,40 @@ class _EventGraphTask:
             _WORKER_MAPS.clear()
             _WORKER_MAPS[self.map_path] = ModuleMap.load(self.map_path)
         return _WORKER_MAPS[self.map_path]
+
+
+def node_clusters(
+    event: Event, geometry: DetectorGeometry, hit_id: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The cluster features (:data:`~partgnn.data.cluster_shapes.CLUSTER_FEATURES`) of the
+    hits ``hit_id`` ``(N,)`` of ``event`` (the nodes of its graph), one ``(N,)`` float32 array
+    each; empty for an event without cells.
+
+    Raises:
+        InputError: An event with cells on a geometry whose module table gives no thickness
+            and pitch, or lacks a hit's module (one line naming the event).
+    """
+    if event.clusters is None:
+        return {}
+    modules = detector_modules(geometry)
+    if modules is None or not modules.has_readout:
+        raise InputError(
+            f"{event.name}: its hits have cells, but geometry {geometry.name!r} has no module "
+            "table with thickness and pitch to read them on (build with the geometry the events "
+            "were made with)"
+        )
+    ids = event.hits["hit_id"].to_numpy()
+    order = np.argsort(ids, kind="stable")
+    rows = order[np.searchsorted(ids[order], hit_id)]
+    hits = event.hits.iloc[rows]
+    layer = geometry.layer_index(
+        hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(), where=event.name
+    )
+    on = hit_modules(
+        modules, layer, hits["module_id"].to_numpy(np.int64), where=event.name, hit_id=hit_id
+    )
+    features = cluster_features(event.clusters.iloc[rows], on)
+    return {name: features[name].to_numpy() for name in CLUSTER_FEATURES}
 
 
 @dataclass
@@ -171,7 +219,7 @@ def write_event_graphs(
     written = GraphsWritten(Path(out), 0, [], 0, 0)
     built = event_graphs(events_path, geometry, config, map_path, workers=workers)
 
-    def graphs() -> Iterator[tuple[Data, dict[str, float]]]:
+    def graphs() -> Iterator[tuple[Data, dict[str, float], dict[str, np.ndarray]]]:
         shown = tqdm(built, total=n_events, desc="build-graphs", unit="event", disable=not progress)
         for built_graph in shown:
             written.unmapped_hits += built_graph.unmapped_hits
@@ -179,7 +227,7 @@ def write_event_graphs(
             written.quality.append(
                 {"event_id": int(built_graph.graph.event_id), **built_graph.quality}
             )
-            yield built_graph.graph, built_graph.quality
+            yield built_graph.graph, built_graph.quality, built_graph.kept
 
     provenance = {
         "source_file": str(events_path.resolve()),

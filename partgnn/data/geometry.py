@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from partgnn.data.cell_response import CellResponse
 from partgnn.data.magnetic_field import FieldProfile
 from partgnn.errors import InputError, first_line
 from partgnn.resources import detector_geometry_path
@@ -51,6 +52,8 @@ class Layer:
             many tracks leave two hits on one layer).
         overlap_offset: Distance between the planes of two overlapping modules along the
             layer's normal (r on a barrel, z on a disk) [mm].
+        cells: How its sensors make cells (:class:`~partgnn.data.cell_response.CellResponse`),
+            or ``None``: the simulation makes no cells on a geometry with such a layer.
     """
 
     volume_id: int
@@ -66,6 +69,7 @@ class Layer:
     efficiency: float = 1.0
     overlap: float = 0.0
     overlap_offset: float = 0.0
+    cells: CellResponse | None = None
 
     @property
     def is_barrel(self) -> bool:
@@ -322,6 +326,8 @@ def _layers_of_volume(volume: dict, *, where: str) -> list[Layer]:
         raise InputError(f"{where}: overlap must be in [0, 1] (got {overlap})")
     if not overlap_offset >= 0.0:
         raise InputError(f"{where}: overlap_offset must be >= 0 (got {overlap_offset})")
+    cells = volume.get("cells")
+    response = None if cells is None else CellResponse.from_spec(cells, where=where)
     layers = []
     for layer_id, position in zip(layer_ids, positions, strict=True):
         position = float(position)
@@ -346,6 +352,7 @@ def _layers_of_volume(volume: dict, *, where: str) -> list[Layer]:
                 efficiency=float(volume.get("efficiency", 1.0)),
                 overlap=overlap,
                 overlap_offset=overlap_offset,
+                cells=response,
                 **extent,
             )
         )

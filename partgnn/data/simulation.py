@@ -8,7 +8,9 @@ The stages, each in its module: :mod:`~partgnn.data.particles` (the collisions' 
 particles), :mod:`~partgnn.data.propagation` (helices through the field, multiple scattering),
 :mod:`~partgnn.data.secondaries` (hadronic interactions in the layers, when switched on, with
 :mod:`~partgnn.data.decays`: the decays of neutral strange hadrons),
-:mod:`~partgnn.data.digitisation` (overlaps, resolution, noise, modules); the settings are a
+:mod:`~partgnn.data.digitisation` (overlaps, resolution, noise, modules), and
+:mod:`~partgnn.data.cell_simulation` (each hit's cells, in a random stream of their own); the
+settings are a
 :class:`~partgnn.data.simulation_config.SimulationConfig`.
 """
 
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from partgnn.data.cell_simulation import can_simulate_cells, simulate_clusters
 from partgnn.data.decays import with_decays
 from partgnn.data.detector_modules import DetectorModules, detector_modules
 from partgnn.data.digitisation import (
@@ -40,6 +43,9 @@ from partgnn.errors import InputError
 from partgnn.worker_pool import ordered_map
 
 __all__ = ["SimulationConfig", "simulate_event", "simulate_events"]
+
+#: The third word of the seed of an event's cells' random stream (``(seed, event_id, 1)``).
+CELLS_STREAM = 1
 
 
 def simulate_event(
@@ -64,7 +70,9 @@ def simulate_event(
 
     Returns:
         A normalised, validated event. Hits are sorted by ``(volume_id, layer_id, module_id)``
-        as in TrackML files and numbered ``1..N``.
+        as in TrackML files and numbered ``1..N``. On a geometry whose modules give thickness
+        and pitch and whose layers a cell response, each hit's cluster is simulated too
+        (:mod:`~partgnn.data.cell_simulation`; the event's ``clusters``).
 
     Raises:
         InputError: If the seed or event id is negative or the field is zero.
@@ -144,7 +152,14 @@ def simulate_event(
     measured, true_position, momentum = measured[order], true_position[order], momentum[order]
 
     hits = _HitArrays(layer, module, particle, measured, true_position, momentum)
-    return _event(geometry, config, particles, hits, event_id=event_id, seed=seed)
+    event = _event(geometry, config, particles, hits, event_id=event_id, seed=seed)
+    table = detector_modules(geometry)
+    if can_simulate_cells(geometry, table):
+        # Their own random stream: the hits are those of a simulation without cells.
+        cells_rng = np.random.default_rng(np.random.SeedSequence([seed, event_id, CELLS_STREAM]))
+        event.clusters = simulate_clusters(event, geometry, table, cells_rng)
+        event.validate()
+    return event
 
 
 def _on_module_planes(

@@ -8,6 +8,7 @@ Schema (format version 2; every kind of file shares the layout, see ``docs/DATA_
         hits/<column>         (events files) one 1-D dataset per TrackML column
         truth/<column>
         particles/<column>
+        clusters/<column>     (events with cells) one per cluster feature, row i of hit i
         x, pos, edge_index... (graphs files) one dataset per graph field
 
 Files are written under a temporary name in the target's folder and renamed into place only when
@@ -32,6 +33,7 @@ import pandas as pd
 import torch
 from torch_geometric.data import Data
 
+from partgnn.data.cluster_shapes import CLUSTER_COLUMNS
 from partgnn.data.event import TABLES, Event
 from partgnn.data.graph_fields import (
     GRAPH_FIELDS,
@@ -63,6 +65,9 @@ EVENTS_FORMAT = "partgnn-events"
 GRAPHS_FORMAT = "partgnn-graphs"
 SCORES_FORMAT = "partgnn-scores"
 
+#: The group of an events file's event that holds its hits' cluster features, where it has them.
+CLUSTERS_TABLE = "clusters"
+
 #: Fields kept beside a graph: name -> array.
 Extra = dict[str, np.ndarray]
 
@@ -92,7 +97,8 @@ def write_events(
         for event in events:
             event = event.normalized()
             event.validate()
-            nbytes = sum(int(getattr(event, t).memory_usage(index=False).sum()) for t in TABLES)
+            tables = [getattr(event, t) for t in TABLES] + [event.clusters]
+            nbytes = sum(int(t.memory_usage(index=False).sum()) for t in tables if t is not None)
             fill = functools.partial(_write_tables, event=event)
             yield _EventRecord(event.event_id, event.attrs, fill, nbytes)
 
@@ -133,8 +139,11 @@ def write_graphs(
 
 
 def _write_tables(group: h5py.Group, *, event: Event) -> None:
-    for table_name, columns in TABLES.items():
-        table = getattr(event, table_name)
+    tables = dict(TABLES)
+    if event.clusters is not None:
+        tables[CLUSTERS_TABLE] = CLUSTER_COLUMNS
+    for table_name, columns in tables.items():
+        table = event.clusters if table_name == CLUSTERS_TABLE else getattr(event, table_name)
         table_group = group.create_group(table_name)
         for column in columns:
             write_array(table_group, column, table[column].to_numpy())
@@ -275,8 +284,15 @@ class EventFile(_EventStore):
                 table_name: pd.DataFrame({c: read_array(group[table_name], c) for c in columns})
                 for table_name, columns in TABLES.items()
             }
+            clusters = None
+            if CLUSTERS_TABLE in group:
+                clusters = pd.DataFrame(
+                    {c: read_array(group[CLUSTERS_TABLE], c) for c in CLUSTER_COLUMNS}
+                )
             attrs = {k: decode_attr(v) for k, v in group.attrs.items() if k != "event_id"}
-            event = Event(event_id=int(group.attrs["event_id"]), attrs=attrs, **tables)
+            event = Event(
+                event_id=int(group.attrs["event_id"]), attrs=attrs, clusters=clusters, **tables
+            )
         except (KeyError, OSError) as err:
             raise InputError(f"{self.path}: {key} is unreadable ({first_line(err)})") from None
         event.validate(where=f"{self.path}: {key}")

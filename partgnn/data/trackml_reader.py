@@ -1,4 +1,6 @@
-"""Reader for real TrackML events: ``eventN-{hits,truth,particles}.csv[.gz]`` to :class:`Event`.
+"""Reader for real TrackML events: ``eventN-{hits,truth,particles}.csv[.gz]`` to :class:`Event`,
+with the cluster features of ``eventN-cells.csv[.gz]`` where it exists
+(:mod:`partgnn.data.cluster_shapes`).
 
 Every defect of the files (missing, unreadable, a bad column or value, an unknown volume, duplicate
 or unmatched ids) becomes one :class:`~partgnn.errors.InputError` line that names the file.
@@ -16,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from partgnn.data.cluster_shapes import CELL_COLUMNS, read_clusters
+from partgnn.data.detector_modules import detector_modules
 from partgnn.data.event import HIT_COLUMNS, PARTICLE_COLUMNS, TRUTH_COLUMNS, Event
 from partgnn.data.geometry import DetectorGeometry, default_geometry
 from partgnn.errors import InputError, first_line
@@ -29,6 +33,7 @@ SUFFIXES = (".csv", ".csv.gz")
 OPTIONAL_COLUMNS: dict[str, dict[str, int]] = {"particles": {"particle_type": 0}}
 
 _TABLE_COLUMNS = {"hits": HIT_COLUMNS, "truth": TRUTH_COLUMNS, "particles": PARTICLE_COLUMNS}
+_CELLS = "cells"
 _HITS_FILE = re.compile(r"^event(\d+)-hits\.csv(?:\.gz)?$")
 _PREFIX = re.compile(r"^event(\d+)$")
 # What pandas (and the gzip / zlib layers under it) raise for an unreadable file. ParserError is a
@@ -79,7 +84,10 @@ def find_trackml_events(directory: str | os.PathLike[str]) -> list[tuple[int, Pa
 
 
 def read_trackml_events(
-    directory: str | os.PathLike[str], *, geometry: DetectorGeometry | None = None
+    directory: str | os.PathLike[str],
+    *,
+    geometry: DetectorGeometry | None = None,
+    cells: bool = True,
 ) -> Iterator[Event]:
     """Reads every TrackML event of a folder, one at a time, in event-id order.
 
@@ -90,6 +98,7 @@ def read_trackml_events(
         directory: The folder holding the CSV files.
         geometry: Detector geometry the hits are checked against; the default TrackML geometry
             when ``None``.
+        cells: Read each event's cells file where it exists (``False``: ignore them).
 
     Returns:
         An iterator of normalized, validated events.
@@ -100,17 +109,22 @@ def read_trackml_events(
     """
     events = find_trackml_events(directory)
     geometry = geometry if geometry is not None else default_geometry()
-    return (read_trackml_event(prefix, geometry=geometry) for _, prefix in events)
+    return (read_trackml_event(prefix, geometry=geometry, cells=cells) for _, prefix in events)
 
 
 def read_trackml_event(
-    prefix: str | os.PathLike[str], *, geometry: DetectorGeometry | None = None
+    prefix: str | os.PathLike[str],
+    *,
+    geometry: DetectorGeometry | None = None,
+    cells: bool = True,
 ) -> Event:
-    """Reads one TrackML event from its hits, truth and particles CSV files.
+    """Reads one TrackML event from its hits, truth and particles CSV files, and its cells.
 
-    Each table is read from ``{prefix}-{table}.csv`` or, if that is absent, ``.csv.gz``; the
-    cells file and columns beyond the TrackML ones are ignored. A particles file without
-    ``particle_type`` gets 0 there.
+    Each table is read from ``{prefix}-{table}.csv`` or, if that is absent, ``.csv.gz``; columns
+    beyond the TrackML ones are ignored. A particles file without ``particle_type`` gets 0
+    there. Where ``{prefix}-cells.csv[.gz]`` exists (and ``cells``), every hit gets its
+    cluster's features (:func:`~partgnn.data.cluster_shapes.read_clusters`: the geometry's
+    module table must give each hit's module with its thickness and pitch).
 
     The hits keep their file order; truth rows are matched to hits by ``hit_id`` (so a truth file
     in another order is fine), and every hit must have exactly one truth row and vice versa.
@@ -132,7 +146,9 @@ def read_trackml_event(
             a missing column, a non-numeric, non-finite, fractional or out-of-range value (with
             its column and data row, counted from 1 after the header), an unknown volume or
             layer, a duplicate or unmatched hit id, or a particle missing from the particles
-            table.
+            table; for the cells, a cell of no hit, a hit without cells, a negative channel or
+            charge, a channel beyond its module, a hit's module missing from the module table,
+            or cells away from their hits (another event's).
     """
     prefix = Path(prefix)
     match = _PREFIX.match(prefix.name)
@@ -146,7 +162,7 @@ def read_trackml_event(
 
     if len(hits) == 0:
         raise InputError(f"{paths['hits']}: no hits (the file has a header but no rows)")
-    geometry.layer_index(
+    layer = geometry.layer_index(
         hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(), where=str(paths["hits"])
     )
     _check_unique(hits, "hit_id", paths["hits"])
@@ -154,6 +170,18 @@ def read_trackml_event(
     _check_unique(particles, "particle_id", paths["particles"])
     truth = _align_truth(hits, truth, paths["hits"], paths["truth"])
     _check_particles_known(truth, particles, paths["truth"], paths["particles"])
+    cells_path = _cells_path(prefix) if cells else None
+    clusters = None
+    if cells_path is not None:
+        modules = detector_modules(geometry)
+        if modules is None or not modules.has_readout:
+            raise InputError(
+                f"{cells_path}: geometry {geometry.name!r} has no module table with thickness "
+                "and pitch (module_t, pitch_u, pitch_v), so its cells cannot be read (import "
+                "with --ignore-cells)"
+            )
+        table = _read_columns(cells_path, _CELLS)
+        clusters = read_clusters(table, hits, layer, modules, where=str(cells_path))
 
     event = Event(
         event_id=int(match.group(1)),
@@ -161,6 +189,7 @@ def read_trackml_event(
         truth=truth,
         particles=particles,
         attrs={"source": "trackml", "path": str(prefix), "geometry": geometry.name},
+        clusters=clusters,
     ).normalized()
     # The checks above already cover what validate() checks; it stays as the shared contract.
     event.validate(where=str(prefix))
@@ -178,9 +207,23 @@ def _table_path(prefix: Path, table: str) -> Path:
     )
 
 
+def _cells_path(prefix: Path) -> Path | None:
+    """The event's cells file, or ``None`` where it has none."""
+    for suffix in SUFFIXES:
+        path = prefix.with_name(f"{prefix.name}-{_CELLS}{suffix}")
+        if path.is_file():
+            return path
+    return None
+
+
 def _read_table(path: Path, table: str) -> pd.DataFrame:
     """Reads the TrackML columns of one CSV file, converted and checked column by column."""
-    columns = _TABLE_COLUMNS[table]
+    return pd.DataFrame(_read_columns(path, table))
+
+
+def _read_columns(path: Path, table: str) -> dict[str, np.ndarray]:
+    """:func:`_read_table`'s columns, as arrays."""
+    columns = CELL_COLUMNS if table == _CELLS else _TABLE_COLUMNS[table]
     try:
         # dtypes are inferred rather than imposed: a clean file parses to int64/float64 in one go
         # (int64 keeps ~1e18 particle ids exact), and a bad value then becomes a column we can
@@ -206,7 +249,7 @@ def _read_table(path: Path, table: str) -> pd.DataFrame:
             out[name] = np.full(len(frame), optional[name], dtype=dtype)
         else:
             raise InputError(f"{path}: missing column {name!r}")
-    return pd.DataFrame(out)
+    return out
 
 
 def _convert_column(series: pd.Series, dtype: np.dtype, path: Path, name: str) -> np.ndarray:

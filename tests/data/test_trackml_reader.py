@@ -212,8 +212,9 @@ def test_find_trackml_events(tmp_path, small_tables):
     (tmp_path / "detectors.csv").write_text("volume_id\n")
     found = find_trackml_events(tmp_path)
     assert found == [(2, tmp_path / "event000000002"), (10, tmp_path / "event000000010")]
-    events = list(read_trackml_events(tmp_path))
+    events = list(read_trackml_events(tmp_path, cells=False))
     assert [e.event_id for e in events] == [2, 10]
+    assert events[0].clusters is None
     assert len(events[0].hits) == len(events[1].hits) == 9
 
 

@@ -67,8 +67,11 @@ def rewrite_dataset(source: Path, dataset: str, out: Path, change) -> Path:
 
 
 def read_event_graph(path: Path) -> None:
+    """The graph and the fields kept beside it (a simulated event's cluster features: read when
+    a model reads them)."""
     with GraphFile(path) as graphs:
         graphs[0]
+        graphs.extra(0)
 
 
 def read_event(path: Path) -> None:
