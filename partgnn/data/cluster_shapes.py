@@ -189,8 +189,8 @@ def cells_of_hits(table: Mapping[str, np.ndarray], hit_id: np.ndarray, *, where:
         InputError: A cell of a hit id that is not a hit, a hit without cells, a negative
             channel or charge (one line naming ``where``, the id and the data row).
     """
-    hit = _rows_of(np.asarray(table["hit_id"]), hit_id)
     cell_ids = np.asarray(table["hit_id"])
+    hit = _rows_of(cell_ids, hit_id)
     unknown = hit_id[hit] != cell_ids
     if unknown.any():
         row = int(np.flatnonzero(unknown)[0])

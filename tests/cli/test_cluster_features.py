@@ -86,3 +86,18 @@ def test_a_bad_cells_file_stops_the_import_with_nothing_written(sample_dir, tmp_
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("partgnn: error:") and "hit_id 999999 in data row 1 is not a hit" in err
     assert not out.exists()
+
+
+def test_graphs_of_events_with_cells_need_the_modules_to_read_them(files, tmp_path, capsys):
+    source = Path(__file__).resolve().parents[2] / "configs" / "detector" / "trackml.yaml"
+    text = "\n".join(
+        line for line in source.read_text().splitlines() if not line.startswith("modules:")
+    )
+    geometry = tmp_path / "no-modules.yaml"
+    geometry.write_text(text)
+    out = tmp_path / "graphs.h5"
+    argv = ["build-graphs", str(files["real"]), "--geometry", str(geometry), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "its hits have cells, but geometry" in err and "no module table" in err, err
+    assert not out.exists()
