@@ -143,7 +143,7 @@ def hit_modules(
     return HitModules(**out)
 
 
-def _rows_of(ids: np.ndarray, hit_id: np.ndarray) -> np.ndarray:
+def rows_of_ids(ids: np.ndarray, hit_id: np.ndarray) -> np.ndarray:
     """For each of ``ids`` ``(C,)``, the row of ``hit_id`` ``(N,)`` (unique) that holds it, or
     a row holding another id where none does (the caller compares). Sorted ``ids`` (as files
     list cells) are looked up once per distinct id."""
@@ -190,7 +190,7 @@ def cells_of_hits(table: Mapping[str, np.ndarray], hit_id: np.ndarray, *, where:
             channel or charge (one line naming ``where``, the id and the data row).
     """
     cell_ids = np.asarray(table["hit_id"])
-    hit = _rows_of(cell_ids, hit_id)
+    hit = rows_of_ids(cell_ids, hit_id)
     unknown = hit_id[hit] != cell_ids
     if unknown.any():
         row = int(np.flatnonzero(unknown)[0])

@@ -15,7 +15,12 @@ from pathlib import Path
 import numpy as np
 from torch_geometric.data import Data
 
-from partgnn.data.cluster_shapes import CLUSTER_FEATURES, cluster_features, hit_modules
+from partgnn.data.cluster_shapes import (
+    CLUSTER_FEATURES,
+    cluster_features,
+    hit_modules,
+    rows_of_ids,
+)
 from partgnn.data.detector_modules import detector_modules
 from partgnn.data.event import Event
 from partgnn.data.geometry import DetectorGeometry
@@ -148,9 +153,7 @@ def node_clusters(
             "table with thickness and pitch to read them on (build with the geometry the events "
             "were made with)"
         )
-    ids = event.hits["hit_id"].to_numpy()
-    order = np.argsort(ids, kind="stable")
-    rows = order[np.searchsorted(ids[order], hit_id)]
+    rows = rows_of_ids(hit_id, event.hits["hit_id"].to_numpy())
     hits = event.hits.iloc[rows]
     layer = geometry.layer_index(
         hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy(), where=event.name
