@@ -31,6 +31,16 @@ COLUMNS: tuple[str, ...] = tuple(PARTGNN_SCALES)
 #: ACTS's ``NodeFeature`` names of partgnn's own columns; acorn's cluster fields
 #: (``cluster_r_1`` ... ``cluster_eta_2``) are ACTS's ``Cluster1R`` ... ``Cluster2Eta``.
 ACTS_NAMES: dict[str, str] = {"r": "R", "phi": "Phi", "z": "Z", "eta": "Eta", "x": "X", "y": "Y"}
+#: ACTS's ``NodeFeature`` names of the cluster shape features
+#: (:data:`~partgnn.data.cluster_shapes.CLUSTER_FEATURES`): the single-cluster ones where ACTS
+#: has them, the first cluster's for the direction estimates (a pixel hit's only cluster). ACTS
+#: fills them from its own cluster data: the same names, its own definitions and charge unit.
+CLUSTER_ACTS_NAMES: dict[str, str] = {
+    "cell_count": "CellCount", "cell_val": "ChargeSum",
+    "extent_u": "ClusterLoc0", "extent_v": "ClusterLoc1",
+    "lx": "LocDir01", "ly": "LocDir11", "lz": "LocDir21",
+    "leta": "LocEta1", "lphi": "LocPhi1", "geta": "GlobEta1", "gphi": "GlobPhi1",
+}  # fmt: skip
 #: The positions it needs, one way or the other (``eta`` follows from ``r`` and ``z``).
 POSITIONS: tuple[tuple[str, ...], ...] = (("r", "phi", "z"), ("x", "y", "z"))
 
@@ -121,9 +131,12 @@ class NodeInputs:
 
 def acts_name(column: str) -> str | None:
     """ACTS's ``NodeFeature`` name of a column: ``R`` for ``r``, ``Cluster1R`` for acorn's
-    ``cluster_r_1``; ``None`` for a field ACTS does not compute."""
+    ``cluster_r_1``, ``CellCount`` for ``cell_count``; ``None`` for a field ACTS does not
+    compute."""
     if column in ACTS_NAMES:
         return ACTS_NAMES[column]
+    if column in CLUSTER_ACTS_NAMES:
+        return CLUSTER_ACTS_NAMES[column]
     parts = column.split("_")
     if len(parts) == 3 and parts[0] == "cluster" and parts[1] in ACTS_NAMES and parts[2] in "12":
         return f"Cluster{parts[2]}{ACTS_NAMES[parts[1]]}"

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from partgnn.data.cluster_shapes import CLUSTER_FEATURES
 from partgnn.data.graph_features import graph_features
 from partgnn.errors import InputError
 from partgnn.export.edge_classifier import ExportedEdgeClassifier
-from partgnn.export.node_inputs import NodeInputs
+from partgnn.export.node_inputs import CLUSTER_ACTS_NAMES, NodeInputs, acts_name
 from partgnn.models.interaction_network import AGGREGATIONS, InteractionNetwork
 
 
@@ -150,3 +151,15 @@ def test_the_default_inputs_are_partgnns_node_features():
     assert inputs.describe() == "r / 1000, phi / 3.14159, z / 1000, eta"
     assert NodeInputs.parse("r,phi,z", None).scales == (1000.0, math.pi, 1000.0)
     assert NodeInputs.parse("x,y,z", None).scales == (1000.0, 1000.0, 1000.0)  # lengths in m
+
+
+def test_cluster_features_go_by_acts_names():
+    """Every cluster shape feature has ACTS's ``NodeFeature`` name, and ACTS's names select a
+    model's kept cluster columns as partgnn's do."""
+    assert {acts_name(name) for name in CLUSTER_FEATURES} == set(CLUSTER_ACTS_NAMES.values())
+    assert acts_name("cell_count") == "CellCount" and acts_name("lx") == "LocDir01"
+    kept = {"cell_count": 1.0, "leta": 1.0, "lx": 0.1}
+    inputs = NodeInputs.parse("R,Phi,Z,Eta,CellCount,LocEta1,LocDir01", None, kept)
+    assert inputs.columns == ("r", "phi", "z", "eta", "cell_count", "leta", "lx")
+    assert inputs.scales[-3:] == (1.0, 1.0, 0.1)
+    assert inputs.acts_names[-3:] == ("CellCount", "LocEta1", "LocDir01")
