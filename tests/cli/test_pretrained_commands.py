@@ -12,7 +12,7 @@ import yaml
 from partgnn.cli.main import main
 from partgnn.data.input_features import InputFeatures
 from partgnn.errors import InputError
-from partgnn.export.export_model import recorded_input_features
+from partgnn.export.export_model import kept_node_inputs, recorded_input_features
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.resources import pretrained_dir, pretrained_names
 from partgnn.train.checkpoints import load_checkpoint
@@ -36,15 +36,21 @@ def test_the_models_are_shipped_and_listed_with_their_cards(capsys, name: str):
     card = yaml.safe_load(capsys.readouterr().out)
     assert card["name"] == name and 0 < card["score_cut"] < 1
     assert card["model"]["fused"] is False  # scoring needs no compiler
-    # how to take it to ACTS, with the node features it is given (partgnn export's default)
-    assert card["export"]["how"].startswith(f"partgnn export pretrained:{name} --format")
-    assert card["export"]["node_features"].startswith(f"(N, 4) float32: {NodeInputs().describe()}")
     state = load_checkpoint(f"pretrained:{name}")
     assert state["score_cut"] == card["score_cut"]
-    # the card's input lists are the model's (its checkpoint's config)
+    # the card's input lists are the model's (its checkpoint's config): partgnn's own four
+    # node columns first, then any fields of its graphs files (trackml-full: cluster shapes)
     recorded = recorded_input_features(state, name)
     assert InputFeatures.parse(*card["inputs"].values()) == recorded
-    assert recorded.widths == (4, 7)
+    kept = kept_node_inputs(state, name)
+    assert recorded.widths == (4 + len(kept), 7)
+    # how to take it to ACTS, with the node features it is given (partgnn export's default)
+    assert card["export"]["how"].startswith(f"partgnn export pretrained:{name} --format")
+    inputs = NodeInputs.parse(None, None, kept=kept)
+    assert inputs.describe().startswith(NodeInputs().describe())
+    assert card["export"]["node_features"].startswith(
+        f"(N, {4 + len(kept)}) float32: {inputs.describe()}"
+    )
 
 
 def test_an_unknown_pretrained_name_is_one_line_naming_the_shipped_ones(capsys, tmp_path: Path):

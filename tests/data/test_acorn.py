@@ -29,6 +29,11 @@ def built() -> list[Data]:
     return [build_event_graph(event, geometry, GraphBuildConfig())[0] for event in events]
 
 
+#: A shipped model reading hit positions only (``pretrained:trackml-full`` reads TrackML's
+#: cluster shapes too, fields these files do not carry).
+POSITIONS_MODEL = "pretrained:trackml-pt1"
+
+
 def acorn_fields(graph: Data, naming: str, seed: int = 0) -> dict[str, object]:
     """An acorn event of ``graph``: edges shuffled and a third turned round (acorn's order and
     directions are its own), every true edge a track edge, plus two track edges the graph
@@ -143,7 +148,7 @@ def test_scores_and_tracks_go_back_as_acorn_files_and_evaluate_works(
     metrics, out = tmp_path / "metrics.json", tmp_path / "out"
     for command in (
         ["import-acorn", str(tmp_path / "acorn"), "--out", str(graphs)],
-        ["infer", "--checkpoint", "pretrained:trackml-full", "--graphs", str(graphs),
+        ["infer", "--checkpoint", POSITIONS_MODEL, "--graphs", str(graphs),
          "--out", str(scores), "--device", "cpu"],
         ["evaluate", str(scores), "--graphs", str(graphs), "--out", str(metrics)],
         ["info", str(graphs)],
@@ -290,7 +295,7 @@ def test_a_folder_of_links_into_a_dataset_is_imported(built: list[Data], tmp_pat
     assert "imported 2 acorn events" in capsys.readouterr().out
     with GraphFile(out) as graphs:
         assert len(graphs) == 2
-    assert main(["infer", "--checkpoint", "pretrained:trackml-full", "--graphs", str(out),
+    assert main(["infer", "--checkpoint", POSITIONS_MODEL, "--graphs", str(out),
                  "--out", str(scores), "--device", "cpu"]) == 0  # fmt: skip
     assert main(["export-acorn", str(scores), "--graphs", str(out), "--out", str(back)]) == 0
     assert sorted(p.name for p in (back / "trainset").iterdir()) == sorted(

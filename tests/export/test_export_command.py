@@ -1,6 +1,7 @@
 """``partgnn export`` on the shipped full-graph model, checked as ACTS would use the file: a
 fresh process that cannot import partgnn (tools/score_exported.py) loads it and scores the real
-TrackML sample event's graph (built by the model's module map)."""
+TrackML sample event's graph (built by the model's module map), given partgnn's own columns and
+the fields of the graphs files the model reads (its cluster shape features), as its card says."""
 
 from __future__ import annotations
 
@@ -16,12 +17,33 @@ import torch
 from partgnn.cli.main import main
 from partgnn.data.storage import GraphFile, ScoresFile
 from partgnn.export.edge_classifier import ExportedEdgeClassifier
+from partgnn.export.export_model import kept_node_inputs, recorded_input_features
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.train.inference import load_trained_model
 from tests.distributed.launch import REPOSITORY
 from tests.subprocesses import run_command
 
 MODEL = "pretrained:trackml-full"
+SHIPPED = torch.load(REPOSITORY / "partgnn/pretrained/trackml-full.pt", weights_only=True)
+#: The model's inputs that are fields of its graphs files, with their scales, and all its
+#: columns as an exported file takes them by default.
+KEPT: dict[str, float] = kept_node_inputs(SHIPPED, MODEL)
+FEATURES = recorded_input_features(SHIPPED, MODEL)
+INPUTS = NodeInputs.parse(None, None, kept=KEPT)
+WIDTH = len(INPUTS.columns)
+
+
+def _columns(*positions: str) -> str:
+    """``--node-features``: the positions given, then the model's kept fields."""
+    return ",".join((*positions, *KEPT))
+
+
+def _with_kept(own: torch.Tensor, extras: dict[str, np.ndarray]) -> np.ndarray:
+    """(N, columns) float32: ``own`` columns, then each kept field divided by its scale."""
+    kept = [torch.from_numpy(extras[name] / scale).float()[:, None] for name, scale in KEPT.items()]
+    return torch.cat([own, *kept], dim=1).numpy()
+
+
 #: A file against the module it was written from, in score. TorchScript runs torch's kernels
 #: (and so does the C++ program); inductor's fused ones and onnxruntime's (its LayerNorm, its
 #: Gemm) sum in other orders: 1.1-1.3e-5 for ONNX on this graph. Inductor generates its kernels
@@ -47,18 +69,18 @@ def sample(sample_dir: Path, tmp_path_factory) -> dict:
     assert main(["infer", "--checkpoint", MODEL, "--graphs", str(graphs), "--out", str(scores),
                  "--device", "cpu"]) == 0  # fmt: skip
     with GraphFile(graphs) as graph_file, ScoresFile(scores) as scores_file:
-        graph, infer_scores = graph_file[0], scores_file[0]
-    np.savez(work / "graph.npz", node_features=graph.x.numpy(), edge_index=graph.edge_index.numpy())
-    np.savez(work / "graph-xyz.npz", node_features=graph.pos.numpy(),
+        graph, extras, infer_scores = graph_file[0], graph_file.extra(0), scores_file[0]
+    given = _with_kept(graph.x, extras)
+    np.savez(work / "graph.npz", node_features=given, edge_index=graph.edge_index.numpy())
+    np.savez(work / "graph-xyz.npz", node_features=_with_kept(graph.pos, extras),
              edge_index=graph.edge_index.numpy())  # fmt: skip
-    model, _ = load_trained_model(MODEL, 4, 7, torch.device("cpu"))
-    module = ExportedEdgeClassifier(model, NodeInputs())
+    model, _ = load_trained_model(MODEL, WIDTH, 7, torch.device("cpu"))
+    module = ExportedEdgeClassifier(model, INPUTS, FEATURES)
     with torch.no_grad():
-        module_logits = module(graph.x, graph.edge_index)
+        module_logits = module(torch.from_numpy(given), graph.edge_index)
         module.sums_by_prefix = True  # as the ONNX file sums
-        prefix_logits = module(graph.x, graph.edge_index)
-    cut = float(torch.load(REPOSITORY / "partgnn/pretrained/trackml-full.pt",
-                           weights_only=True)["score_cut"])  # fmt: skip
+        prefix_logits = module(torch.from_numpy(given), graph.edge_index)
+    cut = float(SHIPPED["score_cut"])
     return {"work": work, "infer": infer_scores, "module": torch.sigmoid(module_logits).numpy(),
             "module-onnx": torch.sigmoid(prefix_logits).numpy(), "cut": cut}  # fmt: skip
 
@@ -84,11 +106,13 @@ def test_an_exported_model_scores_as_partgnn_does_without_partgnn(sample: dict, 
     assert main(["export", MODEL, "--format", fmt, "--out", str(exported)]) == 0
     printed = capsys.readouterr().out
     assert f"trackml-full -> {exported} ({fmt}" in printed
-    assert "r / 1000, phi / 3.14159, z / 1000, eta" in printed
+    assert INPUTS.describe() in printed and INPUTS.describe().startswith(
+        "r / 1000, phi / 3.14159, z / 1000, eta"
+    )
     scores, convention = _scored_without_partgnn(exported, fmt, work / "graph.npz",
                                                  work / f"logits-{fmt}.npz")  # fmt: skip
     assert convention["model"] == "trackml-full" and convention["score_cut"] == sample["cut"]
-    assert convention["node_feature_columns"] == ["r", "phi", "z", "eta"]
+    assert convention["node_feature_columns"] == ["r", "phi", "z", "eta", *KEPT]
     written_from = sample["module-onnx" if fmt == "onnx" else "module"]
     assert np.abs(scores - written_from).max() < FORMAT_TOLERANCE[fmt]
     assert np.abs(scores - sample["infer"]).max() < INFER_TOLERANCE
@@ -101,9 +125,12 @@ def test_an_exported_model_scores_as_partgnn_does_without_partgnn(sample: dict, 
 #: TorchScript files took float64 features (NaN logits), (N, 3) and 1-D features, (E, 2) and
 #: (3, E) edges, int32 edges (an index error in C++ frames)).
 BAD_INPUTS = {
-    "float64 features": (lambda x, e: (x.double(), e), "got (10, 4) float64"),
-    "(N, 3) features": (lambda x, e: (x[:, :3].contiguous(), e), "got (10, 3) float32"),
-    "(N, 5) features": (lambda x, e: (torch.cat([x, x[:, :1]], 1), e), "got (10, 5) float32"),
+    "float64 features": (lambda x, e: (x.double(), e), f"got (10, {WIDTH}) float64"),
+    "a column short": (lambda x, e: (x[:, :-1].contiguous(), e), f"got (10, {WIDTH - 1}) float32"),
+    "a column more": (
+        lambda x, e: (torch.cat([x, x[:, :1]], 1), e),
+        f"got (10, {WIDTH + 1}) float32",
+    ),
     "1-D features": (lambda x, e: (x[:, 0].contiguous(), e), "got (10,) float32"),
     "(E, 2) edges": (lambda x, e: (x, e.t().contiguous()), "got (3, 2) int64"),
     "(3, E) edges": (lambda x, e: (x, torch.cat([e, e[:1]])), "got (3, 3) int64"),
@@ -115,7 +142,7 @@ def _refuses_what_it_cannot_score(exported: Path, fmt: str) -> None:
     """Each of :data:`BAD_INPUTS` is refused by the file itself with one line naming what it
     takes and what came (ONNX: onnxruntime's own words); good inputs of 0, 1 and 10 nodes are
     scored."""
-    x, e = torch.rand(10, 4), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    x, e = torch.rand(10, WIDTH), torch.tensor([[0, 1, 2], [1, 2, 3]])
     if fmt == "onnx":
         import onnxruntime
 
@@ -138,26 +165,26 @@ def _refuses_what_it_cannot_score(exported: Path, fmt: str) -> None:
             assert "INVALID_ARGUMENT" in str(refused.value), (name, str(refused.value))
             continue
         line = str(refused.value).strip().splitlines()[-1]
-        what = "node_features must be (N, 4) float32 (r / 1000, phi / 3.14159, z / 1000, eta)"
+        what = f"node_features must be (N, {WIDTH}) float32 ({INPUTS.describe()})"
         if "edges" in name:
             what = "edge_index must be (2, E) int64 (inner hit first)"
         assert f"partgnn edge classifier: {what}" in line and line.endswith(got), (name, line)
 
 
 def test_given_x_y_z_the_features_are_the_graph_files_own(sample: dict, tmp_path: Path):
-    """ACTS's ``nodeFeatures = [X, Y, Z]`` (scales 1): the file computes r and phi from the
-    hits' float32 positions as partgnn's graphs are made, so its scores are ``partgnn infer``'s
-    within the network's rounding (no float32 phi first)."""
+    """ACTS's ``nodeFeatures = [X, Y, Z, ...]`` (scales 1): the file computes r and phi from
+    the hits' float32 positions as partgnn's graphs are made, so its scores are ``partgnn
+    infer``'s within the network's rounding (no float32 phi first)."""
     exported = tmp_path / "model.torchscript"
-    assert main(["export", MODEL, "--format", "torchscript", "--out", str(exported),
-                 "--node-features", "x,y,z", "--feature-scales", "1,1,1"]) == 0  # fmt: skip
+    scales = ",".join(["1", "1", "1", *(f"{s!r}" for s in KEPT.values())])
+    xyz = ["--node-features", _columns("x", "y", "z"), "--feature-scales", scales]
+    assert main(["export", MODEL, "--format", "torchscript", "--out", str(exported), *xyz]) == 0
     scores, convention = _scored_without_partgnn(
         exported, "torchscript", sample["work"] / "graph-xyz.npz", tmp_path / "logits.npz"
     )
-    assert convention["node_feature_columns"] == ["x", "y", "z"]
+    assert convention["node_feature_columns"] == ["x", "y", "z", *KEPT]
     assert np.abs(scores - sample["infer"]).max() < FILE_TOLERANCE
-    code = main(["export", MODEL, "--format", "onnx", "--out", str(tmp_path / "m.onnx"),
-                 "--node-features", "x,y,z", "--feature-scales", "1,1,1"])  # fmt: skip
+    code = main(["export", MODEL, "--format", "onnx", "--out", str(tmp_path / "m.onnx"), *xyz])
     assert code == 2 and not (tmp_path / "m.onnx").exists()
 
 
@@ -175,7 +202,7 @@ def test_export_refuses_what_it_cannot_write_in_one_line(sample: dict, tmp_path:
     )
     assert exported.read_text() == "mine"
     code = main(["export", MODEL, "--format", "onnx", "--out", str(tmp_path / "m.onnx"),
-                 "--node-features", "r,phi"])  # fmt: skip
+                 "--node-features", _columns("r", "phi")])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert code == 2 and "z missing" in err and "\n" not in err
     assert not (tmp_path / "m.onnx").exists()
@@ -235,21 +262,24 @@ def test_a_cpp_program_loads_it_as_acts_does(sample: dict, tmp_path: Path):
 def test_onnx_without_eta_loads_in_onnxruntime_and_scores_as_the_module(
     sample: dict, tmp_path: Path
 ):
-    """``--node-features r,phi,z`` (the guide's example): eta is computed inside without
+    """``--node-features r,phi,z,...`` (the guide's example): eta is computed inside without
     onnxruntime's missing float64 Asinh (issue 67: the file could not be loaded), and the file
     was loaded and run once before it was said written."""
     import onnxruntime
 
     exported = tmp_path / "m.onnx"
     assert main(["export", MODEL, "--format", "onnx", "--out", str(exported),
-                 "--node-features", "r,phi,z"]) == 0  # fmt: skip
+                 "--node-features", _columns("r", "phi", "z")]) == 0  # fmt: skip
     graph = np.load(sample["work"] / "graph.npz")
-    features = torch.from_numpy(graph["node_features"][:, :3].copy())
+    features = torch.from_numpy(np.delete(graph["node_features"], 3, axis=1))  # no eta
     edges = torch.from_numpy(graph["edge_index"])
     session = onnxruntime.InferenceSession(str(exported))
     logits = session.run(None, {"node_features": features.numpy(), "edge_index": edges.numpy()})
-    model, _ = load_trained_model(MODEL, 4, 7, torch.device("cpu"))
-    module = ExportedEdgeClassifier(model, NodeInputs(("r", "phi", "z"), (1000.0, np.pi, 1000.0)))
+    model, _ = load_trained_model(MODEL, WIDTH, 7, torch.device("cpu"))
+    inputs = NodeInputs(
+        ("r", "phi", "z", *KEPT), (1000.0, np.pi, 1000.0, *KEPT.values()), tuple(KEPT)
+    )
+    module = ExportedEdgeClassifier(model, inputs, FEATURES)
     module.sums_by_prefix = True
     with torch.no_grad():
         expected = torch.sigmoid(module(features, edges)).numpy()
@@ -291,7 +321,7 @@ def test_score_exported_says_what_is_wrong_in_one_line(sample: dict, tmp_path: P
         ("onnx", graph, tmp_path / "l.npz", f"{exported}: not an ONNX file partgnn exported ("),
         ("torchscript", bad, tmp_path / "l.npz", f"{bad}: not a graph .npz with node_features"),
         ("torchscript", graph, tmp_path / "no" / "l.npz", "l.npz: its folder does not exist"),
-        ("torchscript", narrow, tmp_path / "l.npz", "node_features must be (N, 4) float32"),
+        ("torchscript", narrow, tmp_path / "l.npz", f"node_features must be (N, {WIDTH}) float32"),
     ):
         result = run_command([sys.executable, str(tool), str(exported), "--format", fmt,
                               "--graph", str(given), "--out", str(out)])  # fmt: skip
