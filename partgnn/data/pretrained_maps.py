@@ -1,7 +1,8 @@
 """The module maps that shipped models' graphs are built with.
 
-A full-graph model's map ships with the package beside the model (``NAME.map.npz``, its size
-and SHA-256 on the card), so ``build-graphs --map pretrained:NAME`` works on a fresh install
+A full-graph model's map ships with the package beside the model (``NAME.map.npz``, or the
+file its card's ``module_map_file`` names, which models built with one map share; its size and
+SHA-256 on the card), so ``build-graphs --map pretrained:NAME`` works on a fresh install
 without a fit. The card also records the ``fit-module-map`` arguments that made it (events
 simulated on the fly, so nothing else is needed): ``partgnn pretrained pretrained:NAME
 --make-map`` fits it again into partgnn's cache folder (:func:`cache_dir`) and compares the
@@ -55,8 +56,22 @@ def map_path(spec: str) -> Path:
 
 
 def shipped_map_path(spec: str) -> Path:
-    """Where ``pretrained:NAME``'s module map ships: ``NAME.map.npz`` beside the model."""
-    return resources.pretrained_dir() / f"{_model_name(spec)}{SHIPPED_MAP_SUFFIX}"
+    """Where ``pretrained:NAME``'s module map ships: beside the model, as its card's
+    ``module_map_file`` names it (models built with one map share its file), else
+    ``NAME.map.npz``.
+
+    Raises:
+        InputError: The card's ``module_map_file`` is not a file name.
+    """
+    name = card_construction(spec).get("module_map_file") or (
+        f"{_model_name(spec)}{SHIPPED_MAP_SUFFIX}"
+    )
+    if Path(name).name != name or not name.endswith(SHIPPED_MAP_SUFFIX):
+        raise InputError(
+            f"{PRETRAINED_PREFIX}{_model_name(spec)}: its card's module_map_file {name!r} is not "
+            f"a NAME{SHIPPED_MAP_SUFFIX} file beside the model"
+        )
+    return resources.pretrained_dir() / name
 
 
 def _expected(spec: str) -> tuple[str, list[str]]:

@@ -65,6 +65,29 @@ def test_the_shipped_map_builds_graphs_without_a_fit(shipped, events, tmp_path, 
     assert "the installation is damaged; reinstall partgnn" in capsys.readouterr().err
 
 
+def test_models_of_one_map_share_its_file(shipped, events, tmp_path, capsys):
+    """A second model whose card names the first's map file (``module_map_file``) builds with
+    it, no fit; a card naming anything but a map file beside the model is refused."""
+    shutil.copy(shipped / "tiny.pt", shipped / "twin.pt")
+    card = yaml.safe_load((shipped / "tiny.yaml").read_text())
+    card["name"], card["construction"]["module_map_file"] = "twin", "tiny.map.npz"
+    (shipped / "twin.yaml").write_text(yaml.safe_dump(card))
+    graphs = tmp_path / "g.h5"
+    build = _build(events, graphs)
+    build[build.index("pretrained:tiny")] = "pretrained:twin"
+    assert main(build) == 0
+    with GraphFile(graphs) as built:
+        assert built.attrs["module_map_sha256"] == file_sha256(shipped / "tiny.map.npz")
+    assert not map_path("pretrained:twin").exists()
+    card["construction"]["module_map_file"] = "../tiny.map.npz"
+    (shipped / "twin.yaml").write_text(yaml.safe_dump(card))
+    capsys.readouterr()
+    assert main([*build[:-1], str(tmp_path / "g2.h5")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("its card's module_map_file '../tiny.map.npz' is not a NAME.map.npz file "
+                        "beside the model") and "\n" not in err  # fmt: skip
+
+
 def test_a_refit_is_compared_bitwise_and_kept(shipped, events, tmp_path, capsys):
     assert main(["pretrained", "pretrained:tiny", "--make-map", "--workers", "2"]) == 0
     out = capsys.readouterr()
