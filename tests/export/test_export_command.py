@@ -19,12 +19,13 @@ from partgnn.data.storage import GraphFile, ScoresFile
 from partgnn.export.edge_classifier import ExportedEdgeClassifier
 from partgnn.export.export_model import kept_node_inputs, recorded_input_features
 from partgnn.export.node_inputs import NodeInputs
+from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.inference import load_trained_model
 from tests.distributed.launch import REPOSITORY
 from tests.subprocesses import run_command
 
 MODEL = "pretrained:trackml-full"
-SHIPPED = torch.load(REPOSITORY / "partgnn/pretrained/trackml-full.pt", weights_only=True)
+SHIPPED = load_checkpoint(MODEL)
 #: The model's inputs that are fields of its graphs files, with their scales, and all its
 #: columns as an exported file takes them by default.
 KEPT: dict[str, float] = kept_node_inputs(SHIPPED, MODEL)
