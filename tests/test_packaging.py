@@ -78,7 +78,7 @@ def test_the_wheel_carries_configs_geometry_kernel_sources_and_trained_models(wh
     assert "partgnn/configs/detector/trackml.yaml" in names
     kernels = {f"partgnn/models/kernels/{name}.cpp" for name in ("norm_activation", "node_sums")}
     assert kernels <= names
-    for model in ("trackml-pt1", "trackml-full"):
+    for model in ("trackml-pt1", "trackml-full", "trackml-full-positions"):
         assert {f"partgnn/pretrained/{model}.pt", f"partgnn/pretrained/{model}.yaml"} <= names
     assert "partgnn/pretrained/trackml-full.map.npz" in names  # its module map: no fit needed
     assert {"partgnn/configs/demo.yaml", "partgnn/configs/halo.yaml"} <= names

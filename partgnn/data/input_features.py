@@ -30,9 +30,17 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from partgnn.data.cluster_shapes import CLUSTER_FEATURES
 from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
 from partgnn.data.graph_features import LENGTH_SCALE
 from partgnn.errors import InputError
+
+#: Said after a missing cluster feature: where such fields come from, and what scores without.
+CELLS_HINT = (
+    "; cluster shapes come from an event's cells (import-trackml with its -cells files, or "
+    "partgnn simulate): a model of hit positions only, such as "
+    "pretrained:trackml-full-positions, scores events without them"
+)
 
 #: partgnn's own node columns: name -> (the graph field, its column, the scale the stored
 #: value was divided by). ``x`` and ``y`` come from the hits' float32 positions [mm].
@@ -291,6 +299,7 @@ def _kept(
         kept = ", ".join(sorted(extra)[:8]) or "none"
         raise InputError(
             f"{where}: has no {what} field {column.name} (the fields kept beside its graph: {kept})"
+            + (CELLS_HINT if column.name in CLUSTER_FEATURES else "")
         )
     values = np.asarray(extra[column.name])
     if values.ndim != 1 or values.shape[0] != n or not np.issubdtype(values.dtype, np.number):

@@ -72,6 +72,7 @@ def test_a_model_trains_on_cell_features_and_scores_the_real_sample(files, tmp_p
                  "--out", str(lacking), "--device", "cpu"]) == 2  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "has no per-hit field cell_count" in err, err
+    assert "a model of hit positions only, such as pretrained:trackml-full-positions" in err
     assert not lacking.exists()
 
 

@@ -27,7 +27,7 @@ def _card(name: str) -> dict:
     return yaml.safe_load((pretrained_dir() / f"{name}.yaml").read_text())
 
 
-@pytest.mark.parametrize("name", ["trackml-pt1", "trackml-full"])
+@pytest.mark.parametrize("name", ["trackml-pt1", "trackml-full", "trackml-full-positions"])
 def test_the_models_are_shipped_and_listed_with_their_cards(capsys, name: str):
     assert name in pretrained_names()
     assert main(["pretrained"]) == 0
@@ -74,13 +74,18 @@ def test_an_unknown_pretrained_name_is_one_line_naming_the_shipped_ones(capsys, 
     [
         ("trackml-pt1", ["--pt-min", "1.0"]),
         ("trackml-full", ["--method", "module-map", "--map", "pretrained:trackml-full"]),
+        (
+            "trackml-full-positions",
+            ["--method", "module-map", "--map", "pretrained:trackml-full-positions"],
+        ),
     ],
-    ids=["pt1", "full"],
+    ids=["pt1", "full", "full-positions"],
 )
 def test_a_model_scores_a_new_event_as_its_card_says(tmp_path: Path, capsys, name, build):
     """One simulated pile-up-200 event the models never saw (seed 97): its pT > 1 GeV graph for
     trackml-pt1, its full graph (every hit) built with the card's module map for trackml-full
-    (the map ships with the package: no fit); pT > 1 GeV targets for both. Simulated with the
+    and trackml-full-positions (one map file, shipped with the package: no fit); pT > 1 GeV
+    targets for all. Simulated with the
     card's ``simulation`` options (the switches its training events were made with)."""
     simulation = _card(name).get("simulation", [])
     card = _card(name)["held_out"]["simulated"]

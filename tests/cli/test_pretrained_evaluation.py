@@ -28,7 +28,7 @@ def sample_events(sample_dir: Path, tmp_path_factory) -> Path:
     return events
 
 
-@pytest.mark.parametrize("name", ["trackml-pt1", "trackml-full"])
+@pytest.mark.parametrize("name", ["trackml-pt1", "trackml-full", "trackml-full-positions"])
 def test_each_model_scores_the_real_sample_as_its_card_says(
     sample_events: Path, tmp_path: Path, capsys, name: str
 ):
