@@ -28,7 +28,9 @@ import torch
 from _common import REPOSITORY, ToolParser, machine, markdown_table, partgnn, record_figures
 
 from partgnn.data.storage import GraphFile, ScoresFile
+from partgnn.export.export_model import kept_node_inputs, recorded_input_features
 from partgnn.export.formats import FORMATS
+from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.inference import load_trained_model
 
 
@@ -52,14 +54,22 @@ def main() -> None:
         partgnn("infer", "--checkpoint", model_spec, "--graphs", graphs, "--out", scores,
                 "--device", "cpu")  # fmt: skip
         with GraphFile(graphs) as graph_file, ScoresFile(scores) as scores_file:
-            graph, infer_scores = graph_file[0], scores_file[0]
-        cut = float(torch.load(REPOSITORY / f"partgnn/pretrained/{args.model}.pt",
-                               weights_only=True)["score_cut"])  # fmt: skip
+            graph, extra, infer_scores = graph_file[0], graph_file.extra(0), scores_file[0]
+        saved = load_checkpoint(model_spec)
+        cut = float(saved["score_cut"])
+        # what the model reads (its config's columns), and what its exported file is given:
+        # partgnn's four node columns, then the model's kept fields at its scales
+        x, edge_attr = recorded_input_features(saved, model_spec).select(
+            graph, extra, where=str(graphs)
+        )
+        kept = [extra[name] / scale for name, scale in kept_node_inputs(saved, model_spec).items()]
+        given = np.column_stack([graph.x.numpy(), *kept]).astype(np.float32)
         npz = work / "graph.npz"
-        np.savez(npz, node_features=graph.x.numpy(), edge_index=graph.edge_index.numpy())
+        np.savez(npz, node_features=given, edge_index=graph.edge_index.numpy())
         size = f"{graph.num_nodes:,} nodes, {graph.edge_index.shape[1]:,} edges"
         rows, figures = [], []
-        own = _partgnn_times(model_spec, graph, args.threads, args.repeats)
+        own = _partgnn_times(model_spec, x, graph.edge_index, edge_attr, args.threads,
+                             args.repeats)  # fmt: skip
         rows.append(("partgnn (model forward, as infer)", *(f"{t:.3f}" for t in own), "-", "-"))
         for fmt in args.formats:
             exported = work / f"model.{'pt2' if fmt == 'aoti' else fmt}"
@@ -89,18 +99,26 @@ def main() -> None:
     record_figures(args.record, figures)
 
 
-def _partgnn_times(spec: str, graph, thread_counts: list[int], repeats: int) -> list[float]:
-    model, _ = load_trained_model(spec, graph.x.shape[1], graph.edge_attr.shape[1],
-                                  torch.device("cpu"))  # fmt: skip
+def _partgnn_times(
+    spec: str,
+    x: torch.Tensor,
+    edge_index: torch.Tensor,
+    edge_attr: torch.Tensor,
+    thread_counts: list[int],
+    repeats: int,
+) -> list[float]:
+    """Median seconds of the model's forward pass on ``x`` (N, F_node), ``edge_index`` (2, E)
+    and ``edge_attr`` (E, F_edge), per thread count."""
+    model, _ = load_trained_model(spec, x.shape[1], edge_attr.shape[1], torch.device("cpu"))
     times = []
     for threads in thread_counts:
         torch.set_num_threads(threads)
         with torch.no_grad():
-            model(graph.x, graph.edge_index, graph.edge_attr)  # warm-up
+            model(x, edge_index, edge_attr)  # warm-up
             runs = []
             for _ in range(repeats):
                 start = time.perf_counter()
-                model(graph.x, graph.edge_index, graph.edge_attr)
+                model(x, edge_index, edge_attr)
                 runs.append(time.perf_counter() - start)
         times.append(statistics.median(runs))
     return times

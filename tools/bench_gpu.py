@@ -269,6 +269,7 @@ def _largest(args: argparse.Namespace, device: torch.device) -> dict:
 
 
 def _score(args: argparse.Namespace, device: torch.device) -> list[dict]:
+    from partgnn.data.event_graphs import node_clusters
     from partgnn.data.geometry import default_geometry
     from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
     from partgnn.data.h5_files import file_sha256
@@ -287,9 +288,11 @@ def _score(args: argparse.Namespace, device: torch.device) -> list[dict]:
                       } if map_file else {}  # fmt: skip
         events = (simulate_event(geometry, SimulationConfig(pileup=args.pileup), event_id=i,
                                  seed=3) for i in range(args.events))  # fmt: skip
-        built = (build_event_graph(e, geometry, GraphBuildConfig(pt_min=0.0), module_map)
+        built = ((e, *build_event_graph(e, geometry, GraphBuildConfig(pt_min=0.0), module_map))
                  for e in events)  # fmt: skip
-        write_graphs(graphs, ((g, q.to_dict()) for g, q in built), provenance=provenance)
+        # each graph keeps its hits' cluster features (the model reads them), as build-graphs
+        write_graphs(graphs, ((g, q.to_dict(), node_clusters(e, geometry, g.hit_id.numpy()))
+                              for e, g, q in built), provenance=provenance)  # fmt: skip
     rows = []
     _reset_peak(device)
     start = _memory(device)

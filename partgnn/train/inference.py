@@ -195,7 +195,9 @@ def score_graphs(
     context = DistContext.one_process(device)
     saved = load_checkpoint(checkpoint)
     model = saved_model_config(saved, str(checkpoint))
-    strategy = scoring_strategy("full", context, graphs=graphs_path, model=model)
+    strategy = scoring_strategy(
+        "full", context, graphs=graphs_path, model=model, features=saved_input_features(saved)
+    )
     scored = score_events(checkpoint, strategy, model_target=model_target, saved=saved)
     for event_id, scores in scored:
         assert scores is not None  # one process: its rank 0

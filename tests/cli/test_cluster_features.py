@@ -14,6 +14,7 @@ import torch
 from partgnn.cli.main import main
 from partgnn.data.cluster_shapes import CLUSTER_COLUMNS, CLUSTER_FEATURES
 from partgnn.data.storage import EventFile, GraphFile, ScoresFile
+from partgnn.train.inference import score_graphs
 from tests.train.conftest import write_config
 
 #: Exa.TrkX's TrackML node features under acorn's names and scales (acorn's Example_3).
@@ -66,6 +67,9 @@ def test_a_model_trains_on_cell_features_and_scores_the_real_sample(files, tmp_p
                  "--out", str(scores), "--device", "cpu"]) == 0  # fmt: skip
     with ScoresFile(scores) as scored:
         assert np.isfinite(scored[0]).all()
+        # the library's scoring of a graphs file reads the columns the checkpoint records too
+        here = list(score_graphs(checkpoint, files["real-graphs"], torch.device("cpu")))
+        assert len(here) == 1 and np.array_equal(here[0][1].astype(np.float32), scored[0])
     capsys.readouterr()
     lacking = tmp_path / "lacking.h5"
     assert main(["infer", "--checkpoint", str(checkpoint), "--graphs", str(files["bare-graphs"]),
