@@ -14,9 +14,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from partgnn.distributed.in_process_exchanges import LoopbackExchange
 from partgnn.models.build import build_model
 from partgnn.models.config import ModelConfig
-from partgnn.train.footprint import LoopbackExchange
 from partgnn.train.loss import edge_loss
 
 

@@ -9,8 +9,10 @@ gradient) so that a model can compute the edges that need no halo row meanwhile.
 Every exchanger implements it and the model calls it by these names:
 :class:`~partgnn.distributed.halo_exchange.HaloExchanger` (the ranks of a graph group),
 :class:`~partgnn.models.replayed_exchange.ReplayedExchange` (a recomputed forward pass gets the
-rows again without communicating) and :class:`~partgnn.train.footprint.LoopbackExchange` (one
-process, halo rows copied from owned ones: the memory planner's probe). The order of the edges
+rows again without communicating), and in one process
+:class:`~partgnn.distributed.in_process_exchanges.NoExchange` (a whole graph: no halo rows) and
+:class:`~partgnn.distributed.in_process_exchanges.LoopbackExchange` (halo rows copied from owned
+ones: the memory planner's probe). The order of the edges
 that hides an exchange (interior edges first) is not the exchange's: it is the event's, carried
 by the training item (:class:`~partgnn.distributed.interior_first.InteriorFirst`).
 """

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 import torch
 import torch.distributed as dist
 
+from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
 from partgnn.partition.halo_plan import HaloPlan
 
@@ -91,73 +92,6 @@ class ExchangePlan:
             for peer, (s, r) in enumerate(zip(self.send_counts, self.recv_counts, strict=True))
             if s or r
         )
-
-
-@dataclass
-class CommunicationCounter:
-    """Bytes moved by halo exchanges: per direction, accumulated until :meth:`reset`.
-
-    Recomputed forward passes (activation recomputation) exchange again and are counted again:
-    the numbers are the traffic that really happened.
-
-    Attributes:
-        forward_exchanges: Forward exchanges run.
-        backward_exchanges: Backward (reverse) exchanges run.
-        forward_bytes_sent: Bytes this rank sent in forward exchanges.
-        forward_bytes_received: Bytes it received in forward exchanges.
-        backward_bytes_sent: Bytes it sent in backward exchanges.
-        backward_bytes_received: Bytes it received in backward exchanges.
-        blocked_seconds: Wall time this rank spent blocked in exchanges: a blocking exchange
-            whole, a started one (hiding communication) from its
-            :meth:`~PendingExchange.wait` on (on CUDA, the host's time only: the device waits on
-            its stream).
-    """
-
-    forward_exchanges: int = 0
-    backward_exchanges: int = 0
-    forward_bytes_sent: int = 0
-    forward_bytes_received: int = 0
-    backward_bytes_sent: int = 0
-    backward_bytes_received: int = 0
-    blocked_seconds: float = field(default=0.0, compare=False)
-    _history: list[tuple[str, int, int]] = field(default_factory=list, repr=False)
-
-    def record(self, direction: str, bytes_sent: int, bytes_received: int) -> None:
-        if direction == "forward":
-            self.forward_exchanges += 1
-            self.forward_bytes_sent += bytes_sent
-            self.forward_bytes_received += bytes_received
-        else:
-            self.backward_exchanges += 1
-            self.backward_bytes_sent += bytes_sent
-            self.backward_bytes_received += bytes_received
-        self._history.append((direction, bytes_sent, bytes_received))
-
-    @property
-    def bytes_sent(self) -> int:
-        return self.forward_bytes_sent + self.backward_bytes_sent
-
-    @property
-    def bytes_received(self) -> int:
-        return self.forward_bytes_received + self.backward_bytes_received
-
-    @property
-    def history(self) -> list[tuple[str, int, int]]:
-        """``(direction, bytes sent, bytes received)`` of every exchange since the reset."""
-        return list(self._history)
-
-    def reset(self) -> None:
-        self.__init__()
-
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "forward_exchanges": self.forward_exchanges,
-            "backward_exchanges": self.backward_exchanges,
-            "forward_bytes_sent": self.forward_bytes_sent,
-            "forward_bytes_received": self.forward_bytes_received,
-            "backward_bytes_sent": self.backward_bytes_sent,
-            "backward_bytes_received": self.backward_bytes_received,
-        }
 
 
 def resolve_transport(transport: str, group_size: int) -> str:
@@ -235,7 +169,7 @@ class HaloExchanger:
         self._context = context
         self.transport = transport
         self.counter = counter
-        self.hide_communication = hide_communication
+        self._hide_communication = hide_communication
 
     @classmethod
     def for_plan(
@@ -255,6 +189,17 @@ class HaloExchanger:
             transport=transport,
             counter=counter,
             hide_communication=hide_communication,
+        )
+
+    def on_plan(self, plan: ExchangePlan) -> HaloExchanger:
+        """This exchanger (its group, transport, counter and hiding) on another plan of the
+        same event (e.g. its rows padded)."""
+        return HaloExchanger(
+            plan,
+            self._context,
+            transport=self.transport,
+            counter=self.counter,
+            hide_communication=self._hide_communication,
         )
 
     @property
@@ -282,9 +227,9 @@ class HaloExchanger:
 
     @property
     def hides_communication(self) -> bool:
-        """Whether :meth:`start` is worth using: there are peers (``P > 1``) and
-        ``hide_communication`` is on."""
-        return self.hide_communication and self.context.group_size > 1
+        """Whether :meth:`start` is worth using: there are peers (``P > 1``) and the
+        exchanger was made to hide communication (``run.hide_communication``)."""
+        return self._hide_communication and self.context.group_size > 1
 
     def start(self, x_owned: torch.Tensor) -> PendingExchange:
         """Starts the forward exchange of ``x_owned`` (not differentiable: the caller runs

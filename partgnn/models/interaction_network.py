@@ -40,6 +40,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from partgnn.distributed.exchange import Exchange
+from partgnn.distributed.in_process_exchanges import NoExchange
 from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.models.chunked_edge_mlp import EdgeNodes, KeptGraphs, edge_mlp
 from partgnn.models.compute_policy import ComputePolicy
@@ -179,7 +180,8 @@ class InteractionNetwork(nn.Module):
         edge_order: InteriorFirst | None,
     ) -> torch.Tensor:
         hide = self.chunkable and exchange is not None and exchange.hides_communication
-        exchange = exchange or _identity
+        if exchange is None:
+            exchange = NoExchange(n_owned)
         # With recomputation the edge MLPs run in chunks of edges whether or not gradients are
         # recorded (no event-sized temporaries when scoring either); regions of steps are
         # recomputed only when they are.
@@ -341,10 +343,6 @@ class InteractionNetwork(nn.Module):
             mlp, blocks, recompute_elementwise=recompute, fused=self.compute.fused,
             residual=residual,
         )  # fmt: skip
-
-
-def _identity(x: torch.Tensor) -> torch.Tensor:
-    return x
 
 
 def _joined_regions(sources: list) -> tuple[AbstractContextManager, AbstractContextManager]:

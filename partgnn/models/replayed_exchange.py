@@ -16,13 +16,14 @@ region's autograd graph goes.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 import torch
 
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.exchange import ArrivingRows, Exchange
+from partgnn.distributed.in_process_exchanges import ReceivedRows
 
 
 class ReplayedExchange:
@@ -30,14 +31,12 @@ class ReplayedExchange:
     recorded for the replay; see the module docstring.
 
     Args:
-        exchange: The rank's halo exchange; on a whole graph, the identity of its rows (then
-            only the blocking call is made).
+        exchange: The rank's halo exchange (on a whole graph,
+            :class:`~partgnn.distributed.in_process_exchanges.NoExchange`).
         n_owned: Owned rows ``n_owned`` (the rows of ``x_owned``).
     """
 
-    def __init__(
-        self, exchange: Exchange | Callable[[torch.Tensor], torch.Tensor], n_owned: int
-    ) -> None:
+    def __init__(self, exchange: Exchange, n_owned: int) -> None:
         self.exchange = exchange
         self.n_owned = n_owned
         self._recording: deque[torch.Tensor] | None = None
@@ -94,16 +93,6 @@ class ReplayedExchange:
         if not self._replaying:
             raise RuntimeError("ReplayedExchange: the recomputation exchanges more than it did")
         return self._replaying.popleft()
-
-
-class ReceivedRows:
-    """Halo rows already here (a replayed or in-process exchange): ``wait()`` returns them."""
-
-    def __init__(self, rows: torch.Tensor) -> None:
-        self._rows = rows
-
-    def wait(self) -> torch.Tensor:
-        return self._rows
 
 
 class _Recorded:

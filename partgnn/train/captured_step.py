@@ -35,8 +35,9 @@ from typing import Literal, Protocol, TypeVar, get_args
 import torch
 from torch import nn
 
+from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchanger
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.train.config import TrainConfig
 from partgnn.train.events import TrainItem
 from partgnn.train.padded_items import PaddedShape, pad_item, padding_refusal

@@ -36,9 +36,10 @@ import torch.distributed as dist
 
 from partgnn.data.input_features import InputFeatures
 from partgnn.data.storage import GraphFile
+from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.exchange import Exchange
-from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchanger
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.errors import InputError
 from partgnn.partition.naive import naive_sector

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from partgnn.distributed.context import DistContext
+from partgnn.distributed.in_process_exchanges import LoopbackExchange
 from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.memory.heap_release import (
     ALWAYS_RELEASE_HEAP,
@@ -50,7 +50,6 @@ from partgnn.memory.meters import (
     resident_meter_available,
 )
 from partgnn.models.build import build_model
-from partgnn.models.replayed_exchange import ReceivedRows
 from partgnn.train.config import TrainConfig
 from partgnn.train.events import TrainItem
 from partgnn.train.loss import weighted_count
@@ -310,32 +309,3 @@ def random_train_item(
         n_owned=n_owned,
         weight=weight,
     )
-
-
-class LoopbackExchange:
-    """A halo exchange within one process (the :class:`~partgnn.distributed.exchange.Exchange`
-    contract): the halo rows are copies of owned rows ``send_index``, so a model runs its halo
-    path (blocking, or hiding communication) without peers.
-
-    Args:
-        send_index: Owned row each halo row copies ``(n_halo,)``.
-        n_owned: Owned rows.
-        hide_communication: Offer the path that hides communication (``start`` / ``start_reverse``).
-    """
-
-    def __init__(self, send_index: torch.Tensor, n_owned: int, *, hide_communication: bool) -> None:
-        self.send_index = send_index
-        self.n_owned = n_owned
-        self.n_halo = int(send_index.shape[0])
-        self.hides_communication = hide_communication
-        self.context: DistContext | None = None  # no peers
-
-    def __call__(self, x_owned: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x_owned, x_owned[self.send_index]])
-
-    def start(self, x_owned: torch.Tensor) -> ReceivedRows:
-        return ReceivedRows(x_owned.detach()[self.send_index].clone())
-
-    def start_reverse(self, grad_halo: torch.Tensor) -> ReceivedRows:
-        # Rows sent = halo rows here: each halo row's gradient returns to the row it copies.
-        return ReceivedRows(grad_halo.clone())

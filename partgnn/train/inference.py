@@ -22,8 +22,8 @@ import torch.distributed as dist
 from partgnn.data.graph_construction import construction_mismatch, graph_construction
 from partgnn.data.h5_files import file_sha256
 from partgnn.data.storage import GraphFile, write_scores
+from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError, first_line
 from partgnn.models.build import build_model
 from partgnn.models.config import ModelConfig

@@ -254,11 +254,4 @@ def _padded_exchange(
 ) -> HaloExchanger:
     """The item's exchanger on the padded rows and blocks."""
     assert send_index is not None
-    plan = ExchangePlan(n_owned, n_halo, send_index, send_counts, recv_counts)
-    return HaloExchanger(
-        plan,
-        exchange.context,
-        transport=exchange.transport,
-        counter=exchange.counter,
-        hide_communication=exchange.hide_communication,
-    )
+    return exchange.on_plan(ExchangePlan(n_owned, n_halo, send_index, send_counts, recv_counts))

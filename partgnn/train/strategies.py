@@ -32,6 +32,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.gradients import (
     BucketedGradientReduce,
@@ -41,7 +42,6 @@ from partgnn.distributed.gradients import (
     ReducedStep,
     all_reduce_value,
 )
-from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
 from partgnn.metrics.run_summary import FORMER_MODE_NAMES
 from partgnn.partition.shard_reader import ShardDirectory

@@ -29,10 +29,10 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from partgnn.data.output_files import remove_stale_temporaries
+from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.device import deterministic_algorithms
 from partgnn.distributed.failures import agree_on_failure
-from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.errors import InputError
 from partgnn.metrics.run_summary import RunSummary
 from partgnn.models.build import build_model

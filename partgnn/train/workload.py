@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import CommunicationCounter
 from partgnn.train.events import TrainItem
 
 

@@ -27,8 +27,9 @@ from torch_geometric.nn import (
 )
 
 from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
+from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import CommunicationCounter, HaloExchanger
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.models.interaction_network import Exchange
 from partgnn.models.partitioned_layer import PartitionedLayer
 from partgnn.partition.shard_reader import RankEvent

@@ -13,11 +13,11 @@ import torch
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.exchange import Exchange
 from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+from partgnn.distributed.in_process_exchanges import LoopbackExchange, NoExchange
 from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.models.replayed_exchange import ReplayedExchange
-from partgnn.train.footprint import LoopbackExchange
 
 MEMBERS = (
     "n_owned",
@@ -37,11 +37,22 @@ def _exchangers() -> dict[str, object]:
     return {
         "HaloExchanger": halo,
         "LoopbackExchange": loopback,
+        "NoExchange": NoExchange(4),
         "ReplayedExchange": ReplayedExchange(loopback, 4),
+        "ReplayedExchange of NoExchange": ReplayedExchange(NoExchange(4), 4),
     }
 
 
-@pytest.mark.parametrize("name", ["HaloExchanger", "LoopbackExchange", "ReplayedExchange"])
+EXCHANGERS = (
+    "HaloExchanger",
+    "LoopbackExchange",
+    "NoExchange",
+    "ReplayedExchange",
+    "ReplayedExchange of NoExchange",
+)
+
+
+@pytest.mark.parametrize("name", EXCHANGERS)
 def test_every_exchanger_implements_the_contract(name):
     exchanger = _exchangers()[name]
     assert isinstance(exchanger, Exchange)
@@ -56,6 +67,17 @@ def test_every_exchanger_implements_the_contract(name):
         exchanger.hides_communication
     ):  # (one rank of its own: nothing to start; the rest is collective)
         assert torch.equal(exchanger.start(rows).wait(), local[exchanger.n_owned :])
+
+
+def test_a_whole_graph_has_an_exchange_with_no_halo_rows():
+    """NoExchange: the rows themselves (the same tensor: no copy, the arithmetic of a whole
+    graph untouched), nothing started brings rows, nothing sent, no peers."""
+    none = NoExchange(4)
+    rows = torch.arange(12, dtype=torch.float64).reshape(4, 3)
+    assert none(rows) is rows and none.n_halo == 0 and none.context is None
+    assert not none.hides_communication and none.send_index.shape == (0,)
+    assert none.start(rows).wait().shape == (0, 3)
+    assert none.start_reverse(rows[:0]).wait().shape == (0, 3)
 
 
 def test_the_model_reads_no_exchange_member_by_probing():

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from partgnn.distributed.halo_exchange import CommunicationCounter
+from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.train.captured_step import CapturedStep, capture_refusal
 from partgnn.train.config_file import load_config

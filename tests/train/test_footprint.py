@@ -7,6 +7,7 @@ import gc
 import pytest
 import torch
 
+from partgnn.distributed.in_process_exchanges import LoopbackExchange
 from partgnn.memory.heap_release import RELEASE_MIN_BYTES
 from partgnn.memory.meters import heap_meter_available
 from partgnn.train import footprint
@@ -88,7 +89,7 @@ def test_checkpointing_needs_less_per_edge_and_halo_mode_runs_the_exchange(
 
 
 def test_loopback_exchange_appends_copies_of_owned_rows():
-    exchange = footprint.LoopbackExchange(torch.tensor([2, 0]), 3, hide_communication=True)
+    exchange = LoopbackExchange(torch.tensor([2, 0]), 3, hide_communication=True)
     x = torch.arange(6.0).reshape(3, 2)
     assert exchange(x).tolist() == [[0, 1], [2, 3], [4, 5], [4, 5], [0, 1]]
     assert exchange.start(x).wait().tolist() == [[4, 5], [0, 1]]
