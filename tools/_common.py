@@ -165,6 +165,23 @@ def best_of(run: Callable[[], object], repeats: int) -> float:
     return min(times)
 
 
+def torchrun(ranks: int, *target: str | os.PathLike[str]) -> list[str]:
+    """``torchrun --standalone --nproc-per-node RANKS TARGET...`` of this environment: the one
+    way the tools start ranks (``--standalone``: each run on a rendezvous port of its own, so
+    no two runs share a fixed port). ``target``: ``"-m", "partgnn", ...`` or a script and its
+    arguments."""
+    return [str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node",
+            str(ranks), *map(str, target)]  # fmt: skip
+
+
+def partgnn_launcher(ranks: int) -> list[str]:
+    """The command that starts ``partgnn`` on ``ranks`` processes of this machine: the
+    ``partgnn`` script for one, :func:`torchrun` of ``-m partgnn`` for more."""
+    if ranks == 1:
+        return [str(Path(sys.executable).parent / "partgnn")]
+    return torchrun(ranks, "-m", "partgnn")
+
+
 def partgnn(
     *arguments: str | os.PathLike[str],
     ranks: int = 1,
@@ -205,13 +222,7 @@ def partgnn(
         if not quiet:
             print(output.getvalue(), end="")
         return
-    bin_dir = Path(sys.executable).parent
-    launcher = (
-        [str(bin_dir / "partgnn")]
-        if ranks == 1
-        else [str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node", str(ranks),
-              "-m", "partgnn"]
-    )  # fmt: skip
+    launcher = partgnn_launcher(ranks)
     env = dict(os.environ)
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -249,11 +260,10 @@ def train_sitting(
         The exit status, and the time (``time.time()``) the ranks were signalled (``None``: they
         ended by themselves).
     """
-    command = [
-        str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node",
-        str(ranks), "-m", "partgnn", "train", "--config", str(config), "--resume", "auto",
+    command = torchrun(
+        ranks, "-m", "partgnn", "train", "--config", config, "--resume", "auto",
         *(a for o in overrides for a in ("--set", o)),
-    ]  # fmt: skip
+    )  # fmt: skip
     print("$ " + " ".join(["torchrun", *command[1:]]), file=sys.stderr, flush=True)
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     stopped = None

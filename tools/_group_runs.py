@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from _common import torchrun
 
 
 def write_varied_events(
@@ -62,10 +63,8 @@ def train_halo(folder: Path, name: str, processes: int, config: dict) -> dict:
     }  # fmt: skip
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
-    torchrun = Path(sys.executable).parent / "torchrun"
     done = subprocess.run(
-        [str(torchrun), "--standalone", "--nproc-per-node", str(processes),
-         "-m", "partgnn", "train", "--config", str(path), "--replace"],
+        torchrun(processes, "-m", "partgnn", "train", "--config", path, "--replace"),
         env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode:

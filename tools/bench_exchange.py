@@ -13,13 +13,12 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from _common import ToolParser
+from _common import ToolParser, torchrun
 
 
 def main() -> None:
@@ -58,20 +57,10 @@ def main() -> None:
         for n_parts in args.parts:
             shards = Path(folder) / f"metis{n_parts}"
             write_shards(graphs, shards, PartitionOptions(n_parts=n_parts), progress=False)
-            command = [
-                str(Path(sys.executable).parent / "torchrun"),
-                "--nproc-per-node",
-                str(n_parts),
-                "--master-port",
-                "29561",
-                __file__,
-                "--worker",
-                str(shards),
-                "--repeats",
-                str(args.repeats),
-                "--hidden",
-                *map(str, args.hidden),
-            ]
+            command = torchrun(
+                n_parts, __file__, "--worker", shards, "--repeats", str(args.repeats),
+                "--hidden", *map(str, args.hidden),
+            )  # fmt: skip
             env = dict(os.environ, OMP_NUM_THREADS="1")
             subprocess.run(command, check=True, env=env)
 
@@ -79,11 +68,8 @@ def main() -> None:
 def _worker(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
-    from partgnn.distributed.halo_exchange import (
-        CommunicationCounter,
-        ExchangePlan,
-        halo_exchange,
-    )
+    from partgnn.distributed.communication_counter import CommunicationCounter
+    from partgnn.distributed.halo_exchange import ExchangePlan, halo_exchange
     from partgnn.distributed.process_group import destroy_distributed, init_distributed
     from partgnn.partition.shard_reader import ShardDirectory
 

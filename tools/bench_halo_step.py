@@ -28,7 +28,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-from _common import ToolParser
+from _common import ToolParser, torchrun
 
 PHASES = ("forward", "backward", "exchange", "all_reduce", "optimizer")
 
@@ -70,12 +70,11 @@ def main() -> None:
             shards = Path(folder) / f"metis{n_parts}"
             write_shards(graphs, shards, PartitionOptions(n_parts=n_parts), progress=False)
             result = Path(folder) / f"result{n_parts}.json"
-            command = [
-                str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node", str(n_parts),
-                "--master-port", "29631", __file__, "--worker", str(shards), "--result",
-                str(result), "--threads", str(args.threads), "--repeats", str(args.repeats),
-                "--fused", args.fused, "--precisions", *args.precisions,
-            ]  # fmt: skip
+            command = torchrun(
+                n_parts, __file__, "--worker", shards, "--result", result, "--threads",
+                str(args.threads), "--repeats", str(args.repeats), "--fused", args.fused,
+                "--precisions", *args.precisions,
+            )  # fmt: skip
             env = {**os.environ, "OMP_NUM_THREADS": str(max(1, args.threads // n_parts))}
             subprocess.run(command, check=True, env=env)
             for row in json.loads(result.read_text()):
@@ -101,12 +100,9 @@ def main() -> None:
 def _worker(args: argparse.Namespace) -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
+    from partgnn.distributed.communication_counter import CommunicationCounter
     from partgnn.distributed.gradients import GradientCombination, all_reduce_gradients
-    from partgnn.distributed.halo_exchange import (
-        CommunicationCounter,
-        ExchangePlan,
-        HaloExchanger,
-    )
+    from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
     from partgnn.distributed.process_group import destroy_distributed, init_distributed
     from partgnn.models.compute_policy import ComputePolicy
     from partgnn.models.interaction_network import InteractionNetwork

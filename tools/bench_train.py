@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import yaml
-from _common import ToolParser, planned_mib
+from _common import ToolParser, partgnn_launcher, planned_mib
 
 
 def main() -> None:
@@ -56,7 +55,6 @@ def main() -> None:
 
     from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
-    bin_dir = Path(sys.executable).parent
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         graphs = folder / "graphs.h5"
@@ -102,18 +100,7 @@ def main() -> None:
                         }
                     )
                 )
-                launcher = (
-                    [str(bin_dir / "partgnn")]
-                    if n_parts == 1
-                    else [
-                        str(bin_dir / "torchrun"),
-                        "--standalone",
-                        "--nproc-per-node",
-                        str(n_parts),
-                        "-m",
-                        "partgnn",
-                    ]
-                )
+                launcher = partgnn_launcher(n_parts)
                 env = dict(os.environ, OMP_NUM_THREADS="1")
                 planned = planned_mib(config)
                 started = time.perf_counter()

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from _common import ToolParser, cpu, record_figures
+from _common import ToolParser, cpu, partgnn_launcher, record_figures
 
 #: Mode, the shards it reads (``None``: the graphs file), and its processes.
 RUNS: dict[str, tuple[str, str | None, int]] = {
@@ -158,13 +158,7 @@ def _train(
             }
         )
     )
-    bin_dir = Path(sys.executable).parent
-    command = [str(bin_dir / "partgnn"), "train", "--config", str(config)]
-    if processes > 1:
-        command = [
-            str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node", str(processes),
-            "-m", "partgnn", "train", "--config", str(config),
-        ]  # fmt: skip
+    command = [*partgnn_launcher(processes), "train", "--config", str(config)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=540)
     if result.returncode != 0:

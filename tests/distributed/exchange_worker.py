@@ -19,12 +19,8 @@ import time
 import numpy as np
 import torch
 
-from partgnn.distributed.halo_exchange import (
-    CommunicationCounter,
-    ExchangePlan,
-    HaloExchanger,
-    halo_exchange,
-)
+from partgnn.distributed.communication_counter import CommunicationCounter
+from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger, halo_exchange
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.halo_plan import build_halo_plans
 
