@@ -277,8 +277,11 @@ def _drive(agent, run, plan, faults, disk, started, steps) -> int:
             )
             if kind == "disk":
                 filled_under = workers
-        if filled_under is not None and worker_pids(agent) != filled_under:
-            disk.free()  # the full disk failed the group; torchrun restarts it
+        now = worker_pids(agent)
+        if filled_under is not None and now and set(now).isdisjoint(filled_under):
+            # The full disk failed the group and torchrun started another: free it. (Only then:
+            # a moment with no workers, or an unreadable process list, frees nothing.)
+            disk.free()
             filled_under = None
         elif filled_under is not None:
             disk.top_up()
