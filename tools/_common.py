@@ -239,7 +239,7 @@ def planned_mib(config: Path) -> list[float]:
     """Each rank's peak as ``partgnn plan --config CONFIG --json`` predicts it [MiB] (in a
     process of its own, one thread: as the ranks it plans run)."""
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "partgnn"), "plan", "--config", str(config), "--json"],
+        [*partgnn_launcher(1), "plan", "--config", str(config), "--json"],
         env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, check=True,
     )  # fmt: skip
     return [rank["total_bytes"] / 2**20 for rank in json.loads(done.stdout)["ranks"]]

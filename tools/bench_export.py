@@ -28,7 +28,11 @@ import torch
 from _common import REPOSITORY, ToolParser, machine, markdown_table, partgnn, record_figures
 
 from partgnn.data.storage import GraphFile, ScoresFile
-from partgnn.export.export_model import kept_node_inputs, recorded_input_features
+from partgnn.export.export_model import (
+    kept_node_inputs,
+    recorded_input_features,
+    with_kept_fields,
+)
 from partgnn.export.formats import FORMATS
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.inference import load_trained_model
@@ -62,8 +66,7 @@ def main() -> None:
         x, edge_attr = recorded_input_features(saved, model_spec).select(
             graph, extra, where=str(graphs)
         )
-        kept = [extra[name] / scale for name, scale in kept_node_inputs(saved, model_spec).items()]
-        given = np.column_stack([graph.x.numpy(), *kept]).astype(np.float32)
+        given = with_kept_fields(graph.x, extra, kept_node_inputs(saved, model_spec))
         npz = work / "graph.npz"
         np.savez(npz, node_features=given, edge_index=graph.edge_index.numpy())
         size = f"{graph.num_nodes:,} nodes, {graph.edge_index.shape[1]:,} edges"

@@ -277,8 +277,7 @@ def _drive(agent, run, plan, faults, disk, started, steps) -> int:
             )
             if kind == "disk":
                 filled_under = workers
-        now = worker_pids(agent)
-        if filled_under is not None and now and set(now).isdisjoint(filled_under):
+        if filled_under is not None and current and set(current).isdisjoint(filled_under):
             # The full disk failed the group and torchrun started another: free it. (Only then:
             # a moment with no workers, or an unreadable process list, frees nothing.)
             disk.free()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from partgnn.data.input_features import InputFeatures
@@ -108,6 +110,20 @@ def kept_node_inputs(state: dict, where: str) -> dict[str, float]:
 
     features = recorded_input_features(state, where)
     return {c.name: c.scale for c in features.node if c.name not in OWN_NODE_COLUMNS}
+
+
+def with_kept_fields(
+    own: torch.Tensor, extra: Mapping[str, np.ndarray], kept: Mapping[str, float]
+) -> np.ndarray:
+    """An exported file's node features for one graph: ``own`` ``(N, C)`` float32 (the
+    positions ``--node-features`` names, e.g. the graph's ``x``), then each ``kept`` field of
+    the graph's file (:func:`kept_node_inputs`; ``extra``: :meth:`GraphFile.extra
+    <partgnn.data.storage.GraphFile.extra>`) divided by its scale: ``(N, C + len(kept))``
+    float32."""
+    columns = [
+        torch.from_numpy(extra[name] / scale).float()[:, None] for name, scale in kept.items()
+    ]
+    return torch.cat([own, *columns], dim=1).numpy()
 
 
 def example_inputs(inputs: NodeInputs, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:

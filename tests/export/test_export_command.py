@@ -17,7 +17,11 @@ import torch
 from partgnn.cli.main import main
 from partgnn.data.storage import GraphFile, ScoresFile
 from partgnn.export.edge_classifier import ExportedEdgeClassifier
-from partgnn.export.export_model import kept_node_inputs, recorded_input_features
+from partgnn.export.export_model import (
+    kept_node_inputs,
+    recorded_input_features,
+    with_kept_fields,
+)
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.inference import load_trained_model
@@ -37,12 +41,6 @@ WIDTH = len(INPUTS.columns)
 def _columns(*positions: str) -> str:
     """``--node-features``: the positions given, then the model's kept fields."""
     return ",".join((*positions, *KEPT))
-
-
-def _with_kept(own: torch.Tensor, extras: dict[str, np.ndarray]) -> np.ndarray:
-    """(N, columns) float32: ``own`` columns, then each kept field divided by its scale."""
-    kept = [torch.from_numpy(extras[name] / scale).float()[:, None] for name, scale in KEPT.items()]
-    return torch.cat([own, *kept], dim=1).numpy()
 
 
 #: A file against the module it was written from, in score. TorchScript runs torch's kernels
@@ -71,9 +69,9 @@ def sample(sample_dir: Path, tmp_path_factory) -> dict:
                  "--device", "cpu"]) == 0  # fmt: skip
     with GraphFile(graphs) as graph_file, ScoresFile(scores) as scores_file:
         graph, extras, infer_scores = graph_file[0], graph_file.extra(0), scores_file[0]
-    given = _with_kept(graph.x, extras)
+    given = with_kept_fields(graph.x, extras, KEPT)
     np.savez(work / "graph.npz", node_features=given, edge_index=graph.edge_index.numpy())
-    np.savez(work / "graph-xyz.npz", node_features=_with_kept(graph.pos, extras),
+    np.savez(work / "graph-xyz.npz", node_features=with_kept_fields(graph.pos, extras, KEPT),
              edge_index=graph.edge_index.numpy())  # fmt: skip
     model, _ = load_trained_model(MODEL, WIDTH, 7, torch.device("cpu"))
     module = ExportedEdgeClassifier(model, INPUTS, FEATURES)
