@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
-from partgnn.data.storage import GraphFile
+from partgnn.data.files.storage import GraphFile
 
 #: Events per folder, in file order: the rest go to testset/.
 SPLIT = (("trainset", 0.6), ("valset", 0.2))

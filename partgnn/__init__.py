@@ -51,8 +51,8 @@ _EXPORTS: dict[str, str] = {
     "owned_edge_loss": "partgnn.api",
     "sum_gradients": "partgnn.api",
     "fit": "partgnn.api",
-    "TrainConfig": "partgnn.train.config",
-    "load_config": "partgnn.train.config_file",
+    "TrainConfig": "partgnn.train.config.sections",
+    "load_config": "partgnn.train.config.config_file",
     "Trainer": "partgnn.train.trainer",
     # errors
     "InputError": "partgnn.errors",
@@ -106,8 +106,8 @@ if TYPE_CHECKING:
     from partgnn.partition.halo_plan import HaloPlan
     from partgnn.partition.shard_reader import ShardDirectory
     from partgnn.partition.shard_writer import PartitionOptions, write_shards
-    from partgnn.train.config import TrainConfig
-    from partgnn.train.config_file import load_config
+    from partgnn.train.config.config_file import load_config
+    from partgnn.train.config.sections import TrainConfig
     from partgnn.train.trainer import Trainer
 
 

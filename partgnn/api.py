@@ -39,7 +39,7 @@ from partgnn.train.loss import edge_loss, weighted_count
 
 if TYPE_CHECKING:
     from partgnn.metrics.run_summary import RunSummary
-    from partgnn.train.config import TrainConfig
+    from partgnn.train.config.sections import TrainConfig
 
 
 def partition_event(
@@ -149,7 +149,8 @@ def fit(
     ``summary.json`` holds: :class:`~partgnn.metrics.run_summary.RunSummary`).
 
     Args:
-        config: A :class:`~partgnn.train.config.TrainConfig` (validated here), a YAML path, or
+        config: A :class:`~partgnn.train.config.sections.TrainConfig` (validated here), a YAML path,
+        or
             the name of a shipped config.
         overrides: ``section.field=value`` strings, as ``--set`` on the command line (only with
             a path or a name).
@@ -163,8 +164,8 @@ def fit(
     Raises:
         InputError: A bad config, or shards that do not fit the launched world size.
     """
-    from partgnn.train.config import TrainConfig
-    from partgnn.train.config_file import load_config, validate_config
+    from partgnn.train.config.config_file import load_config, validate_config
+    from partgnn.train.config.sections import TrainConfig
     from partgnn.train.training_run import run_training
 
     if isinstance(config, TrainConfig):

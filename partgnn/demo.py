@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from partgnn.cli.main import main as partgnn_main
-from partgnn.data.storage import GraphFile
+from partgnn.data.files.storage import GraphFile
 from partgnn.metrics.report import EVALUATION_NAME, findings, load_run, summary_table
 from partgnn.resources import trackml_sample_dir
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
 
 #: Sectors of the demo: at 4 phi sectors many pT > 1 GeV tracks cross a boundary.
 N_SECTORS = 4

@@ -16,7 +16,7 @@ from torch.distributed.run import get_args_parser as torchrun_parser
 
 from partgnn.cli.main import build_parser, main
 from partgnn.resources import config_names, resolve_config
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
 from tests.train.conftest import probes_at_test_size, write_config
 
 REPOSITORY = Path(__file__).resolve().parents[1]

@@ -166,7 +166,7 @@ def test_python_api_under_torchrun(shell_env, tmp_path: Path):
 
 @pytest.mark.slow
 def test_acorn_files_to_a_halo_run_and_back(shell_env, tmp_path: Path):
-    from partgnn.data.acorn import find_acorn_files, load_acorn_file
+    from partgnn.data.formats.acorn import find_acorn_files, load_acorn_file
 
     _run(["bash", str(EXAMPLES / "acorn_to_halo.sh")], shell_env, tmp_path)
     out = tmp_path / "runs" / "acorn"

@@ -119,7 +119,10 @@ def test_make_tests_workers_take_a_file_whole_and_the_smoke_runs_one_by_one():
     assert "--dist loadfile" in (TESTS.parent / "Makefile").read_text()
     options = {"numprocesses": 2, "tx": ["2*popen"]}
     scheduler = conftest.pytest_xdist_make_scheduler(_Options(dist="loadfile", **options), None)
-    file_ids = ["tests/train/test_footprint.py::test_a[False]", "tests/train/test_footprint.py::b"]
+    file_ids = [
+        "tests/train/planning/test_footprint.py::test_a[False]",
+        "tests/train/planning/test_footprint.py::b",
+    ]
     assert {scheduler._split_scope(nodeid) for nodeid in file_ids} == {file_ids[0].split("::")[0]}
     smoke_ids = [f"tests/tools/test_smoke.py::test_the_tool_runs_tiny[{n}]" for n in ("a", "b")]
     assert {scheduler._split_scope(nodeid) for nodeid in smoke_ids} == set(smoke_ids)

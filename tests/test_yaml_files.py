@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from partgnn.errors import InputError
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
 from partgnn.yaml_files import MAX_YAML_VALUES, load_yaml
 
 

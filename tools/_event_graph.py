@@ -12,10 +12,10 @@ def write_event_graph(path: Path, *, pileup: float, pt_min: float) -> tuple[int,
     Returns:
         The graph's nodes and edges.
     """
-    from partgnn.data.geometry import default_geometry
-    from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-    from partgnn.data.simulation import SimulationConfig, simulate_event
-    from partgnn.data.storage import write_graphs
+    from partgnn.data.detector.geometry import default_geometry
+    from partgnn.data.files.storage import write_graphs
+    from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+    from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 
     geometry = default_geometry()
     event = simulate_event(geometry, SimulationConfig(pileup=pileup), event_id=0, seed=1)

@@ -81,7 +81,7 @@ def partgnn_model(
     """partgnn's Interaction Network as the full recipe trains it (``reference``: with the CTD
     2023 model's settings); ``chunk_mb`` is ``model.chunk_mb``, ``fused`` ``model.fused``."""
     from partgnn.models.build import build_model
-    from partgnn.train.config import ModelConfig
+    from partgnn.train.config.sections import ModelConfig
 
     if reference:
         config = ModelConfig(hidden=hidden, steps=8, mlp_layers=3, activation="relu",

@@ -34,13 +34,13 @@ import pandas as pd
 from _common import ToolParser, best_of, markdown_table, record_figures
 from _paths import sample_dir
 
-from partgnn.data.cell_simulation import event_cells, simulate_clusters
-from partgnn.data.cluster_shapes import hit_modules
-from partgnn.data.detector_modules import detector_modules
-from partgnn.data.geometry import default_geometry
-from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.storage import write_events
-from partgnn.data.trackml_reader import read_trackml_event
+from partgnn.data.detector.detector_modules import detector_modules
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.files.storage import write_events
+from partgnn.data.formats.cluster_shapes import hit_modules
+from partgnn.data.formats.trackml_reader import read_trackml_event
+from partgnn.data.simulation.cell_simulation import event_cells, simulate_clusters
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 
 #: Bin edges of the incidence: the path's signed extent in cells through one module thickness.
 INCIDENCE_BINS = np.array([-8, -4, -2, -1, -0.5, 0, 0.5, 1, 2, 4, 8])

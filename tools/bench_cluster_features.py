@@ -28,7 +28,7 @@ from _paths import sample_dir
 
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.resources import pretrained_dir
-from partgnn.train.checkpoints import load_checkpoint
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 
 #: The node inputs of each arm (names and scales, as acorn's TrackML example gives them; the
 #: recipe standardises its inputs after the scales).

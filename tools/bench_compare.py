@@ -54,7 +54,7 @@ from _paths import shipped_config
 from matplotlib.figure import Figure
 
 from partgnn.metrics.report import load_run
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
 
 #: One partgnn command, echoed to stderr; data preparation runs in this process.
 _partgnn = partial(partgnn, echo=True, threads=None)

@@ -18,10 +18,10 @@ import torch
 from _common import ToolParser, markdown_table, record_figures
 from _paths import sample_dir
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.trackml_reader import read_trackml_event
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.formats.trackml_reader import read_trackml_event
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 
 
 def main() -> None:

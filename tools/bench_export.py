@@ -27,15 +27,15 @@ import numpy as np
 import torch
 from _common import REPOSITORY, ToolParser, machine, markdown_table, partgnn, record_figures
 
-from partgnn.data.storage import GraphFile, ScoresFile
+from partgnn.data.files.storage import GraphFile, ScoresFile
 from partgnn.export.export_model import (
     kept_node_inputs,
     recorded_input_features,
     with_kept_fields,
 )
 from partgnn.export.formats import FORMATS
-from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.inference import load_trained_model
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 
 
 def main() -> None:

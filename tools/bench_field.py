@@ -24,10 +24,10 @@ import numpy as np
 from _common import ToolParser
 from _paths import sample_dir
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import particle_properties, true_consecutive_pairs
-from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.trackml_reader import read_trackml_events
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.formats.trackml_reader import read_trackml_events
+from partgnn.data.graphs.graph_builder import particle_properties, true_consecutive_pairs
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 
 #: Fewest particle steps a band's field is solved from.
 MIN_STEPS = 20

@@ -33,7 +33,7 @@ MODELS = {
 
 STEP = """
 import json, resource, sys, time, torch
-from partgnn.data.storage import GraphFile
+from partgnn.data.files.storage import GraphFile
 from partgnn.memory.heap_retention import keep_freed_heap
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.interaction_network import InteractionNetwork

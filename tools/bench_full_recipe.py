@@ -53,11 +53,11 @@ from _common import (
 )
 from _paths import shipped_config
 
-from partgnn.data.h5_files import file_sha256
-from partgnn.data.storage import EventFile, GraphFile, write_scores
+from partgnn.data.files.h5_files import file_sha256
+from partgnn.data.files.storage import EventFile, GraphFile, write_scores
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.metrics.track_building import TRACK_BUILDING_METHODS
-from partgnn.train.checkpoints import load_checkpoint
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 
 #: One partgnn command, echoed to stderr, in a process of its own: data preparation in this
 #: process left it holding ~2.5 GB through the sitting that followed (450 training events),

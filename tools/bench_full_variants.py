@@ -31,11 +31,11 @@ import torch
 from _common import ToolParser, markdown_table, partgnn, recorded_sitting
 from _paths import shipped_config
 
-from partgnn.data.storage import GraphFile
+from partgnn.data.files.storage import GraphFile
 from partgnn.metrics.edge_metrics import target_operating_points
 from partgnn.metrics.evaluation import target_edges
-from partgnn.train.checkpoints import step_of
 from partgnn.train.inference import score_graphs
+from partgnn.train.run_directory.checkpoints import step_of
 
 CONFIG = shipped_config("full-recipe")
 #: The held-out figures: masked purity read at this target efficiency, and the reverse.

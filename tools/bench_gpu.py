@@ -207,11 +207,11 @@ def _profile(args: argparse.Namespace, device: torch.device) -> list[dict]:
 
 
 def _largest(args: argparse.Namespace, device: torch.device) -> dict:
-    from partgnn.data.graph_fields import EventShape
+    from partgnn.data.graphs.graph_fields import EventShape
     from partgnn.models.build import build_model
-    from partgnn.train.config import TrainConfig
-    from partgnn.train.footprint import measure_footprint, random_train_item
-    from partgnn.train.memory_plan import ItemSize
+    from partgnn.train.config.sections import TrainConfig
+    from partgnn.train.planning.footprint import measure_footprint, random_train_item
+    from partgnn.train.planning.rank_memory import ItemSize
     from partgnn.train.step import StepSettings, forward_backward
 
     config = TrainConfig(mode="full")
@@ -269,14 +269,14 @@ def _largest(args: argparse.Namespace, device: torch.device) -> dict:
 
 
 def _score(args: argparse.Namespace, device: torch.device) -> list[dict]:
-    from partgnn.data.event_graphs import node_clusters
-    from partgnn.data.geometry import default_geometry
-    from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-    from partgnn.data.h5_files import file_sha256
-    from partgnn.data.module_map import ModuleMap
-    from partgnn.data.pretrained_maps import resolve_map
-    from partgnn.data.simulation import SimulationConfig, simulate_event
-    from partgnn.data.storage import write_graphs
+    from partgnn.data.detector.geometry import default_geometry
+    from partgnn.data.files.h5_files import file_sha256
+    from partgnn.data.files.storage import write_graphs
+    from partgnn.data.graphs.event_graphs import node_clusters
+    from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+    from partgnn.data.module_map.map_file import ModuleMap
+    from partgnn.data.module_map.pretrained_maps import resolve_map
+    from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
     from partgnn.train.inference import score_graphs
 
     graphs = args.out / ("score-graphs-map.h5" if args.map else "score-graphs.h5")

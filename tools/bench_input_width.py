@@ -131,7 +131,7 @@ def _graph_with_clusters(folder: Path, pileup: float, pt_min: float) -> tuple[Pa
     """One event's graph with acorn's eight cluster fields kept beside it."""
     from _event_graph import write_event_graph
 
-    from partgnn.data.storage import GraphFile, write_graphs
+    from partgnn.data.files.storage import GraphFile, write_graphs
 
     plain = folder / "plain.h5"
     write_event_graph(plain, pileup=pileup, pt_min=pt_min)

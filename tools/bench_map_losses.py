@@ -30,14 +30,14 @@ import numpy as np
 from _common import ToolParser
 from _paths import sample_dir
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import particle_properties, true_consecutive_pairs
-from partgnn.data.module_map import WINDOW_FEATURES, ModuleMap, module_keys, pair_features
-from partgnn.data.module_map_edges import module_map_edges
-from partgnn.data.module_map_fit import typical_widths
-from partgnn.data.pretrained_maps import resolve_map
-from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.trackml_reader import read_trackml_events
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.formats.trackml_reader import read_trackml_events
+from partgnn.data.graphs.graph_builder import particle_properties, true_consecutive_pairs
+from partgnn.data.module_map.edges import module_map_edges
+from partgnn.data.module_map.fit import typical_widths
+from partgnn.data.module_map.map_file import WINDOW_FEATURES, ModuleMap, module_keys, pair_features
+from partgnn.data.module_map.pretrained_maps import resolve_map
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 from partgnn.errors import InputError
 
 #: Production vertex radius [mm] above which a particle counts as displaced (a secondary).

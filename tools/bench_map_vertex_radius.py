@@ -22,12 +22,12 @@ from _common import ToolParser, markdown_table
 from _paths import sample_dir
 from bench_map_losses import losses_of
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import module_doublets
-from partgnn.data.module_map import ModuleMap
-from partgnn.data.module_map_fit import fit_module_map
-from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.trackml_reader import read_trackml_events
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.formats.trackml_reader import read_trackml_events
+from partgnn.data.graphs.graph_builder import module_doublets
+from partgnn.data.module_map.fit import fit_module_map
+from partgnn.data.module_map.map_file import ModuleMap
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 
 
 def main() -> None:

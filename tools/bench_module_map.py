@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 from _common import ToolParser
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import build_event_graph, module_doublets
-from partgnn.data.graph_config import GraphBuildConfig
-from partgnn.data.module_map import ModuleMap
-from partgnn.data.pretrained_maps import resolve_map
-from partgnn.data.storage import EventFile
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.files.storage import EventFile
+from partgnn.data.graphs.graph_builder import build_event_graph, module_doublets
+from partgnn.data.graphs.graph_config import GraphBuildConfig
+from partgnn.data.module_map.map_file import ModuleMap
+from partgnn.data.module_map.pretrained_maps import resolve_map
 
 
 def main() -> None:
@@ -87,7 +87,7 @@ def main() -> None:
 
 def _target_pairs(event, geometry, pt_min: float) -> np.ndarray:
     """The true doublets ``(M, 2)`` (hit rows) of particles with pT > ``pt_min``."""
-    from partgnn.data.graph_builder import particle_properties, true_consecutive_pairs
+    from partgnn.data.graphs.graph_builder import particle_properties, true_consecutive_pairs
 
     hits = event.hits
     layer = geometry.layer_index(hits["volume_id"].to_numpy(), hits["layer_id"].to_numpy())

@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from _common import ToolParser, record_figures
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.simulation import SimulationConfig, simulate_event
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 from partgnn.partition.assign import partition_graph
 from partgnn.partition.halo_plan import build_halo_plans
 from partgnn.partition.metis import metis_partition

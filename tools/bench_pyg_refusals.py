@@ -26,9 +26,9 @@ from torch_geometric import nn as gnn
 from torch_geometric.utils import degree
 
 import partgnn
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.simulation import SimulationConfig, simulate_event
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 
 F_IN, HIDDEN = 4, 8
 

@@ -52,9 +52,9 @@ import torch
 from _common import ToolParser, markdown_table
 from _rank_step import RankStep
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.simulation import SimulationConfig, simulate_event
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 from partgnn.models.build import build_model
 from partgnn.models.config import ModelConfig
 from partgnn.partition.halo_plan import build_halo_plans

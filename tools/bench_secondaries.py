@@ -20,9 +20,9 @@ import pandas as pd
 from _common import ToolParser, markdown_table
 from _paths import sample_dir
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.trackml_reader import read_trackml_events
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.formats.trackml_reader import read_trackml_events
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 
 #: Production radius [mm] beyond which a particle counts as displaced.
 DISPLACED_RADIUS = 2.0

@@ -13,7 +13,7 @@ Usage::
     python tools/flip_sweep.py graphs.h5 --stride 7 [--json out.json]
     python tools/flip_sweep.py shards/part-00001.h5 --stride 7
 
-Kinds: events, graphs and scores files (read through ``partgnn.data.storage.open_store``) and
+Kinds: events, graphs and scores files (read through ``partgnn.data.files.storage.open_store``) and
 shard part files (through ``ShardDirectory``; the part file's directory must hold meta.json).
 Checkpoints are zip files whose records carry CRC-32s: see tests/reliability/test_integrity.py.
 """
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from _common import ToolParser
 
-from partgnn.data.storage import open_store
+from partgnn.data.files.storage import open_store
 from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory
 

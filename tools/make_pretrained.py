@@ -32,16 +32,16 @@ import torch
 import yaml
 
 from partgnn.cli.pretrained_evaluation import DEFAULT_TRACK_BUILDING
-from partgnn.data.graph_construction import graph_construction
-from partgnn.data.h5_files import file_sha256
-from partgnn.data.input_features import OWN_NODE_COLUMNS, InputFeatures
-from partgnn.data.pretrained_maps import SHIPPED_MAP_SUFFIX
-from partgnn.data.storage import GraphFile
+from partgnn.data.files.h5_files import file_sha256
+from partgnn.data.files.storage import GraphFile
+from partgnn.data.graphs.graph_construction import graph_construction
+from partgnn.data.graphs.input_features import OWN_NODE_COLUMNS, InputFeatures
+from partgnn.data.module_map.pretrained_maps import SHIPPED_MAP_SUFFIX
 from partgnn.export.export_model import recorded_input_features
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.resources import pretrained_dir
-from partgnn.train.checkpoints import load_checkpoint
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 
 #: The figures a card quotes from an evaluation JSON, by section.
 FIGURES = {

@@ -252,10 +252,10 @@ class Validation:
 
     def _dataset(self) -> dict[str, str]:
         """4 pile-up-3 events without pT cut, and phi shards for P = 1 .. max_ranks."""
-        from partgnn.data.geometry import default_geometry
-        from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-        from partgnn.data.simulation import SimulationConfig, simulate_event
-        from partgnn.data.storage import write_graphs
+        from partgnn.data.detector.geometry import default_geometry
+        from partgnn.data.files.storage import write_graphs
+        from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+        from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
         from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
         graphs = self.work / "graphs.h5"

@@ -8,7 +8,7 @@ from pathlib import Path
 from partgnn.cli.arg_types import non_negative_float
 from partgnn.cli.eval_commands import SCORE_CUT, TRACK_BUILDING
 from partgnn.cli.output_guard import add_overwrite_option
-from partgnn.data import output_kinds
+from partgnn.data.files import output_kinds
 
 #: What export-acorn writes per event beside the scores.
 TRACK_CHOICES = ("none", *TRACK_BUILDING)
@@ -83,10 +83,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_import_acorn(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from partgnn.data.acorn import acorn_to_graph, find_acorn_files, load_acorn_file
-    from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
-    from partgnn.data.output_files import check_output_path
-    from partgnn.data.storage import write_graphs
+    from partgnn.data.files.output_files import check_output_path
+    from partgnn.data.files.storage import write_graphs
+    from partgnn.data.formats.acorn import acorn_to_graph, find_acorn_files, load_acorn_file
+    from partgnn.data.graphs.graph_config import EDGE_FEATURES, NODE_FEATURES
     from partgnn.errors import InputError, first_line
 
     check_output_path(args.out)
@@ -132,8 +132,8 @@ def run_import_acorn(args: argparse.Namespace) -> int:
 def run_export_acorn(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from partgnn.data.output_files import atomic_directory
-    from partgnn.data.storage import GraphFile, ScoresFile
+    from partgnn.data.files.output_files import atomic_directory
+    from partgnn.data.files.storage import GraphFile, ScoresFile
     from partgnn.errors import InputError
 
     with GraphFile(args.graphs) as graphs:
@@ -177,17 +177,17 @@ def _track_cut(given: float | None, scores_file) -> float:
 
 def _export_built_graphs(args: argparse.Namespace) -> int:
     """``export-acorn`` of a graphs file built here: every event (of SCORES, if given) as an
-    acorn file made from the graph (:mod:`partgnn.data.acorn_export`)."""
+    acorn file made from the graph (:mod:`partgnn.data.formats.acorn_export`)."""
     from contextlib import nullcontext
 
     import numpy as np
     import torch
     from tqdm import tqdm
 
-    from partgnn.data.acorn import write_acorn_file
-    from partgnn.data.acorn_export import graph_to_acorn_fields
-    from partgnn.data.output_files import atomic_directory
-    from partgnn.data.storage import GraphFile, ScoresFile
+    from partgnn.data.files.output_files import atomic_directory
+    from partgnn.data.files.storage import GraphFile, ScoresFile
+    from partgnn.data.formats.acorn import write_acorn_file
+    from partgnn.data.formats.acorn_export import graph_to_acorn_fields
     from partgnn.errors import InputError
     from partgnn.metrics.track_building import build_tracks
 
@@ -252,7 +252,12 @@ def _export_event(
     import numpy as np
     import torch
 
-    from partgnn.data.acorn import EDGE_TRACK_LABELS, NAMINGS, load_acorn_file, write_acorn_file
+    from partgnn.data.formats.acorn import (
+        EDGE_TRACK_LABELS,
+        NAMINGS,
+        load_acorn_file,
+        write_acorn_file,
+    )
     from partgnn.errors import InputError
     from partgnn.metrics.track_building import build_tracks
 

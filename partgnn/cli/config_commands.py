@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from partgnn.cli.output_guard import add_overwrite_option
-from partgnn.data import output_kinds
+from partgnn.data.files import output_kinds
 from partgnn.resources import config_names, configs_dir, resolve_config
 
 if TYPE_CHECKING:
-    from partgnn.data.input_features import InputFeatures
+    from partgnn.data.graphs.input_features import InputFeatures
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -80,12 +80,12 @@ def run_from_acorn(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from partgnn.data.output_files import atomic_output, check_output_path
-    from partgnn.data.output_kinds import WRITTEN_BY_PARTGNN
+    from partgnn.data.files.output_files import atomic_output, check_output_path
+    from partgnn.data.files.output_kinds import WRITTEN_BY_PARTGNN
     from partgnn.errors import InputError
-    from partgnn.train.acorn_config import translate_acorn_config
-    from partgnn.train.config import build_config, input_features
-    from partgnn.train.config_file import validate_config
+    from partgnn.train.config.acorn_config import translate_acorn_config
+    from partgnn.train.config.config_file import validate_config
+    from partgnn.train.config.sections import build_config, input_features
     from partgnn.yaml_files import read_yaml_file
 
     if args.graphs is None and args.shards is None:
@@ -124,7 +124,7 @@ def run_from_acorn(args: argparse.Namespace) -> int:
 
 def _check_inputs_in(features: InputFeatures, graphs: Path) -> None:
     """Refuses inputs the graphs file's first event lacks (one line naming the field)."""
-    from partgnn.data.storage import GraphFile
+    from partgnn.data.files.storage import GraphFile
 
     with GraphFile(graphs) as file:
         if len(file):

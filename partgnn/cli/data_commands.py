@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 # Light imports only: the pipeline (torch, PyG, pandas) is imported when a command runs.
 from partgnn.cli.arg_types import fraction, non_negative_float, positive_int, seed
 from partgnn.cli.output_guard import add_overwrite_option
-from partgnn.data import output_kinds
-from partgnn.data.graph_config import GraphBuildConfig
+from partgnn.data.files import output_kinds
+from partgnn.data.graphs.graph_config import GraphBuildConfig
 
 if TYPE_CHECKING:
     from partgnn.data.event import Event
-    from partgnn.data.module_map_files import SimulatedEvents
+    from partgnn.data.module_map.fit_files import SimulatedEvents
 
 
 #: A module map is reported thin when more than this share of the data would fall outside it
@@ -176,7 +176,7 @@ def _refuse_replacing_another_file(out: Path, simulation_sha256: str) -> None:
     Raises:
         InputError: One line saying what the file is and how to replace it.
     """
-    from partgnn.data.storage import EventFile, open_store
+    from partgnn.data.files.storage import EventFile, open_store
     from partgnn.errors import InputError
 
     if not out.is_file():
@@ -222,9 +222,9 @@ def _add_realism_options(parser: argparse.ArgumentParser, prefix: str = "") -> N
 def run_simulate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from partgnn.data.geometry import load_geometry
-    from partgnn.data.simulation import SimulationConfig, simulate_events
-    from partgnn.data.storage import write_events
+    from partgnn.data.detector.geometry import load_geometry
+    from partgnn.data.files.storage import write_events
+    from partgnn.data.simulation.simulate import SimulationConfig, simulate_events
 
     geometry = load_geometry(args.geometry)
     overrides = {"pileup": args.pileup}
@@ -266,9 +266,9 @@ def run_simulate(args: argparse.Namespace) -> int:
 def run_import_trackml(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from partgnn.data.geometry import load_geometry
-    from partgnn.data.storage import write_events
-    from partgnn.data.trackml_reader import find_trackml_events, read_trackml_event
+    from partgnn.data.detector.geometry import load_geometry
+    from partgnn.data.files.storage import write_events
+    from partgnn.data.formats.trackml_reader import find_trackml_events, read_trackml_event
 
     geometry = load_geometry(args.geometry)
     found = find_trackml_events(args.directory)
@@ -326,10 +326,10 @@ def say_expected_fit_time(simulated: SimulatedEvents) -> None:
 
 
 def map_fit_settings(args: argparse.Namespace) -> dict[str, object]:
-    """The keyword arguments of :func:`~partgnn.data.module_map_files.fit_module_map_file`
+    """The keyword arguments of :func:`~partgnn.data.module_map.fit_files.fit_module_map_file`
     that ``fit-module-map``'s options give (all but ``--out``)."""
-    from partgnn.data.module_map_files import MapFit, SimulatedEvents
-    from partgnn.data.module_map_inputs import SimulatedRun
+    from partgnn.data.module_map.doublets import SimulatedRun
+    from partgnn.data.module_map.fit_files import MapFit, SimulatedEvents
 
     return {
         "events_files": args.events,
@@ -367,10 +367,10 @@ def recorded_map_fit(arguments: list[str]) -> dict[str, object]:
 
 
 def run_fit_module_map(args: argparse.Namespace) -> int:
-    from partgnn.data.h5_files import file_sha256
-    from partgnn.data.module_map_files import fit_module_map_file
-    from partgnn.data.module_map_inputs import SimulatedRun
-    from partgnn.data.output_files import check_output_path
+    from partgnn.data.files.h5_files import file_sha256
+    from partgnn.data.files.output_files import check_output_path
+    from partgnn.data.module_map.doublets import SimulatedRun
+    from partgnn.data.module_map.fit_files import fit_module_map_file
     from partgnn.errors import InputError
 
     runs = [SimulatedRun.parse(text) for text in args.simulate]
@@ -402,10 +402,10 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
 
 
 def run_build_graphs(args: argparse.Namespace) -> int:
-    from partgnn.data.event_graphs import write_event_graphs
-    from partgnn.data.geometry import load_geometry
-    from partgnn.data.module_map import ModuleMap
-    from partgnn.data.pretrained_maps import resolve_map
+    from partgnn.data.detector.geometry import load_geometry
+    from partgnn.data.graphs.event_graphs import write_event_graphs
+    from partgnn.data.module_map.map_file import ModuleMap
+    from partgnn.data.module_map.pretrained_maps import resolve_map
     from partgnn.errors import InputError
 
     if (args.method == "module-map") != (args.map is not None):
@@ -453,8 +453,8 @@ def _warn_empty_graphs(rows: list[dict[str, float]], out: Path) -> None:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from partgnn.data.h5_files import verify_datasets
-    from partgnn.data.storage import EventFile, GraphFile, open_store
+    from partgnn.data.files.h5_files import verify_datasets
+    from partgnn.data.files.storage import EventFile, GraphFile, open_store
 
     with open_store(args.file) as store:
         print(f"{args.file}: {store.attrs.get('format')} v{store.attrs.get('format_version')}")

@@ -16,7 +16,7 @@ from partgnn.cli.arg_types import (
     timeout_seconds,
 )
 from partgnn.cli.output_guard import add_overwrite_option
-from partgnn.data import output_kinds
+from partgnn.data.files import output_kinds
 from partgnn.errors import InputError
 
 if TYPE_CHECKING:
@@ -168,14 +168,14 @@ def run_infer(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from partgnn.data.output_files import check_output_path
+    from partgnn.data.files.output_files import check_output_path
     from partgnn.metrics.evaluation import evaluate_scores
 
     if args.out is not None:
         check_output_path(args.out)
     tallies = None
     if args.plots is not None:
-        from partgnn.data.output_files import refuse_foreign_entries
+        from partgnn.data.files.output_files import refuse_foreign_entries
         from partgnn.metrics.efficiency_tallies import EfficiencyTallies
 
         refuse_foreign_entries(args.plots, _is_plot_file, what="evaluate --plots", option="--plots")
@@ -211,7 +211,7 @@ def _is_plot_file(relative: Path) -> bool:
 
 
 def _write_plots(folder: Path, tallies: EfficiencyTallies, metrics: EvaluationResults) -> None:
-    from partgnn.data.output_files import atomic_directory
+    from partgnn.data.files.output_files import atomic_directory
     from partgnn.metrics.report.efficiency_plots import write_efficiency_plots
 
     low, high = metrics.target_pt

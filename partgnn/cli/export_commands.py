@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from partgnn.cli.output_guard import add_overwrite_option
-from partgnn.data import output_kinds
+from partgnn.data.files import output_kinds
 
 #: The formats (:data:`partgnn.export.formats.FORMATS`; tests/cli checks they agree).
 FORMATS: tuple[str, ...] = ("torchscript", "aoti", "onnx")
@@ -45,7 +45,7 @@ def run_export(args: argparse.Namespace) -> int:
     from partgnn.export.export_model import export_checkpoint, kept_node_inputs
     from partgnn.export.node_inputs import NodeInputs
     from partgnn.resources import pretrained_name
-    from partgnn.train.checkpoints import load_checkpoint
+    from partgnn.train.run_directory.checkpoints import load_checkpoint
 
     state = load_checkpoint(args.checkpoint)
     kept = kept_node_inputs(state, str(args.checkpoint))

@@ -6,10 +6,11 @@ An output that is the same file as an input (the same path, a symbolic or hard l
 refused, and so is an output *folder* that holds an input, for the commands that replace their
 output folder whole (``partition``, ``export-acorn``: ``set_defaults(output_folder=True)``).
 
-An output over a file that is already there follows one rule (:mod:`partgnn.data.output_kinds`):
-a command that writes a kind of file replaces a file of that kind and says so; anything else
-needs ``--overwrite`` (:func:`add_overwrite_option`, :func:`check_replace_output`).
-Standard library only (and h5py to read a file's kind): it runs before torch loads.
+An output over a file that is already there follows one rule
+(:mod:`partgnn.data.files.output_kinds`): a command that writes a kind of file replaces a file of
+that kind and says so; anything else needs ``--overwrite`` (:func:`add_overwrite_option`,
+:func:`check_replace_output`). Standard library only (and h5py to read a file's kind): it runs
+before torch loads.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from partgnn.data.output_kinds import OutputKind, check_replace
+from partgnn.data.files.output_kinds import OutputKind, check_replace
 from partgnn.errors import InputError
 
 #: Namespace entries that are never input paths.

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 # Light imports only (numpy): torch, PyG and matplotlib load when a command runs.
 from partgnn.cli.arg_types import non_negative_int, positive_int, seed
 from partgnn.cli.output_guard import add_overwrite_option
-from partgnn.data import output_kinds
+from partgnn.data.files import output_kinds
 from partgnn.errors import InputError
 from partgnn.partition.assign import METHODS
 from partgnn.partition.statistics import DEFAULT_HIDDEN

@@ -10,8 +10,8 @@ from partgnn import json_files
 from partgnn.cli.arg_types import fraction, positive_float, positive_int
 
 if TYPE_CHECKING:
-    from partgnn.train.memory_planning import RecomputeChoice
-    from partgnn.train.step_time import StepPrediction
+    from partgnn.train.planning.plan import RecomputeChoice
+    from partgnn.train.planning.step_time import StepPrediction
 
 MIB = 2**20
 
@@ -70,8 +70,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from partgnn.train.config_file import load_config
-    from partgnn.train.memory_planning import plan_memory
+    from partgnn.train.config.config_file import load_config
+    from partgnn.train.planning.plan import plan_memory
     from partgnn.train.precision import resolve_bf16
 
     config = load_config(args.config, args.set)
@@ -80,8 +80,8 @@ def run_plan(args: argparse.Namespace) -> int:
     )
     steps = None
     if args.step_time:
-        from partgnn.train.memory_planning import feature_widths
-        from partgnn.train.step_time import plan_step_times
+        from partgnn.train.planning.plan import feature_widths
+        from partgnn.train.planning.step_time import plan_step_times
 
         steps = plan_step_times(config, plan, feature_widths(config), link=args.link)
     budget = None if args.memory_gb is None else args.memory_gb * 1e9 / (1 + args.headroom)
@@ -164,7 +164,7 @@ def _choice_line(choice: RecomputeChoice, memory_gb: float, headroom: float) -> 
 
 def _step_lines(steps: list[StepPrediction], plan, link: str, budget: float | None) -> str:
     """The predicted steps as a table, and the setting chosen."""
-    from partgnn.train.step_time import fastest
+    from partgnn.train.planning.step_time import fastest
 
     head = f"step time of the largest rank: compute timed on probe graphs on {plan.device}"
     if plan.group_size > 1:

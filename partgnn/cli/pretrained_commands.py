@@ -64,7 +64,7 @@ def run_pretrained(args: argparse.Namespace) -> int:
 
         return run_evaluate_pretrained(args)
     if args.make_map:
-        from partgnn.data.pretrained_maps import make_map
+        from partgnn.data.module_map.pretrained_maps import make_map
 
         if args.name is None:
             raise InputError("pretrained --make-map: name the model, e.g. pretrained:trackml-full")
@@ -85,7 +85,7 @@ def _fit_module_map(arguments: list[str], out: Path, *, workers: int) -> None:
     import dataclasses
 
     from partgnn.cli.data_commands import recorded_map_fit, say_expected_fit_time
-    from partgnn.data.module_map_files import fit_module_map_file
+    from partgnn.data.module_map.fit_files import fit_module_map_file
 
     settings = recorded_map_fit(arguments)
     settings["simulated"] = dataclasses.replace(settings["simulated"], workers=workers)

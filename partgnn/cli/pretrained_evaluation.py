@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from partgnn.cli.output_guard import refuse_output_over
-from partgnn.data import output_kinds
+from partgnn.data.files import output_kinds
 from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card
 
@@ -129,7 +129,7 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> PretrainedEvalua
     """
     import yaml
 
-    from partgnn.data.output_files import atomic_directory
+    from partgnn.data.files.output_files import atomic_directory
 
     card_path = pretrained_card(name)
     name = card_path.stem
@@ -168,12 +168,12 @@ def _build_score_evaluate(
 ) -> tuple[EvaluationResults, EvaluationResults]:
     """Writes the graphs, scores and evaluations of ``events`` into ``work``; returns the
     model's evaluation and the construction's limit."""
-    from partgnn.data.event_graphs import write_event_graphs
-    from partgnn.data.geometry import load_geometry
-    from partgnn.data.graph_config import GraphBuildConfig
-    from partgnn.data.h5_files import file_sha256
-    from partgnn.data.pretrained_maps import resolve_map
-    from partgnn.data.storage import GraphFile, write_scores
+    from partgnn.data.detector.geometry import load_geometry
+    from partgnn.data.files.h5_files import file_sha256
+    from partgnn.data.files.storage import GraphFile, write_scores
+    from partgnn.data.graphs.event_graphs import write_event_graphs
+    from partgnn.data.graphs.graph_config import GraphBuildConfig
+    from partgnn.data.module_map.pretrained_maps import resolve_map
     from partgnn.distributed.context import DistContext
     from partgnn.metrics.evaluation import evaluate_scores
     from partgnn.train.inference import run_inference

@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from torch_geometric.data import Data
 
 from partgnn.api import local_graph, make_exchange, partition_event
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.simulation import SimulationConfig, simulate_event
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.models.interaction_network import InteractionNetwork

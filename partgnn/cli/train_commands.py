@@ -14,7 +14,7 @@ from partgnn.cli.arg_types import timeout_seconds
 from partgnn.errors import InputError
 
 if TYPE_CHECKING:
-    from partgnn.train.config import TrainConfig
+    from partgnn.train.config.sections import TrainConfig
 
 # No pipeline imports here: torch loads when the command runs.
 
@@ -74,10 +74,11 @@ def _refuse_changing_the_config_file(spec: str, config: TrainConfig, overrides: 
     A run writes its config to ``run.dir/config.yaml``; when that is the input file, ``--set``
     values would be written into it and the same command would next time do something else.
     The run is refused unless the settings are those of the file alone (then the file is kept
-    as it is: :meth:`~partgnn.train.run_log.RunLog.write_config` leaves an equal config alone).
+    as it is: :meth:`~partgnn.train.run_directory.run_log.RunLog.write_config` leaves an equal
+    config alone).
     """
     from partgnn.resources import resolve_config
-    from partgnn.train.config_file import load_config
+    from partgnn.train.config.config_file import load_config
 
     path = resolve_config(spec)
     snapshot = Path(config.run.dir) / "config.yaml"
@@ -92,7 +93,7 @@ def _refuse_changing_the_config_file(spec: str, config: TrainConfig, overrides: 
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from partgnn.train.config_file import load_config
+    from partgnn.train.config.config_file import load_config
     from partgnn.train.training_run import run_training
 
     overrides = [*args.set, *([f"run.device={args.device}"] if args.device else [])]

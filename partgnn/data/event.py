@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from partgnn.data.cluster_shapes import CLUSTER_COLUMNS
+from partgnn.data.formats.cluster_shapes import CLUSTER_COLUMNS
 from partgnn.errors import InputError
 
 #: Hit table: one row per hit.
@@ -71,7 +71,7 @@ class Event:
         particles: Columns of :data:`PARTICLE_COLUMNS`, one row per particle.
         attrs: Provenance (source, seed, pile-up, ...), stored as HDF5 attributes.
         clusters: The shape of each hit's cluster of cells, row ``i`` of ``hits`` row ``i``
-            (:data:`~partgnn.data.cluster_shapes.CLUSTER_COLUMNS`), or ``None`` for an event
+            (:data:`~partgnn.data.formats.cluster_shapes.CLUSTER_COLUMNS`), or ``None`` for an event
             without cells.
     """
 

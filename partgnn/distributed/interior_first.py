@@ -5,7 +5,7 @@ row needed) while the halo rows are in flight, then the boundary edges. :class:`
 is that order, built once per event on the host from the partition plan's interior mask and
 checked against the edges it orders (:meth:`InteriorFirst.of_plan_edges`), so a forward pass
 neither sorts nor reads the mask back from the device. The training item carries it beside the
-edges (:class:`~partgnn.train.events.TrainItem`), not the exchange.
+edges (:class:`~partgnn.train.items.train_item.TrainItem`), not the exchange.
 """
 
 from __future__ import annotations

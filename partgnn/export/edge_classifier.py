@@ -3,8 +3,8 @@
 :class:`ExportedEdgeClassifier` takes what ACTS's GNN plugin gives an edge classifier, the node
 features of the space points (:class:`~partgnn.export.node_inputs.NodeInputs`) and the edges
 (int64 ``2 x E``), computes partgnn's node and edge features from them (float64, rounded to
-float32 as :func:`~partgnn.data.graph_features.graph_features` does), standardises them with the
-checkpoint's statistics and runs the trained weights' message passing as the plain formulation:
+float32 as :func:`~partgnn.data.graphs.graph_features.graph_features` does), standardises them with
+the checkpoint's statistics and runs the trained weights' message passing as the plain formulation:
 every edge update on ``[h_src, h_dst, e]``, every node update on ``[h, incoming, outgoing]``. It
 returns logits ``(E,)``; ACTS applies the sigmoid and its cut. What partgnn's model does for
 training memory and speed (recomputation, chunks, fused CPU kernels, the halo exchange) is not
@@ -22,9 +22,9 @@ import math
 import torch
 from torch import nn
 
-from partgnn.data.graph_config import EDGE_FEATURES
-from partgnn.data.graph_features import LENGTH_SCALE, MIN_DR
-from partgnn.data.input_features import DERIVED_EDGE_SCALES, OWN_EDGE_SCALES, InputFeatures
+from partgnn.data.graphs.graph_config import EDGE_FEATURES
+from partgnn.data.graphs.graph_features import LENGTH_SCALE, MIN_DR
+from partgnn.data.graphs.input_features import DERIVED_EDGE_SCALES, OWN_EDGE_SCALES, InputFeatures
 from partgnn.errors import InputError
 from partgnn.export.node_inputs import COLUMNS, NodeInputs
 from partgnn.models.interaction_network import InteractionNetwork
@@ -167,13 +167,13 @@ class ExportedEdgeClassifier(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The model's node inputs ``(N, F_node)`` and edge inputs ``(E, F_edge)``, float32,
         from the given columns: partgnn's own by
-        :func:`~partgnn.data.graph_features.graph_features`'s formulas, each divided by the
+        :func:`~partgnn.data.graphs.graph_features.graph_features`'s formulas, each divided by the
         scale the model was trained with, and the given fields of its graphs files (by default
         partgnn's ``(N, 4)`` and ``(E, 7)``)."""
         given = node_features.to(torch.float64)
         z = given[:, self.z_column] * self.scales[self.z_column]
         if self.by_xy:
-            # (partgnn.data.graph_features.cylindrical's formulas)
+            # (partgnn.data.graphs.graph_features.cylindrical's formulas)
             x = given[:, self.x_column] * self.scales[self.x_column]
             y = given[:, self.y_column] * self.scales[self.y_column]
             # (x * x is exact in float64 for float32 inputs; ONNX has no hypot)
@@ -318,8 +318,8 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 def _wrap_phi(dphi: torch.Tensor, pi: torch.Tensor) -> torch.Tensor:
     """Differences of two angles in ``(-pi, pi]`` wrapped to ``(-pi, pi]``, as
-    :func:`~partgnn.data.graph_features.wrap_phi`: one turn added or taken away (no remainder,
-    which ONNX computes in float32); ``pi`` a float64 tensor."""
+    :func:`~partgnn.data.graphs.graph_features.wrap_phi`: one turn added or taken away (no
+    remainder, which ONNX computes in float32); ``pi`` a float64 tensor."""
     return torch.where(dphi > pi, dphi - 2.0 * pi, torch.where(dphi <= -pi, dphi + 2.0 * pi, dphi))
 
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from partgnn.data.input_features import InputFeatures
+from partgnn.data.graphs.input_features import InputFeatures
 from partgnn.errors import InputError
 from partgnn.export.edge_classifier import ExportedEdgeClassifier
 from partgnn.export.formats import write_exported
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.resources import pretrained_name
-from partgnn.train.checkpoints import load_checkpoint
+from partgnn.train.config.model_settings import saved_model_config
 from partgnn.train.inference import load_trained_model, saved_input_features
-from partgnn.train.model_settings import saved_model_config
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def kept_node_inputs(state: dict, where: str) -> dict[str, float]:
     """A checkpoint's (``state``) model's node inputs that are fields of its graphs files, with
     the scales it divides them by (what ``partgnn export`` takes beside partgnn's own
     columns)."""
-    from partgnn.data.input_features import OWN_NODE_COLUMNS
+    from partgnn.data.graphs.input_features import OWN_NODE_COLUMNS
 
     features = recorded_input_features(state, where)
     return {c.name: c.scale for c in features.node if c.name not in OWN_NODE_COLUMNS}
@@ -118,7 +118,7 @@ def with_kept_fields(
     """An exported file's node features for one graph: ``own`` ``(N, C)`` float32 (the
     positions ``--node-features`` names, e.g. the graph's ``x``), then each ``kept`` field of
     the graph's file (:func:`kept_node_inputs`; ``extra``: :meth:`GraphFile.extra
-    <partgnn.data.storage.GraphFile.extra>`) divided by its scale: ``(N, C + len(kept))``
+    <partgnn.data.files.storage.GraphFile.extra>`) divided by its scale: ``(N, C + len(kept))``
     float32."""
     columns = [
         torch.from_numpy(extra[name] / scale).float()[:, None] for name, scale in kept.items()

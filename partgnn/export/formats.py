@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from partgnn.data.output_files import atomic_output
+from partgnn.data.files.output_files import atomic_output
 from partgnn.errors import InputError
 from partgnn.export.aoti_checks import AotiInputChecks
 from partgnn.export.edge_classifier import ExportedEdgeClassifier

@@ -5,8 +5,8 @@ ACTS's GNN plugin hands an edge classifier one row per space point: the columns 
 takes such rows: :class:`NodeInputs` says which columns (of ``r`` [mm], ``phi`` [rad], ``z``
 [mm], ``eta``, ``x`` and ``y`` [mm]) in which order and with which scales, the positions as
 ``r, phi, z`` or as ``x, y, z``. The default is partgnn's own node features
-(:data:`~partgnn.data.graph_config.NODE_FEATURES`: ``r / 1000, phi / pi, z / 1000, eta``), what
-ACTS makes from ``nodeFeatures = [R, Phi, Z, Eta]`` with ``featureScales = [1000, 3.141592654,
+(:data:`~partgnn.data.graphs.graph_config.NODE_FEATURES`: ``r / 1000, phi / pi, z / 1000, eta``),
+what ACTS makes from ``nodeFeatures = [R, Phi, Z, Eta]`` with ``featureScales = [1000, 3.141592654,
 1000, 1]`` (its ITk examples' first four). Without an ``eta`` column the model computes it from
 ``r`` and ``z`` as partgnn does. Given ``x, y, z`` (ACTS's ``X, Y, Z`` with scales 1), it computes
 ``r`` and ``phi`` from them in float64, as partgnn's graphs are made from the hits' float32
@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from partgnn.data.graph_config import NODE_FEATURES
-from partgnn.data.input_features import DEFAULT_NODE_SCALES
+from partgnn.data.graphs.graph_config import NODE_FEATURES
+from partgnn.data.graphs.input_features import DEFAULT_NODE_SCALES
 from partgnn.errors import InputError
 
 #: partgnn's own scale of each column (a model's node feature is the value divided by it):
@@ -32,9 +32,10 @@ COLUMNS: tuple[str, ...] = tuple(PARTGNN_SCALES)
 #: (``cluster_r_1`` ... ``cluster_eta_2``) are ACTS's ``Cluster1R`` ... ``Cluster2Eta``.
 ACTS_NAMES: dict[str, str] = {"r": "R", "phi": "Phi", "z": "Z", "eta": "Eta", "x": "X", "y": "Y"}
 #: ACTS's ``NodeFeature`` names of the cluster shape features
-#: (:data:`~partgnn.data.cluster_shapes.CLUSTER_FEATURES`): the single-cluster ones where ACTS
-#: has them, the first cluster's for the direction estimates (a pixel hit's only cluster). ACTS
-#: fills them from its own cluster data: the same names, its own definitions and charge unit.
+#: (:data:`~partgnn.data.formats.cluster_shapes.CLUSTER_FEATURES`): the single-cluster ones
+#: where ACTS has them, the first cluster's for the direction estimates (a pixel hit's only
+#: cluster). ACTS fills them from its own cluster data: the same names, its own definitions and
+#: charge unit.
 CLUSTER_ACTS_NAMES: dict[str, str] = {
     "cell_count": "CellCount", "cell_val": "ChargeSum",
     "extent_u": "ClusterLoc0", "extent_v": "ClusterLoc1",

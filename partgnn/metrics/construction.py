@@ -1,7 +1,7 @@
 """Graph construction efficiency: the fraction of an event's target doublets its graph holds.
 
 A target doublet is a true consecutive pair of hits of one particle
-(:func:`~partgnn.data.graph_builder.true_consecutive_pairs`: ordered by distance from the
+(:func:`~partgnn.data.graphs.graph_builder.true_consecutive_pairs`: ordered by distance from the
 production vertex, double hits on one layer each paired with the next layer's) whose particle
 has pT > ``pt_min`` (and <= ``pt_max``) and at least 3 hits in the event, the same particles
 whose edges :func:`~partgnn.metrics.evaluation.target_edges` counts in a graph. The graph holds
@@ -18,7 +18,7 @@ import numpy as np
 from torch_geometric.data import Data
 
 from partgnn.data.event import Event
-from partgnn.data.graph_builder import particle_properties, true_consecutive_pairs
+from partgnn.data.graphs.graph_builder import particle_properties, true_consecutive_pairs
 
 #: Production vertex radius [mm] up to which a particle counts as made on the beam line.
 BEAM_LINE_MM = 1.0

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from torch_geometric.data import Data
 
-from partgnn.data.graph_features import LENGTH_SCALE
+from partgnn.data.graphs.graph_features import LENGTH_SCALE
 from partgnn.metrics.tracks import TrackMatching
 
 

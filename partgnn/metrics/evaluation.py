@@ -15,8 +15,8 @@ import numpy as np
 from torch_geometric.data import Data
 
 from partgnn.data.event import Event
-from partgnn.data.h5_files import file_sha256
-from partgnn.data.storage import EventFile, GraphFile, ScoresFile
+from partgnn.data.files.h5_files import file_sha256
+from partgnn.data.files.storage import EventFile, GraphFile, ScoresFile
 from partgnn.errors import InputError
 from partgnn.metrics.construction import construction_counts, construction_summary
 from partgnn.metrics.edge_counts import SCORE_CUT

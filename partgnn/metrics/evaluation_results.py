@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from partgnn import json_files
-from partgnn.data.output_files import atomic_output
-from partgnn.data.output_kinds import EVALUATION_FORMAT
+from partgnn.data.files.output_files import atomic_output
+from partgnn.data.files.output_kinds import EVALUATION_FORMAT
 from partgnn.errors import InputError
 
 #: The evaluation ``partgnn evaluate`` stores in a run directory (optional).

@@ -3,9 +3,10 @@ reader.
 
 The trainer (:mod:`partgnn.train.trainer`) makes a :class:`RunSummary` and writes
 :meth:`RunSummary.as_json`; ``partgnn train``, ``partgnn report``, a run directory's check
-(:mod:`partgnn.train.run_directory`) and the benchmark tools read it with :meth:`RunSummary.read`,
-which also reads the summaries older partgnn wrote (``graph_parallel_size`` for the group size,
-``strategy`` for the mode, the mode names used before ``overlapping`` had its own).
+(:mod:`partgnn.train.run_directory.existing_run`) and the benchmark tools read it with
+:meth:`RunSummary.read`, which also reads the summaries older partgnn wrote (``graph_parallel_size``
+for the group size, ``strategy`` for the mode, the mode names used before ``overlapping`` had its
+own).
 """
 
 from __future__ import annotations

@@ -51,8 +51,8 @@ def build_tracks(
       branch that lost a fork: losing branches are not dropped but form tracks of their own,
       so one wrong high-scoring edge cannot orphan the rest of a true track. Equal scores are
       broken by the lower edge index. On graphs with directed cycles (the inner-to-outer graphs
-      of :func:`~partgnn.data.graph_builder.build_event_graph` have none) a cycle of kept edges
-      is one track.
+      of :func:`~partgnn.data.graphs.graph_builder.build_event_graph` have none) a cycle of kept
+      edges is one track.
     - ``"junction"``: connected components after junction removal. First, *twin* hits (two
       hits with an accepted edge from a common hit and an accepted edge to a common hit: the
       two hits a particle leaves on overlapping modules of one layer, whose true edges to the

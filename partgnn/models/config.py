@@ -82,7 +82,7 @@ class ModelConfig(Architecture):
             default (a quarter of a GPU's memory; 16 chunks per event on a CPU). The same
             model computed in other pieces: a checkpoint resumes and scores either way.
         skip_unconnected: Leave the nodes that no edge touches out of the training steps
-            (about half of a full event graph's hits; :mod:`partgnn.train.unconnected_nodes`):
+            (about half of a full event graph's hits; :mod:`partgnn.train.items.unconnected_nodes`):
             nothing computed for them reaches an edge. Only where that holds
             (:attr:`skips_unconnected_nodes`). The same model computed on fewer rows: a
             checkpoint resumes and scores either way.

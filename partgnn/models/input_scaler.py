@@ -3,8 +3,8 @@
 The input features of tracking graphs live on very different scales (``dphi`` has a standard
 deviation of ~0.03, ``eta`` ~2.2): fed as they are into ``Linear + LayerNorm``, the separating
 ones are drowned. :class:`InputScaler` maps each column to ``(value - mean) / std`` with
-statistics fitted on the training events (:mod:`partgnn.train.standardisation`). The statistics
-are buffers, so they are saved in every checkpoint and applied identically at inference.
+statistics fitted on the training events (:mod:`partgnn.train.items.standardisation`). The
+statistics are buffers, so they are saved in every checkpoint and applied identically at inference.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from partgnn.data.output_files import atomic_output
-from partgnn.data.output_kinds import plot_metadata
+from partgnn.data.files.output_files import atomic_output
+from partgnn.data.files.output_kinds import plot_metadata
 
 
 def plot_partition(

@@ -25,8 +25,8 @@ from partgnn.errors import InputError
 SHARDS_FORMAT = "partgnn-shards"
 
 #: 2: part files name their partition run (method, seed, run id) besides P and the source.
-#: 3: checksummed datasets and object headers (:data:`partgnn.data.h5_files.LIBVER`), meta.json
-#: carries the SHA-256 of its own content.
+#: 3: checksummed datasets and object headers (:data:`partgnn.data.files.h5_files.LIBVER`),
+#: meta.json carries the SHA-256 of its own content.
 SHARDS_FORMAT_VERSION = 3
 
 META_FILE = "meta.json"

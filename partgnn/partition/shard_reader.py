@@ -29,8 +29,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from partgnn.data.graph_fields import EDGE_FIELDS, NODE_FIELDS, EventShape, check_graph
-from partgnn.data.h5_files import (
+from partgnn.data.files.h5_files import (
     LazyH5File,
     damaged_file_errors,
     decode_attr,
@@ -39,6 +38,7 @@ from partgnn.data.h5_files import (
     group_nbytes,
     read_array,
 )
+from partgnn.data.graphs.graph_fields import EDGE_FIELDS, NODE_FIELDS, EventShape, check_graph
 from partgnn.errors import InputError, first_line
 from partgnn.partition.halo_plan import HaloPlan, InvalidPlanError
 from partgnn.partition.shard_meta import META_FILE, SHARDS_FORMAT_VERSION, ShardMeta
@@ -362,7 +362,7 @@ def _read_kept(group: h5py.Group, n_nodes: int, n_edges: int, where: str) -> Kep
 
 def _read_subgraph(group: h5py.Group, edge_index: np.ndarray, event_id: int, where: str) -> Data:
     """A shard's (halo or sector) graph, its fields checked as a whole graph's are
-    (:func:`~partgnn.data.graph_fields.check_graph`: shapes, node indices, finite features,
+    (:func:`~partgnn.data.graphs.graph_fields.check_graph`: shapes, node indices, finite features,
     labels)."""
     fields = {
         name: torch.from_numpy(read_array(group, name)) for name in (*NODE_FIELDS, *EDGE_FIELDS)

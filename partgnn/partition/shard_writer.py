@@ -21,8 +21,7 @@ from torch_geometric.data import Data
 from tqdm import tqdm
 
 from partgnn import json_files
-from partgnn.data.graph_fields import EDGE_FIELDS, GRAPH_FIELDS, NODE_FIELDS
-from partgnn.data.h5_files import (
+from partgnn.data.files.h5_files import (
     create_h5,
     event_key,
     file_sha256,
@@ -30,8 +29,9 @@ from partgnn.data.h5_files import (
     write_attrs,
     write_root_attrs,
 )
-from partgnn.data.output_files import SpaceGuard, atomic_directory
-from partgnn.data.storage import GRAPHS_FORMAT, GraphFile
+from partgnn.data.files.output_files import SpaceGuard, atomic_directory
+from partgnn.data.files.storage import GRAPHS_FORMAT, GraphFile
+from partgnn.data.graphs.graph_fields import EDGE_FIELDS, GRAPH_FIELDS, NODE_FIELDS
 from partgnn.errors import InputError
 from partgnn.partition.assign import METHODS, partition_graph
 from partgnn.partition.halo_plan import build_halo_plans, validate_plans
@@ -281,7 +281,7 @@ def split_event(
     """Partitions one event graph, builds and validates every rank's plan, gathers its data:
     the graph's fields and the fields its file keeps beside it (``extra``: those of one number
     per node under ``extra/nodes/``, per edge under ``extra/edges/``, so a run can read them
-    as inputs: :mod:`partgnn.data.input_features`)."""
+    as inputs: :mod:`partgnn.data.graphs.input_features`)."""
     edge_index = graph.edge_index.numpy()
     assignment = partition_graph(
         graph, options.n_parts, options.method, seed=options.seed, grid=options.grid

@@ -3,8 +3,8 @@
 A rank's share of a split event (~1e5 edges) is launch-bound on a GPU: the host issues the
 forward and backward kernels more slowly than the device runs them. A CUDA graph issues them all
 in one call. It replays fixed kernels on fixed buffers, so every item is first padded to its
-shape (:mod:`partgnn.train.padded_items`: the padding contributes nothing) and each shape gets its
-own graph:
+shape (:mod:`partgnn.train.items.padded_items`: the padding contributes nothing) and each shape gets
+its own graph:
 
 1. The first item of a shape runs as today (it warms the kernels' lazy set-up up).
 2. The second is captured (``torch.cuda.graph`` into one memory pool shared by the shapes'
@@ -38,9 +38,9 @@ from torch import nn
 from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import HaloExchanger
-from partgnn.train.config import TrainConfig
-from partgnn.train.events import TrainItem
-from partgnn.train.padded_items import PaddedShape, pad_item, padding_refusal
+from partgnn.train.config.sections import TrainConfig
+from partgnn.train.items.padded_items import PaddedShape, pad_item, padding_refusal
+from partgnn.train.items.train_item import TrainItem
 from partgnn.train.step import StepSettings, forward_backward, training_loss
 
 CudaGraphs = Literal["auto", "on", "off"]

@@ -1,8 +1,8 @@
 """Distributed inference: edge scores of every event, in the global edge order of its graph.
 
 Each rank computes what its mode's strategy computes in training, on the same source
-(:mod:`partgnn.train.events`): by default the partitioned forward pass with halo exchange on its
-shard; the scores of the edges each rank counts are summed into an ``(E,)`` vector with one
+(:mod:`partgnn.train.items`): by default the partitioned forward pass with halo exchange on
+its shard; the scores of the edges each rank counts are summed into an ``(E,)`` vector with one
 all-reduce (each edge is counted by at most one rank, the others contribute 0), and the main rank
 writes them. A single process can also score whole graphs from a graphs file (mode ``full``).
 """
@@ -19,9 +19,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from partgnn.data.graph_construction import construction_mismatch, graph_construction
-from partgnn.data.h5_files import file_sha256
-from partgnn.data.storage import GraphFile, write_scores
+from partgnn.data.files.h5_files import file_sha256
+from partgnn.data.files.storage import GraphFile, write_scores
+from partgnn.data.graphs.graph_construction import construction_mismatch, graph_construction
 from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
 from partgnn.errors import InputError, first_line
@@ -29,11 +29,11 @@ from partgnn.models.build import build_model
 from partgnn.models.config import ModelConfig
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.resources import pretrained_name
-from partgnn.train.checkpoints import load_checkpoint
-from partgnn.train.config import DataConfig, RunConfig, TrainConfig
-from partgnn.train.config_file import validate_config
+from partgnn.train.config.config_file import validate_config
+from partgnn.train.config.model_settings import saved_model_config
+from partgnn.train.config.sections import DataConfig, RunConfig, TrainConfig
 from partgnn.train.loss import DTYPES
-from partgnn.train.model_settings import saved_model_config
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 from partgnn.train.step import edge_logits
 from partgnn.train.strategies import Strategy, mode_facts, strategy_for
 
@@ -117,7 +117,7 @@ def scoring_strategy(
     features: dict[str, Any] | None = None,
 ) -> Strategy:
     """The strategy of ``mode`` on these shards (or graphs file), as scoring runs it: its
-    source is the one training reads (:mod:`partgnn.train.events`), with the exchange hidden
+    source is the one training reads (:mod:`partgnn.train.items`), with the exchange hidden
     behind the interior edges in modes that exchange.
 
     Raises:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from partgnn.train.config import OptimConfig
+from partgnn.train.config.sections import OptimConfig
 
 
 def lr_scale(scaling: str, events_per_step: int) -> float:

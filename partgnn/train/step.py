@@ -1,8 +1,8 @@
 """One training step's computation on one rank: forward pass, loss, backward pass.
 
 :func:`forward_backward` is what the trainer runs for every event and what the memory planner
-(:mod:`partgnn.train.footprint`) measures, so the planner cannot drift from training. Combining
-the gradients across ranks and the optimizer step are the trainer's.
+(:mod:`partgnn.train.planning.footprint`) measures, so the planner cannot drift from training.
+Combining the gradients across ranks and the optimizer step are the trainer's.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from partgnn.train.config import TrainConfig
-from partgnn.train.events import TrainItem
+from partgnn.train.config.sections import TrainConfig
+from partgnn.train.items.train_item import TrainItem
 from partgnn.train.loss import DTYPES, EdgeWeights, autocast, edge_loss
 from partgnn.train.precision import resolve_bf16
 

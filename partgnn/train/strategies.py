@@ -2,8 +2,8 @@
 
 A strategy owns, for its mode: its facts (:class:`~partgnn.train.modes.ModeFacts`, which the
 config checks, the world size, the memory plan, resume, scoring and the run's summary read), the
-data source (what one rank computes on for one event, :mod:`partgnn.train.events`; training and
-scoring read the same), how many events one optimizer step trains on and which of them this rank
+data source (what one rank computes on for one event, :mod:`partgnn.train.items`; training
+and scoring read the same), how many events one optimizer step trains on and which of them this rank
 computes, how gradients and losses combine across ranks, and which validation events this rank
 evaluates. A new mode is one subclass with its ``facts``: defining it registers it.
 
@@ -45,8 +45,9 @@ from partgnn.distributed.gradients import (
 from partgnn.errors import InputError
 from partgnn.metrics.run_summary import FORMER_MODE_NAMES
 from partgnn.partition.shard_reader import ShardDirectory
-from partgnn.train.config import TrainConfig, input_features
-from partgnn.train.events import HaloSource, NaiveSource, OverlappingSource, WholeGraphSource
+from partgnn.train.config.sections import TrainConfig, input_features
+from partgnn.train.items.shard_sources import HaloSource, NaiveSource, OverlappingSource
+from partgnn.train.items.whole_graph_source import WholeGraphSource
 from partgnn.train.modes import ModeFacts
 
 EventSource = WholeGraphSource | HaloSource | NaiveSource | OverlappingSource

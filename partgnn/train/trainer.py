@@ -6,10 +6,11 @@ combine. Every optimizer step, each rank runs :func:`~partgnn.train.step.forward
 its event (back-propagated through the halo exchanges in halo mode), the strategy combines the
 ranks' gradients (summed over the ranks of one event: the full-graph gradient; averaged over
 data-parallel replicas), then clipping, AdamW and the schedule (:mod:`partgnn.train.schedule`).
-Every epoch cuts the training events into steps (:mod:`partgnn.train.sampling`); checkpoints
-record the position (:mod:`partgnn.train.state`), so a resume (:mod:`partgnn.train.resume`)
-continues exactly. Around the loop: input standardisation, the event cache, validation,
-divergence checks and the run's own measurements, each in its module.
+Every epoch cuts the training events into steps (:mod:`partgnn.train.items.sampling`); checkpoints
+record the position (:mod:`partgnn.train.run_directory.state`), so a resume
+(:mod:`partgnn.train.run_directory.resume`) continues exactly. Around the loop: input
+standardisation, the event cache, validation, divergence checks and the run's own measurements, each
+in its module.
 
 .. warning::
     All ranks of the job run the same sequence of steps and collectives.
@@ -28,7 +29,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from partgnn.data.output_files import remove_stale_temporaries
+from partgnn.data.files.output_files import remove_stale_temporaries
 from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.device import deterministic_algorithms
@@ -37,35 +38,35 @@ from partgnn.errors import InputError
 from partgnn.metrics.run_summary import RunSummary
 from partgnn.models.build import build_model
 from partgnn.train.captured_step import captured_step_for
-from partgnn.train.checkpoints import (
+from partgnn.train.config.sections import TrainConfig, input_features
+from partgnn.train.divergence import check_step, check_weights, gradients_finite
+from partgnn.train.items.item_cache import CachedSource
+from partgnn.train.items.sampling import epoch_steps
+from partgnn.train.items.standardisation import (
+    InputStatistics,
+    standardise_inputs,
+    write_feature_statistics,
+)
+from partgnn.train.precision import bf16_notice
+from partgnn.train.run_directory.checkpoints import (
     TRAINING_STATE,
     load_checkpoint,
     prune_step_checkpoints,
     save_checkpoint,
 )
-from partgnn.train.config import TrainConfig, input_features
-from partgnn.train.divergence import check_step, check_weights, gradients_finite
-from partgnn.train.experiment_loggers import open_loggers
-from partgnn.train.item_cache import CachedSource
-from partgnn.train.precision import bf16_notice
-from partgnn.train.resume import (
+from partgnn.train.run_directory.experiment_loggers import open_loggers
+from partgnn.train.run_directory.resume import (
     check_resumable,
     finished_summary,
     init_weights_from,
     resume_source,
     trajectory_settings,
 )
-from partgnn.train.rng_states import gather_rng_states, restore_rng_states
-from partgnn.train.run_lock import RunLock
-from partgnn.train.run_log import RunLog, epoch_row
-from partgnn.train.sampling import epoch_steps
+from partgnn.train.run_directory.rng_states import gather_rng_states, restore_rng_states
+from partgnn.train.run_directory.run_lock import RunLock
+from partgnn.train.run_directory.run_log import RunLog, epoch_row
+from partgnn.train.run_directory.state import TrainState
 from partgnn.train.schedule import learning_rate_factor
-from partgnn.train.standardisation import (
-    InputStatistics,
-    standardise_inputs,
-    write_feature_statistics,
-)
-from partgnn.train.state import TrainState
 from partgnn.train.step import StepSettings, forward_backward
 from partgnn.train.stop_signals import StopSignals, signal_name
 from partgnn.train.strategies import strategy_for
@@ -180,8 +181,8 @@ class Trainer:
         removes temporary files a killed run left. SIGTERM or SIGUSR1 stop the run at the next
         step boundary: all ranks agree, a checkpoint is written, and the summary says
         ``stopped_by`` (no summary.json: the run is not finished). A run directory that holds a
-        run (:mod:`partgnn.train.run_directory`) is continued with ``resume``, replaced with
-        ``replace``, and otherwise refused; resuming a finished run changes nothing and returns
+        run (:mod:`partgnn.train.run_directory.existing_run`) is continued with ``resume``, replaced
+        with ``replace``, and otherwise refused; resuming a finished run changes nothing and returns
         its summary with ``already_finished``.
 
         Args:
@@ -312,7 +313,8 @@ class Trainer:
         return self.state.earlier_wall_s + time.perf_counter() - self._sitting_start
 
     def _epoch_steps(self, epoch: int) -> list[list[int]]:
-        """The events of each step of ``epoch`` (:func:`~partgnn.train.sampling.epoch_steps`)."""
+        """The events of each step of ``epoch``
+        (:func:`~partgnn.train.items.sampling.epoch_steps`)."""
         run = self.config.run
         return epoch_steps(
             self.train_indices, self.events_per_step, seed=run.seed, epoch=epoch,

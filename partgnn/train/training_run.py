@@ -13,7 +13,7 @@ from __future__ import annotations
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.session import distributed_session
 from partgnn.metrics.run_summary import RunSummary
-from partgnn.train.config import TrainConfig
+from partgnn.train.config.sections import TrainConfig
 from partgnn.train.stop_signals import StopSignals
 from partgnn.train.trainer import Trainer
 from partgnn.train.world_size import check_world_size
@@ -31,7 +31,7 @@ def run_training(
     and the context it ran on.
 
     Args:
-        config: A validated run config (:func:`~partgnn.train.config_file.load_config`).
+        config: A validated run config (:func:`~partgnn.train.config.config_file.load_config`).
         resume: Continue from the run directory's checkpoint (``"auto"``: when there is one).
         replace: Start afresh where the run directory holds a run, removing its files first.
         timeout_s: The collectives' timeout [s] (default: ``$PARTGNN_DIST_TIMEOUT``, else

@@ -17,7 +17,7 @@ from partgnn.metrics.edge_counts import (
     count_edges,
     score_histograms,
 )
-from partgnn.train.item_cache import ItemSource
+from partgnn.train.items.item_cache import ItemSource
 from partgnn.train.loss import edge_loss
 from partgnn.train.step import StepSettings, edge_logits
 from partgnn.train.strategies import Strategy

@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
-from partgnn.train.events import TrainItem
+from partgnn.train.items.train_item import TrainItem
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from partgnn.distributed.launch_env import detect_launcher
 from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory
-from partgnn.train.config import TrainConfig
+from partgnn.train.config.sections import TrainConfig
 from partgnn.train.strategies import mode_facts
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from partgnn.cli.main import main
-from partgnn.data.storage import GraphFile
+from partgnn.data.files.storage import GraphFile
 
 
 @pytest.fixture

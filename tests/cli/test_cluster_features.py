@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from partgnn.cli.main import main
-from partgnn.data.cluster_shapes import CLUSTER_COLUMNS, CLUSTER_FEATURES
-from partgnn.data.storage import EventFile, GraphFile, ScoresFile
+from partgnn.data.files.storage import EventFile, GraphFile, ScoresFile
+from partgnn.data.formats.cluster_shapes import CLUSTER_COLUMNS, CLUSTER_FEATURES
 from partgnn.train.inference import score_graphs
 from tests.train.conftest import write_config
 

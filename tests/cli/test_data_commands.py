@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from partgnn.cli.main import main
-from partgnn.data.storage import EventFile, GraphFile
+from partgnn.data.files.storage import EventFile, GraphFile
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ def test_a_truncated_or_missing_module_map_is_one_line(tiny_pipeline: Path, tmp_
 
 def test_a_damaged_map_in_the_cache_says_how_to_refit(tiny_pipeline, tmp_path, capsys,
                                                       monkeypatch):  # fmt: skip
-    from partgnn.data import pretrained_maps
+    from partgnn.data.module_map import pretrained_maps
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("PARTGNN_CACHE", str(cache))
@@ -66,7 +66,8 @@ def test_destinations_under_proc_are_one_line(tiny_pipeline: Path, tmp_path, cap
     assert _one_line(capsys).startswith(f"{nowhere / 'w'}: cannot write here")
     monkeypatch.setenv("PARTGNN_CACHE", str(nowhere))
     monkeypatch.setattr(
-        "partgnn.data.pretrained_maps.shipped_map_path", lambda spec: tmp_path / "none.npz"
+        "partgnn.data.module_map.pretrained_maps.shipped_map_path",
+        lambda spec: tmp_path / "none.npz",
     )
     assert main(["pretrained", "trackml-full", "--make-map"]) == 2
     assert _one_line(capsys).startswith(f"{nowhere / 'maps'}: cannot write here")
@@ -127,7 +128,7 @@ def test_set_errors_name_the_set(tiny_pipeline: Path, tmp_path: Path, capsys):
 
 
 def test_event_ids_from_a_billion_on_sort_as_numbers(tmp_path: Path):
-    from partgnn.data.storage import EventFile
+    from partgnn.data.files.storage import EventFile
 
     out = tmp_path / "e.h5"
     assert main(["simulate", "--events", "2", "--pileup", "1", "--first-event-id", "999999999",

@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from partgnn.cli.main import main
-from partgnn.data.input_features import InputFeatures
+from partgnn.data.graphs.input_features import InputFeatures
 from partgnn.errors import InputError
 from partgnn.export.export_model import kept_node_inputs, recorded_input_features
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.resources import pretrained_dir, pretrained_names
-from partgnn.train.checkpoints import load_checkpoint
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 
 #: How far one new event's figures may fall from the card's (5 held-out events): a pT > 1 GeV
 #: pile-up-200 event has ~1300 target particles and ~18000 true edges.

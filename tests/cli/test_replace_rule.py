@@ -118,7 +118,7 @@ def test_a_folder_at_a_file_output_is_refused(tiny_pipeline: Path, tmp_path: Pat
 
 @pytest.mark.parametrize("kind_name", ["GRAPHS", "SCORES", "EVALUATION", "PLOT", "REPORT"])
 def test_a_kind_does_not_take_another_kinds_file(tiny_pipeline: Path, kind_name: str):
-    from partgnn.data import output_kinds
+    from partgnn.data.files import output_kinds
 
     kind = getattr(output_kinds, kind_name)
     assert not kind.recognises(tiny_pipeline / "events.h5")

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.storage import write_graphs
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.files.storage import write_graphs
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 
 
 @pytest.fixture(scope="session")

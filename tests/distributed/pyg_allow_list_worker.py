@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import aggr, conv
 
-from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
+from partgnn.data.graphs.graph_config import EDGE_FEATURES, NODE_FEATURES
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.models.interaction_network import Exchange

@@ -26,7 +26,7 @@ from torch_geometric.nn import (
     SAGEConv,
 )
 
-from partgnn.data.graph_config import EDGE_FEATURES, NODE_FEATURES
+from partgnn.data.graphs.graph_config import EDGE_FEATURES, NODE_FEATURES
 from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import HaloExchanger

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from partgnn.data.storage import GraphFile
+from partgnn.data.files.storage import GraphFile
 from tests.distributed.partitioned_run import run_on_shards
 from tests.distributed.reference import (
     DTYPES,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from partgnn.data.cluster_shapes import CLUSTER_FEATURES
-from partgnn.data.graph_features import graph_features
+from partgnn.data.formats.cluster_shapes import CLUSTER_FEATURES
+from partgnn.data.graphs.graph_features import graph_features
 from partgnn.errors import InputError
 from partgnn.export.edge_classifier import ExportedEdgeClassifier
 from partgnn.export.node_inputs import CLUSTER_ACTS_NAMES, NodeInputs, acts_name

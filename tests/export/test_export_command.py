@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from partgnn.cli.main import main
-from partgnn.data.storage import GraphFile, ScoresFile
+from partgnn.data.files.storage import GraphFile, ScoresFile
 from partgnn.export.edge_classifier import ExportedEdgeClassifier
 from partgnn.export.export_model import (
     kept_node_inputs,
@@ -23,8 +23,8 @@ from partgnn.export.export_model import (
     with_kept_fields,
 )
 from partgnn.export.node_inputs import NodeInputs
-from partgnn.train.checkpoints import load_checkpoint
 from partgnn.train.inference import load_trained_model
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 from tests.distributed.launch import REPOSITORY
 from tests.subprocesses import run_command
 

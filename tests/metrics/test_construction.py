@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.metrics.construction import construction_counts, construction_summary
 from tests.conftest import make_tiny_event
 

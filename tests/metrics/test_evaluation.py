@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.h5_files import file_sha256
-from partgnn.data.storage import ScoresFile, write_events, write_graphs, write_scores
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.files.h5_files import file_sha256
+from partgnn.data.files.storage import ScoresFile, write_events, write_graphs, write_scores
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.errors import InputError
 from partgnn.metrics.evaluation import evaluate_scores
 from tests.conftest import make_tiny_event

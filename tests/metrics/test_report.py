@@ -13,7 +13,7 @@ from PIL import Image
 from partgnn.errors import InputError
 from partgnn.metrics.report import REPORT_NAME, load_run, write_comparison
 from partgnn.metrics.run_summary import RunSummary
-from partgnn.train.run_log import RunLog
+from partgnn.train.run_directory.run_log import RunLog
 from partgnn.train.strategies import STRATEGIES
 
 NAN = float("nan")

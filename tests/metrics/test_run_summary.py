@@ -11,7 +11,7 @@ import pytest
 
 from partgnn.errors import InputError
 from partgnn.metrics.run_summary import RecordedMode, RunSummary
-from partgnn.train.run_log import RunLog
+from partgnn.train.run_directory.run_log import RunLog
 from partgnn.train.strategies import STRATEGIES
 
 

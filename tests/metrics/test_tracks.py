@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.simulation import SimulationConfig, simulate_event
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 from partgnn.errors import InputError
 from partgnn.metrics.track_building import NO_TRACK, build_tracks
 from partgnn.metrics.tracks import TrackMetrics, track_metrics

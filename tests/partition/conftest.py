@@ -3,9 +3,9 @@
 import pytest
 from torch_geometric.data import Data
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.simulation import SimulationConfig, simulate_event
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 
 
 def _pileup10_graph(pt_min: float) -> Data:

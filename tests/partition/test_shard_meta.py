@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from partgnn.data.storage import write_graphs
+from partgnn.data.files.storage import write_graphs
 from partgnn.errors import InputError
 from partgnn.partition.shard_meta import ShardMeta, meta_checksum
 from partgnn.partition.shard_writer import PartitionOptions, write_shards

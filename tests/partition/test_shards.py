@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.graph_fields import NODE_FIELDS
-from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.storage import GraphFile, write_graphs
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.files.storage import GraphFile, write_graphs
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.graphs.graph_fields import NODE_FIELDS
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 from partgnn.errors import InputError
 from partgnn.partition.shard_meta import meta_checksum
 from partgnn.partition.shard_reader import ShardDirectory, shard_path

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from partgnn.data import output_files
-from partgnn.data.output_files import RESERVE_BYTES, SpaceGuard
+from partgnn.data.files import output_files
+from partgnn.data.files.output_files import RESERVE_BYTES, SpaceGuard
 from partgnn.errors import OutputError
 from tests.reliability.conftest import run_partgnn, run_partgnn_in_process
 

@@ -20,11 +20,11 @@ import h5py
 import numpy as np
 import pytest
 
-from partgnn.data.storage import EventFile, GraphFile, ScoresFile
+from partgnn.data.files.storage import EventFile, GraphFile, ScoresFile
 from partgnn.errors import InputError
 from partgnn.partition.shard_reader import ShardDirectory, shard_path
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
-from partgnn.train.checkpoints import load_checkpoint, newest_intact_checkpoint
+from partgnn.train.run_directory.checkpoints import load_checkpoint, newest_intact_checkpoint
 from tests.reliability.conftest import run_partgnn, run_partgnn_in_process
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from partgnn.cli.main import main
-from partgnn.data.output_files import remove_dead_writers_staging
+from partgnn.data.files.output_files import remove_dead_writers_staging
 from tests.distributed.launch import REPOSITORY, child_env, free_port
 from tests.reliability.conftest import run_partgnn
 

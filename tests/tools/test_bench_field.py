@@ -9,8 +9,8 @@ import runpy
 import numpy as np
 import pytest
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.simulation import SimulationConfig, simulate_event
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 from tests.distributed.launch import REPOSITORY
 
 GEOMETRY = default_geometry()

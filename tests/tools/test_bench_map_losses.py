@@ -8,7 +8,7 @@ import runpy
 import numpy as np
 import pytest
 
-from partgnn.data.module_map_fit import fit_module_map
+from partgnn.data.module_map.fit import fit_module_map
 from tests.distributed.launch import REPOSITORY
 
 

@@ -59,7 +59,7 @@ def test_a_model_is_shipped_with_its_card(tool, tmp_path: Path, monkeypatch):
     import yaml
 
     from partgnn.resources import pretrained_dir
-    from partgnn.train.checkpoints import load_checkpoint
+    from partgnn.train.run_directory.checkpoints import load_checkpoint
 
     state = load_checkpoint(pretrained_dir() / "trackml-pt1.pt")
     state["config"]["run"]["init_from"] = "/a/machine/path/stage1.pt"

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from partgnn.data.geometry import default_geometry
-from partgnn.data.graph_builder import GraphBuildConfig, build_event_graph
-from partgnn.data.simulation import SimulationConfig, simulate_event
-from partgnn.data.storage import write_graphs
+from partgnn.data.detector.geometry import default_geometry
+from partgnn.data.files.storage import write_graphs
+from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
+from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
 
 
@@ -63,7 +63,7 @@ def train_full_mode(config: Path) -> Path:
     """Trains ``config`` in this process (one rank on the CPU); returns its run directory (the
     config's path without suffix, as :func:`write_config`'s callers name it)."""
     from partgnn.distributed.process_group import destroy_distributed, init_distributed
-    from partgnn.train.config_file import load_config
+    from partgnn.train.config.config_file import load_config
     from partgnn.train.trainer import Trainer
 
     context = init_distributed(device="cpu", timeout_s=60)
@@ -75,7 +75,7 @@ def train_full_mode(config: Path) -> Path:
 
 
 #: The smallest probe graphs whose edge MLPs still run in chunks of E / 16: half the planner's
-#: (``footprint.PROBE_GRAPHS``, which tests/train/test_footprint.py checks). Tests of plans
+#: (``footprint.PROBE_GRAPHS``, which tests/train/planning/test_footprint.py checks). Tests of plans
 #: check their tables and choices, not the fit's precision (about half the time).
 SMALL_PROBE_GRAPHS = ((4_096, 32_768), (2_048, 32_768), (4_096, 65_536))
 
@@ -83,7 +83,7 @@ SMALL_PROBE_GRAPHS = ((4_096, 32_768), (2_048, 32_768), (4_096, 65_536))
 def probes_at_test_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """The planner's probes at test size: :data:`SMALL_PROBE_GRAPHS`, and a held-bytes probe of
     2**20 bytes of edges (an event-sized one, ~1e6 edges, is the benchmark's)."""
-    from partgnn.train import footprint
+    from partgnn.train.planning import footprint
 
     monkeypatch.setattr(footprint, "RESIDENT_PROBE_EDGE_BYTES", 2**20)
     monkeypatch.setattr(footprint, "PROBE_GRAPHS", SMALL_PROBE_GRAPHS)

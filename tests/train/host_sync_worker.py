@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
 from partgnn.train.trainer import Trainer
 from tests.host_syncs import HostSyncCounter
 from tests.train.conftest import write_config

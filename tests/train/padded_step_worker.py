@@ -3,7 +3,7 @@ OUT``.
 
 For each setting (communication hiding, recomputation, transport) builds a halo-mode trainer in
 float64 on this rank's shard, runs :func:`~partgnn.train.step.forward_backward` on event 0 as it
-is and padded to its shape (:func:`~partgnn.train.padded_items.pad_item`), and saves both
+is and padded to its shape (:func:`~partgnn.train.items.padded_items.pad_item`), and saves both
 losses and parameter gradients summed over the ranks, with the padded shape, to
 ``OUT.rank<rank>``.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.train.config_file import load_config
-from partgnn.train.padded_items import pad_item
+from partgnn.train.config.config_file import load_config
+from partgnn.train.items.padded_items import pad_item
 from partgnn.train.step import forward_backward
 from partgnn.train.trainer import Trainer
 from tests.distributed.reference import summed_over_ranks

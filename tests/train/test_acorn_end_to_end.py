@@ -13,9 +13,9 @@ import torch
 import yaml
 
 from partgnn.cli.main import main
-from partgnn.data.storage import GraphFile, write_graphs
+from partgnn.data.files.storage import GraphFile, write_graphs
 from tests.distributed.launch import assert_all_succeeded, launch
-from tests.train.test_acorn_config import ACORN, CLUSTERS
+from tests.train.config.test_acorn_config import ACORN, CLUSTERS
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import torch
 from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.train.captured_step import CapturedStep, capture_refusal
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
 from partgnn.train.step import forward_backward
 from partgnn.train.trainer import Trainer
 from tests.distributed.reference import relative_error

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from partgnn.cli.main import main
-from partgnn.data.storage import GraphFile, ScoresFile, write_graphs
+from partgnn.data.files.storage import GraphFile, ScoresFile, write_graphs
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
 from tests.distributed.launch import assert_all_succeeded, launch
 from tests.train.conftest import write_config
@@ -136,8 +136,8 @@ def _run_exported(
 
 
 def test_the_plan_sizes_the_inputs_from_the_list(with_clusters: Path, tmp_path: Path):
-    from partgnn.train.config_file import load_config
-    from partgnn.train.memory_planning import feature_widths
+    from partgnn.train.config.config_file import load_config
+    from partgnn.train.planning.plan import feature_widths
 
     data = {"graphs": str(with_clusters), "node_features": NODE_FEATURES,
             "edge_features": ["dr", "z0"]}  # fmt: skip
@@ -184,7 +184,7 @@ def test_halo_with_chosen_inputs_equals_full_mode(with_clusters: Path, tmp_path:
 
 def test_the_python_api_takes_the_same_lists(with_clusters: Path, tmp_path: Path):
     import partgnn
-    from partgnn.train.config import DataConfig, OptimConfig, RunConfig, TrainConfig
+    from partgnn.train.config.sections import DataConfig, OptimConfig, RunConfig, TrainConfig
 
     config = TrainConfig(
         mode="full",

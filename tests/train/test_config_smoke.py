@@ -8,7 +8,7 @@ import pytest
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.resources import configs_dir
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
 from partgnn.train.trainer import Trainer
 
 CONFIGS = sorted(configs_dir().glob("*.yaml"))

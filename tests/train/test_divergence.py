@@ -10,7 +10,7 @@ import torch
 
 from partgnn.cli.main import main
 from partgnn.resources import resolve_checkpoint
-from partgnn.train.checkpoints import load_checkpoint
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 from tests.train.conftest import dataset, write_config  # noqa: F401 (the fixture)
 
 

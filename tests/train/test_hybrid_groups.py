@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.train.checkpoints import load_checkpoint
-from partgnn.train.config_file import load_config
-from partgnn.train.sampling import epoch_steps
+from partgnn.train.config.config_file import load_config
+from partgnn.train.items.sampling import epoch_steps
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 from partgnn.train.schedule import learning_rate_factor
 from partgnn.train.step import training_loss
 from partgnn.train.trainer import Trainer

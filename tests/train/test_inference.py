@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from partgnn.cli.main import main
-from partgnn.data.storage import GraphFile, ScoresFile
+from partgnn.data.files.storage import GraphFile, ScoresFile
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
 from partgnn.train.inference import load_trained_model
-from partgnn.train.standardisation import SCALER_FILE
+from partgnn.train.items.standardisation import SCALER_FILE
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import assert_all_succeeded, launch
 from tests.train.conftest import write_config

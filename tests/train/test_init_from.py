@@ -7,8 +7,8 @@ import torch
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.errors import InputError
-from partgnn.train.checkpoints import load_checkpoint
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 from partgnn.train.trainer import Trainer
 from tests.train.conftest import write_config
 

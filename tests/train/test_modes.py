@@ -13,19 +13,19 @@ import pytest
 import torch
 
 import partgnn.train.strategies as strategies_module
-from partgnn.data.storage import ScoresFile
+from partgnn.data.files.storage import ScoresFile
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.errors import InputError
 from partgnn.metrics.report import load_run
 from partgnn.metrics.report.findings import findings
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
-from partgnn.train.checkpoints import load_checkpoint
-from partgnn.train.config_file import load_config
-from partgnn.train.events import NaiveSource
-from partgnn.train.footprint import random_train_item
+from partgnn.train.config.config_file import load_config
 from partgnn.train.inference import run_inference
-from partgnn.train.memory_plan import ItemSize, rank_shapes
+from partgnn.train.items.shard_sources import NaiveSource
 from partgnn.train.modes import ModeFacts
+from partgnn.train.planning.footprint import random_train_item
+from partgnn.train.planning.rank_memory import ItemSize, rank_shapes
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 from partgnn.train.strategies import (
     STRATEGIES,
     NaiveStrategy,

@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
 from partgnn.train.precision import bf16_notice, native_bf16, resolve_bf16
 from partgnn.train.step import StepSettings
 

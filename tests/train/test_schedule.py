@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from partgnn.train.config import OptimConfig
+from partgnn.train.config.sections import OptimConfig
 from partgnn.train.schedule import learning_rate_factor, lr_scale, schedule_factor
 
 
@@ -61,7 +61,7 @@ def test_step_decays_every_n_steps_from_the_first_with_the_warm_up_on_top():
 )
 def test_a_step_schedule_needs_its_decay(override: str, said: str):
     from partgnn.errors import InputError
-    from partgnn.train.config_file import load_config
+    from partgnn.train.config.config_file import load_config
 
     with pytest.raises(InputError, match=re.escape(said)):
         load_config("halo", ["optim.schedule=step", "optim.decay_steps=2", override])

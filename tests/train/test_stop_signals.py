@@ -6,7 +6,7 @@ import os
 import signal
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.train.config_file import load_config
+from partgnn.train.config.config_file import load_config
 from partgnn.train.stop_signals import StopSignals, signal_name
 from partgnn.train.trainer import Trainer
 from tests.train.conftest import write_config

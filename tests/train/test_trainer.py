@@ -14,9 +14,9 @@ import torch
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.shard_writer import PartitionOptions, write_shards
 from partgnn.train import trainer as trainer_module
-from partgnn.train.checkpoints import load_checkpoint
-from partgnn.train.config_file import load_config
-from partgnn.train.standardisation import SCALER_FILE
+from partgnn.train.config.config_file import load_config
+from partgnn.train.items.standardisation import SCALER_FILE
+from partgnn.train.run_directory.checkpoints import load_checkpoint
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import REPOSITORY, assert_all_succeeded, child_env, launch
 from tests.distributed.two_hosts import two_hosts, unavailable_reason

@@ -19,8 +19,8 @@ $P evaluate scores.h5 --graphs graphs.h5 --events events.h5 --cut $CUT --out eva
 $P evaluate scores.h5 --graphs graphs.h5 --events events.h5 --cut $CUT --pt-min 0.5 --pt-max 1 --out evaluation-low-pt.json > evaluation-low-pt.txt
 rm -f perfect.h5
 $PY - <<'PYEOF'
-from partgnn.data.storage import GraphFile, write_scores
-from partgnn.data.h5_files import file_sha256
+from partgnn.data.files.storage import GraphFile, write_scores
+from partgnn.data.files.h5_files import file_sha256
 with GraphFile("graphs.h5") as g:
     truth = [(int(x.event_id), x.y.numpy()) for x in g]
 write_scores("perfect.h5", truth, provenance={"source_sha256": file_sha256("graphs.h5")})

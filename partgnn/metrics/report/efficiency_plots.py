@@ -22,7 +22,7 @@ import numpy as np
 # The object-oriented API (no pyplot) draws with Agg and never needs a display.
 from matplotlib.figure import Figure
 
-from partgnn.data.output_kinds import plot_metadata
+from partgnn.data.files.output_kinds import plot_metadata
 from partgnn.metrics.efficiency_tallies import BinnedRate, EfficiencyTallies, binned_rate
 
 #: The file beside the PNGs that holds the plotted values.

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # The object-oriented API (no pyplot) draws with Agg and never needs a display.
-from partgnn.data import output_kinds
-from partgnn.data.output_files import atomic_output
+from partgnn.data.files import output_kinds
+from partgnn.data.files.output_files import atomic_output
 from partgnn.errors import InputError
 from partgnn.metrics.evaluation_results import EVALUATION_NAME
 from partgnn.metrics.report.findings import findings

@@ -16,8 +16,8 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from partgnn.data.output_files import atomic_output
-from partgnn.data.output_kinds import plot_metadata
+from partgnn.data.files.output_files import atomic_output
+from partgnn.data.files.output_kinds import plot_metadata
 from partgnn.metrics.evaluation_results import EVALUATION_NAME
 from partgnn.metrics.report.runs import NAN, RunRecord
 from partgnn.metrics.report.text import fmt

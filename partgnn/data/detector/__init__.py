@@ -1,0 +1,1 @@
+"""The detector: its geometry, real modules, neighbouring layers and magnetic field."""

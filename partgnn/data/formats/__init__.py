@@ -1,0 +1,1 @@
+"""The field's files: TrackML CSV events with their cells, and acorn's graphs."""

@@ -1,0 +1,1 @@
+"""Simulated events: particles, their propagation, decays and interactions, hits and cells."""

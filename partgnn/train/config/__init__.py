@@ -1,0 +1,1 @@
+"""Run configs: their sections, reading and checking a file, acorn's translated."""

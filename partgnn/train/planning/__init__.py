@@ -1,0 +1,1 @@
+"""Planning a run before it starts: per-rank memory and step times."""

@@ -1,0 +1,1 @@
+"""A run directory: checkpoints, logs, lock, resuming and what may be resumed."""
