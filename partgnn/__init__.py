@@ -40,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "local_graph": "partgnn.api",
     "make_exchange": "partgnn.api",
     "HaloPlan": "partgnn.partition.halo_plan",
-    "PartitionOptions": "partgnn.partition.shard_writer",
+    "PartitionOptions": "partgnn.partition.event_split",
     "write_shards": "partgnn.partition.shard_writer",
     "ShardDirectory": "partgnn.partition.shard_reader",
     # models
@@ -103,9 +103,10 @@ if TYPE_CHECKING:
     from partgnn.models.build import build_model
     from partgnn.models.interaction_network import InteractionNetwork
     from partgnn.models.partitioned_layer import PartitionedLayer
+    from partgnn.partition.event_split import PartitionOptions
     from partgnn.partition.halo_plan import HaloPlan
     from partgnn.partition.shard_reader import ShardDirectory
-    from partgnn.partition.shard_writer import PartitionOptions, write_shards
+    from partgnn.partition.shard_writer import write_shards
     from partgnn.train.config.config_file import load_config
     from partgnn.train.config.sections import TrainConfig
     from partgnn.train.trainer import Trainer

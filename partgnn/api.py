@@ -31,8 +31,9 @@ from torch import nn
 from torch_geometric.data import Data
 
 from partgnn.distributed.context import DistContext
+from partgnn.distributed.exchange_plan import Transport
 from partgnn.distributed.gradients import GradientCombination, all_reduce_gradients
-from partgnn.distributed.halo_exchange import HaloExchanger, Transport
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.partition.assign import partition_graph
 from partgnn.partition.halo_plan import HaloPlan, build_halo_plans
 from partgnn.train.loss import edge_loss, weighted_count

@@ -68,3 +68,28 @@ def test_the_check_finds_an_unnamed_module():
     assert named("runs", "the report (`report/runs`)")
     assert named("modes", "its facts (`modes.ModeFacts`)")
     assert not named("halo_plan", "halo plans, what each rank holds")
+
+
+#: The most lines a module of the package may have: past it, a module holds more than one job.
+MAX_MODULE_LINES = 400
+
+
+def long_modules(package: Path) -> dict[str, int]:
+    """The package's modules over :data:`MAX_MODULE_LINES` lines, with their lengths."""
+    lengths = {
+        str(path.relative_to(package.parent)): len(path.read_text().splitlines())
+        for path in package.rglob("*.py")
+    }
+    return {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES}
+
+
+def test_no_module_is_over_400_lines():
+    assert long_modules(PACKAGE) == {}
+
+
+def test_the_check_finds_a_long_module(tmp_path):
+    package = tmp_path / "partgnn"
+    package.mkdir()
+    (package / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    (package / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert long_modules(package) == {"partgnn/long.py": MAX_MODULE_LINES + 1}

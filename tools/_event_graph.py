@@ -13,7 +13,7 @@ def write_event_graph(path: Path, *, pileup: float, pt_min: float) -> tuple[int,
         The graph's nodes and edges.
     """
     from partgnn.data.detector.geometry import default_geometry
-    from partgnn.data.files.storage import write_graphs
+    from partgnn.data.files.writers import write_graphs
     from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
     from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 

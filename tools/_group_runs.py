@@ -24,10 +24,11 @@ def write_varied_events(
         The shard directory and each event graph's edges.
     """
     from partgnn.data.detector.geometry import default_geometry
-    from partgnn.data.files.storage import write_graphs
+    from partgnn.data.files.writers import write_graphs
     from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
     from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
-    from partgnn.partition.shard_writer import PartitionOptions, write_shards
+    from partgnn.partition.event_split import PartitionOptions
+    from partgnn.partition.shard_writer import write_shards
 
     rng = np.random.default_rng(seed)
     pileups = rng.integers(pileup[0], pileup[1], events, endpoint=True)

@@ -36,7 +36,7 @@ from _paths import sample_dir
 
 from partgnn.data.detector.detector_modules import detector_modules
 from partgnn.data.detector.geometry import default_geometry
-from partgnn.data.files.storage import write_events
+from partgnn.data.files.writers import write_events
 from partgnn.data.formats.cluster_shapes import hit_modules
 from partgnn.data.formats.trackml_reader import read_trackml_event
 from partgnn.data.simulation.cell_simulation import event_cells, simulate_clusters

@@ -34,10 +34,11 @@ def main() -> None:
         _worker(args)
         return
     from partgnn.data.detector.geometry import default_geometry
-    from partgnn.data.files.storage import write_graphs
+    from partgnn.data.files.writers import write_graphs
     from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
     from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
-    from partgnn.partition.shard_writer import PartitionOptions, write_shards
+    from partgnn.partition.event_split import PartitionOptions
+    from partgnn.partition.shard_writer import write_shards
 
     geometry = default_geometry()
     event = simulate_event(geometry, SimulationConfig(pileup=200), event_id=0, seed=1)
@@ -69,7 +70,8 @@ def _worker(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
     from partgnn.distributed.communication_counter import CommunicationCounter
-    from partgnn.distributed.halo_exchange import ExchangePlan, halo_exchange
+    from partgnn.distributed.exchange_plan import ExchangePlan
+    from partgnn.distributed.halo_exchange import halo_exchange
     from partgnn.distributed.process_group import destroy_distributed, init_distributed
     from partgnn.partition.shard_reader import ShardDirectory
 

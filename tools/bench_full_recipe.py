@@ -54,7 +54,8 @@ from _common import (
 from _paths import shipped_config
 
 from partgnn.data.files.h5_files import file_sha256
-from partgnn.data.files.storage import EventFile, GraphFile, write_scores
+from partgnn.data.files.storage import EventFile, GraphFile
+from partgnn.data.files.writers import write_scores
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.metrics.track_building import TRACK_BUILDING_METHODS
 from partgnn.train.run_directory.checkpoints import load_checkpoint

@@ -271,7 +271,7 @@ def _largest(args: argparse.Namespace, device: torch.device) -> dict:
 def _score(args: argparse.Namespace, device: torch.device) -> list[dict]:
     from partgnn.data.detector.geometry import default_geometry
     from partgnn.data.files.h5_files import file_sha256
-    from partgnn.data.files.storage import write_graphs
+    from partgnn.data.files.writers import write_graphs
     from partgnn.data.graphs.event_graphs import node_clusters
     from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
     from partgnn.data.module_map.map_file import ModuleMap

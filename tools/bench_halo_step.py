@@ -52,7 +52,8 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from _event_graph import write_event_graph
 
-    from partgnn.partition.shard_writer import PartitionOptions, write_shards
+    from partgnn.partition.event_split import PartitionOptions
+    from partgnn.partition.shard_writer import write_shards
 
     with tempfile.TemporaryDirectory() as folder:
         graphs = Path(folder) / "graphs.h5"
@@ -101,8 +102,9 @@ def _worker(args: argparse.Namespace) -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
     from partgnn.distributed.communication_counter import CommunicationCounter
+    from partgnn.distributed.exchange_plan import ExchangePlan
     from partgnn.distributed.gradients import GradientCombination, all_reduce_gradients
-    from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+    from partgnn.distributed.halo_exchange import HaloExchanger
     from partgnn.distributed.process_group import destroy_distributed, init_distributed
     from partgnn.models.compute_policy import ComputePolicy
     from partgnn.models.interaction_network import InteractionNetwork

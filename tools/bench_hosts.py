@@ -74,7 +74,8 @@ def main() -> None:
 
     from _event_graph import write_event_graph
 
-    from partgnn.partition.shard_writer import PartitionOptions, write_shards
+    from partgnn.partition.event_split import PartitionOptions
+    from partgnn.partition.shard_writer import write_shards
 
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)

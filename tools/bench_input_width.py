@@ -61,7 +61,8 @@ def main() -> None:
         for n_parts in args.parts:
             shards = folder / f"metis{n_parts}"
             if n_parts > 1:
-                from partgnn.partition.shard_writer import PartitionOptions, write_shards
+                from partgnn.partition.event_split import PartitionOptions
+                from partgnn.partition.shard_writer import write_shards
 
                 write_shards(graphs, shards, PartitionOptions(n_parts=n_parts), progress=False)
             runs: dict[int, list[dict]] = {width: [] for width in WIDTHS}
@@ -131,7 +132,8 @@ def _graph_with_clusters(folder: Path, pileup: float, pt_min: float) -> tuple[Pa
     """One event's graph with acorn's eight cluster fields kept beside it."""
     from _event_graph import write_event_graph
 
-    from partgnn.data.files.storage import GraphFile, write_graphs
+    from partgnn.data.files.storage import GraphFile
+    from partgnn.data.files.writers import write_graphs
 
     plain = folder / "plain.h5"
     write_event_graph(plain, pileup=pileup, pt_min=pt_min)

@@ -27,7 +27,8 @@ from _common import ToolParser, add_realism_option, partgnn, realism_arguments
 from _paths import sample_dir, shipped_config
 
 from partgnn.data.files.h5_files import file_sha256
-from partgnn.data.files.storage import GraphFile, write_scores
+from partgnn.data.files.storage import GraphFile
+from partgnn.data.files.writers import write_scores
 from partgnn.metrics.evaluation_results import EvaluationResults
 
 #: One partgnn command, echoed to stderr; data preparation runs in this process.

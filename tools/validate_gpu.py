@@ -204,7 +204,8 @@ class Validation:
     def _bench(self) -> None:
         from _event_graph import write_event_graph
 
-        from partgnn.partition.shard_writer import PartitionOptions, write_shards
+        from partgnn.partition.event_split import PartitionOptions
+        from partgnn.partition.shard_writer import write_shards
 
         rows = self.records.setdefault("bench", [])
         graphs = self.work / "bench-graphs.h5"
@@ -253,10 +254,11 @@ class Validation:
     def _dataset(self) -> dict[str, str]:
         """4 pile-up-3 events without pT cut, and phi shards for P = 1 .. max_ranks."""
         from partgnn.data.detector.geometry import default_geometry
-        from partgnn.data.files.storage import write_graphs
+        from partgnn.data.files.writers import write_graphs
         from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
         from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
-        from partgnn.partition.shard_writer import PartitionOptions, write_shards
+        from partgnn.partition.event_split import PartitionOptions
+        from partgnn.partition.shard_writer import write_shards
 
         graphs = self.work / "graphs.h5"
         if not graphs.exists():

@@ -98,11 +98,12 @@ def _read_expected(path: Path) -> dict[str, str]:
 def fingerprint_runs(folder: Path, runs: list[str]) -> dict[str, str]:
     """Trains each of ``runs`` on a fresh small dataset in ``folder``; returns their hashes."""
     from partgnn.data.detector.geometry import default_geometry
-    from partgnn.data.files.storage import write_graphs
+    from partgnn.data.files.writers import write_graphs
     from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
     from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
     from partgnn.data.simulation.simulation_config import IDEAL_DETECTOR
-    from partgnn.partition.shard_writer import PartitionOptions, write_shards
+    from partgnn.partition.event_split import PartitionOptions
+    from partgnn.partition.shard_writer import write_shards
 
     geometry = default_geometry()
     graphs = folder / "graphs.h5"

@@ -84,7 +84,7 @@ def run_import_acorn(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from partgnn.data.files.output_files import check_output_path
-    from partgnn.data.files.storage import write_graphs
+    from partgnn.data.files.writers import write_graphs
     from partgnn.data.formats.acorn import acorn_to_graph, find_acorn_files, load_acorn_file
     from partgnn.data.graphs.graph_config import EDGE_FEATURES, NODE_FEATURES
     from partgnn.errors import InputError, first_line

@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 # Light imports only: the pipeline (torch, PyG, pandas) is imported when a command runs.
 from partgnn.cli.arg_types import fraction, non_negative_float, positive_int, seed
+from partgnn.cli.data_tables import EventStats, print_graph_table
 from partgnn.cli.output_guard import add_overwrite_option
 from partgnn.data.files import output_kinds
 from partgnn.data.graphs.graph_config import GraphBuildConfig
 
 if TYPE_CHECKING:
-    from partgnn.data.event import Event
     from partgnn.data.module_map.fit_files import SimulatedEvents
 
 
@@ -162,41 +160,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     info.set_defaults(run=run_info)
 
 
-def _simulation_sha256(provenance: dict[str, object], args: argparse.Namespace) -> str:
-    """SHA-256 of what makes a simulated events file: its provenance and its event ids."""
-    import hashlib
-
-    what = {**provenance, "events": args.events, "first_event_id": args.first_event_id}
-    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _refuse_replacing_another_file(out: Path, simulation_sha256: str) -> None:
-    """Refuses an existing ``--out`` unless it is an events file of this very simulation.
-
-    Raises:
-        InputError: One line saying what the file is and how to replace it.
-    """
-    from partgnn.data.files.storage import EventFile, open_store
-    from partgnn.errors import InputError
-
-    if not out.is_file():
-        return  # absent; or a folder, which the output check names
-    try:
-        with open_store(out) as existing:
-            if isinstance(existing, EventFile):
-                if existing.attrs.get("simulation_sha256") == simulation_sha256:
-                    return  # the same events again: writing it changes nothing
-                what = "an events file of another simulation or source"
-            else:
-                what = f"a {existing.expected_format} file"
-    except InputError:
-        what = "not a partgnn events file"
-    raise InputError(
-        f"{out}: exists ({what}); simulate does not replace it without --overwrite: choose "
-        "another --out, or add --overwrite"
-    )
-
-
 def _add_realism_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """``--field-profile``, ``--module-planes`` and ``--secondaries`` (each with its ``--no-``
     form): the simulation's realism switches (issue 50), on by default."""
@@ -223,10 +186,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from partgnn.data.detector.geometry import load_geometry
-    from partgnn.data.files.storage import write_events
-    from partgnn.data.simulation.simulate import SimulationConfig, simulate_events
+    from partgnn.data.simulation.simulated_file import write_simulated_events
+    from partgnn.data.simulation.simulation_config import SimulationConfig
 
-    geometry = load_geometry(args.geometry)
     overrides = {"pileup": args.pileup}
     if args.noise_fraction is not None:
         overrides["noise_fraction"] = args.noise_fraction
@@ -236,29 +198,15 @@ def run_simulate(args: argparse.Namespace) -> int:
         field_profile=args.field_profile,
         secondaries=args.secondaries,
     )
-    events = simulate_events(
-        geometry,
-        config,
-        n_events=args.events,
-        seed=args.seed,
-        first_event_id=args.first_event_id,
-        workers=args.workers,
-    )
-    provenance: dict[str, object] = {
-        "source": "simulation",
-        "seed": args.seed,
-        "geometry": geometry.name,
-        "config": json.loads(config.to_json()),
-    }
-    provenance["simulation_sha256"] = _simulation_sha256(provenance, args)
-    if not args.overwrite:
-        _refuse_replacing_another_file(args.out, str(provenance["simulation_sha256"]))
-    stats = _EventStats()
-    n_events = write_events(
-        args.out,
-        stats.track(tqdm(events, total=args.events, desc="simulate", unit="event")),
-        provenance=provenance,
-    )
+    stats = EventStats()
+    n_events = write_simulated_events(
+        args.out, load_geometry(args.geometry), config,
+        events=args.events, seed=args.seed, first_event_id=args.first_event_id,
+        workers=args.workers, overwrite=args.overwrite,
+        watch=lambda events: stats.track(
+            tqdm(events, total=args.events, desc="simulate", unit="event")
+        ),
+    )  # fmt: skip
     stats.print(f"simulated {n_events} events (pile-up {args.pileup:g}) -> {args.out}")
     return 0
 
@@ -267,14 +215,14 @@ def run_import_trackml(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from partgnn.data.detector.geometry import load_geometry
-    from partgnn.data.files.storage import write_events
+    from partgnn.data.files.writers import write_events
     from partgnn.data.formats.trackml_reader import find_trackml_events, read_trackml_event
 
     geometry = load_geometry(args.geometry)
     found = find_trackml_events(args.directory)
     cells = not args.ignore_cells
     events = (read_trackml_event(prefix, geometry=geometry, cells=cells) for _, prefix in found)
-    stats = _EventStats()
+    stats = EventStats()
     n_events = write_events(
         args.out,
         stats.track(tqdm(events, total=len(found), desc="import", unit="event")),
@@ -284,45 +232,14 @@ def run_import_trackml(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Worker-seconds ``fit-module-map --simulate`` spends per simulated pile-up-200 event
-#: (simulation and doublets, triplets on): 12.9 min for 4,000 events on 2 workers, 2 cores
-#: x86_64, 2026-11-27.
-FIT_SECONDS_PER_EVENT = 0.39
-#: The same with the simulation's realism switches on (``--module-planes --field-profile
-#: --secondaries``), ``pretrained:trackml-full``'s card's options: 200 events took 79.8 s and 40
-#: took 24.7 s on 2 workers, 0.344 s of wall time per event more (2 cores x86_64, 2026-12-06;
-#: the 1.41 s of 2026-11-28 was measured on a day this machine ran 1.55x slow, and made the
-#: card's 4,000-event refit's estimate 47 min where it took about 20-34).
-FIT_SECONDS_PER_REALISTIC_EVENT = 0.69
-
-
-def _expected_fit_time(events: int, pileup: float, workers: int, realistic: bool) -> str:
-    """The line a ``--simulate`` fit starts with: how long it is expected to take here
-    (``realistic``: one of the simulation's realism switches is on)."""
-    import os
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    used = max(1, min(workers, cores or 1))
-    per_event = FIT_SECONDS_PER_REALISTIC_EVENT if realistic else FIT_SECONDS_PER_EVENT
-    seconds = events * per_event * max(pileup, 1.0) / 200.0 / used
-    expected = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{max(seconds, 1):.0f} s"
-    switches = " with the realism switches (all three; fewer take less)" if realistic else ""
-    return (
-        f"fit-module-map: simulating {events:,} events of pile-up {pileup:g} on {used} "
-        f"worker(s) of this machine's {cores} cores: expected about {expected} "
-        f"({per_event} s per pile-up-200 event and worker{switches}, measured on 2 cores "
-        "x86_64; --workers N uses more cores)"
-    )
-
-
 def say_expected_fit_time(simulated: SimulatedEvents) -> None:
     """One line on stderr: how long simulating ``simulated``'s events for a fit will take
-    (nothing without simulated events)."""
-    if simulated.runs:
-        realistic = simulated.module_planes or simulated.field_profile or simulated.secondaries
-        events = sum(run.events for run in simulated.runs)
-        print(_expected_fit_time(events, simulated.pileup, simulated.workers, realistic),
-              file=sys.stderr)  # fmt: skip
+    (:func:`~partgnn.data.module_map.fit_time.fit_time_notice`; nothing without any)."""
+    from partgnn.data.module_map.fit_time import fit_time_notice
+
+    notice = fit_time_notice(simulated)
+    if notice is not None:
+        print(notice, file=sys.stderr)
 
 
 def map_fit_settings(args: argparse.Namespace) -> dict[str, object]:
@@ -422,7 +339,7 @@ def run_build_graphs(args: argparse.Namespace) -> int:
     written = write_event_graphs(
         args.events, args.out, geometry, config, args.map, workers=args.workers
     )
-    _print_graph_table(written.quality, by_map=args.map is not None)
+    print_graph_table(written.quality, by_map=args.map is not None)
     print(f"built {written.n_graphs} graphs -> {args.out}")
     _warn_empty_graphs(written.quality, args.out)
     if args.map is not None and written.unmapped_share > THIN_MAP_SHARE:
@@ -462,71 +379,16 @@ def run_info(args: argparse.Namespace) -> int:
             if key not in ("format", "format_version"):
                 print(f"  {key}: {store.attrs[key]}")
         if isinstance(store, EventFile):
-            stats = _EventStats()
+            stats = EventStats()
             for _ in stats.track(iter(store)):
                 pass
             stats.print(f"{len(store)} events")
         elif isinstance(store, GraphFile):
             rows = [{"event_id": e, **store.quality(i)} for i, e in enumerate(store.event_ids)]
-            _print_graph_table(rows, by_map=store.attrs.get("method") == "module-map")
+            print_graph_table(rows, by_map=store.attrs.get("method") == "module-map")
         else:
             edges = [len(store[i]) for i in range(len(store))]
             print(f"{len(store)} events, {sum(edges):,} scored edges")
         datasets = verify_datasets(store.path, store.h5)
     print(f"{datasets} datasets read: every checksum holds")
     return 0
-
-
-class _EventStats:
-    """Collects per-event counts while events stream past, then prints their means."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[int, int, float]] = []
-
-    def track(self, events) -> Iterator[Event]:
-        for event in events:
-            is_noise = event.truth["particle_id"].to_numpy() == 0
-            noise = float(is_noise.mean()) if len(is_noise) else 0.0
-            self.rows.append((len(event.particles), len(event.hits), noise))
-            yield event
-
-    def print(self, headline: str) -> None:
-        print(headline)
-        if not self.rows:
-            return
-        import numpy as np
-
-        particles, hits, noise = np.asarray(self.rows, dtype=float).T
-        print(
-            f"  per event: {particles.mean():,.0f} particles, {hits.mean():,.0f} hits "
-            f"(min {hits.min():,.0f}, max {hits.max():,.0f}), noise fraction {noise.mean():.3f}"
-        )
-
-
-def _print_graph_table(rows: list[dict[str, float]], *, by_map: bool = False) -> None:
-    """The graphs' sizes, efficiency (of every true pair) and purity, one row per event; for
-    graphs built by a module map also the efficiency over the pairs of the particles the map
-    was fitted on (pT >= its fit's pT cut), what the map is to be judged by."""
-    target_pt = float(rows[0].get("target_pt", 0.0)) if rows else 0.0
-    target = by_map and target_pt > 0 and all("target_efficiency" in row for row in rows)
-    header = f"{'event':>10} {'nodes':>9} {'edges':>10} {'efficiency':>10} {'purity':>8}"
-    target_label = f"eff pT>={target_pt:g}"
-    header += f" {target_label:>11}" if target else ""
-    has_time = bool(rows) and "seconds" in rows[0]
-    print(header + (f" {'seconds':>8}" if has_time else ""))
-    columns = ("n_nodes", "n_edges", "efficiency", "purity", "target_efficiency")
-    for row in [*rows, *([{"event_id": "mean", **_means(rows, columns)}] if len(rows) > 1
-                         else [])]:  # fmt: skip
-        mean = row["event_id"] == "mean"
-        line = (
-            f"{row['event_id']:>10} {row['n_nodes']:>9,.0f} {row['n_edges']:>10,.0f} "
-            f"{row['efficiency']:>10.4f} {row['purity']:>8.4f}"
-        )
-        line += f" {row['target_efficiency']:>11.4f}" if target else ""
-        print(line + (f" {row['seconds']:>8.2f}" if has_time and not mean else ""))
-
-
-def _means(rows: list[dict[str, float]], columns: tuple[str, ...]) -> dict[str, float]:
-    """The mean of each of ``columns`` present in every row."""
-    present = [key for key in columns if all(key in row for row in rows)]
-    return {key: sum(float(row[key]) for row in rows) / len(rows) for key in present}

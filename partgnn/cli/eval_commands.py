@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from partgnn.metrics.evaluation_results import EvaluationResults
 
 #: Communication schedules of the halo exchange
-#: (:data:`partgnn.distributed.halo_exchange.TRANSPORTS`; tests/cli checks they agree). The
+#: (:data:`partgnn.distributed.exchange_plan.TRANSPORTS`; tests/cli checks they agree). The
 #: pipeline is imported when a command runs, so that ``--help`` does not wait for torch.
 TRANSPORTS: tuple[str, ...] = ("auto", "all_to_all", "p2p")
 #: ``torch.distributed`` backends (:data:`partgnn.distributed.device.BACKENDS`; likewise).

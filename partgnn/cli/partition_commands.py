@@ -60,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_partition(args: argparse.Namespace) -> int:
-    from partgnn.partition.shard_writer import PartitionOptions, check_parts_fit, write_shards
+    from partgnn.partition.event_split import PartitionOptions
+    from partgnn.partition.shard_writer import check_parts_fit, write_shards
 
     options = PartitionOptions(
         n_parts=args.parts,

@@ -170,7 +170,8 @@ def _build_score_evaluate(
     model's evaluation and the construction's limit."""
     from partgnn.data.detector.geometry import load_geometry
     from partgnn.data.files.h5_files import file_sha256
-    from partgnn.data.files.storage import GraphFile, write_scores
+    from partgnn.data.files.storage import GraphFile
+    from partgnn.data.files.writers import write_scores
     from partgnn.data.graphs.event_graphs import write_event_graphs
     from partgnn.data.graphs.graph_config import GraphBuildConfig
     from partgnn.data.module_map.pretrained_maps import resolve_map

@@ -27,6 +27,12 @@ from partgnn.data.graphs.graph_features import LENGTH_SCALE, MIN_DR
 from partgnn.data.graphs.input_features import DERIVED_EDGE_SCALES, OWN_EDGE_SCALES, InputFeatures
 from partgnn.errors import InputError
 from partgnn.export.node_inputs import COLUMNS, NodeInputs
+from partgnn.export.plain_layers import (
+    EdgeBlockMLP,
+    aggregate,
+    no_layout,
+    sorted_layout,
+)
 from partgnn.models.interaction_network import InteractionNetwork
 
 
@@ -82,7 +88,7 @@ class ExportedEdgeClassifier(nn.Module):
         self.concat_initial: bool = architecture.concat_initial
         self.aggregation: str = architecture.aggregation
         #: Sum the edges into nodes by prefix sums over the edges sorted by node instead of a
-        #: scatter (:func:`_prefix_sums`): onnxruntime's ScatterElements adds element by
+        #: scatter (:func:`prefix_sums`): onnxruntime's ScatterElements adds element by
         #: element (2/3 of its time on a pile-up-200 graph); the ONNX writer sets it.
         self.sums_by_prefix: bool = False
         columns = {name: index for index, name in enumerate(inputs.columns)}
@@ -234,9 +240,9 @@ class ExportedEdgeClassifier(nn.Module):
         src, dst = edge_index[0], edge_index[1]
         n_nodes = h.shape[0]
         by_prefix = self.sums_by_prefix and self.aggregation != "max"
-        into, out_of = _no_layout(src), _no_layout(src)
+        into, out_of = no_layout(src), no_layout(src)
         if by_prefix:
-            into, out_of = _sorted_layout(dst, n_nodes), _sorted_layout(src, n_nodes)
+            into, out_of = sorted_layout(dst, n_nodes), sorted_layout(src, n_nodes)
         # (TorchScript's zip takes no strict=; the lists have one entry per step each)
         for edge_mlp, node_mlp in zip(self.edge_mlps, self.node_mlps):  # noqa: B905
             nodes, edges = h, e
@@ -245,54 +251,14 @@ class ExportedEdgeClassifier(nn.Module):
                 edges = torch.cat([e, e_initial], dim=1)
             update = edge_mlp(nodes, edges, src, dst)
             e = e + update if self.residual else update
-            incoming = _aggregate(e, dst, n_nodes, self.aggregation, into, by_prefix)
-            outgoing = _aggregate(e, src, n_nodes, self.aggregation, out_of, by_prefix)
+            incoming = aggregate(e, dst, n_nodes, self.aggregation, into, by_prefix)
+            outgoing = aggregate(e, src, n_nodes, self.aggregation, out_of, by_prefix)
             blocks = [h, incoming, outgoing]
             if self.concat_initial:
                 blocks.append(h_initial)
             update = node_mlp(torch.cat(blocks, dim=1))
             h = h + update if self.residual else update
         return self.edge_head(h, e, src, dst).squeeze(-1)
-
-
-class EdgeBlockMLP(nn.Module):
-    """An MLP on ``[h_src, h_dst, e]`` with its first layer applied block by block.
-
-    ``W [h_src, h_dst, e] + b = (h W_src)[src] + (h W_dst)[dst] + e W_e + b``: the node blocks
-    are multiplied once per node and gathered per edge, as
-    :func:`~partgnn.models.lean_mlp.first_layer` does in partgnn's model.
-
-    Args:
-        mlp: The trained MLP (its first module a ``Linear`` on ``2 * node_width + edge
-            width`` inputs).
-        node_width: Width of the node rows ``h``.
-
-    Shapes:
-        - nodes: ``(N, node_width)``; edges: ``(E, F_e)``; src, dst: ``(E,)``.
-        - output: ``(E, out)``.
-    """
-
-    def __init__(self, mlp: nn.Sequential, node_width: int) -> None:
-        super().__init__()
-        first = mlp[0]
-        weight = first.weight.detach()
-        self.w_src = nn.Parameter(weight[:, :node_width].t().contiguous(), requires_grad=False)
-        self.w_dst = nn.Parameter(
-            weight[:, node_width : 2 * node_width].t().contiguous(), requires_grad=False
-        )
-        self.w_edge = nn.Parameter(
-            weight[:, 2 * node_width :].t().contiguous(), requires_grad=False
-        )
-        bias = first.bias if first.bias is not None else torch.zeros(weight.shape[0])
-        self.bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
-        self.tail = nn.Sequential(*list(mlp)[1:])
-
-    def forward(
-        self, nodes: torch.Tensor, edges: torch.Tensor, src: torch.Tensor, dst: torch.Tensor
-    ) -> torch.Tensor:
-        """The MLP of each edge's ``[nodes[src], nodes[dst], edges]``."""
-        first = (nodes @ self.w_src)[src] + (nodes @ self.w_dst)[dst] + edges @ self.w_edge
-        return self.tail(first + self.bias)
 
 
 def _shape_and_dtype(tensor: torch.Tensor) -> str:
@@ -321,71 +287,6 @@ def _wrap_phi(dphi: torch.Tensor, pi: torch.Tensor) -> torch.Tensor:
     :func:`~partgnn.data.graphs.graph_features.wrap_phi`: one turn added or taken away (no
     remainder, which ONNX computes in float32); ``pi`` a float64 tensor."""
     return torch.where(dphi > pi, dphi - 2.0 * pi, torch.where(dphi <= -pi, dphi + 2.0 * pi, dphi))
-
-
-def _no_layout(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A layout :func:`_aggregate` does not read (empty tensors: the sums by a scatter)."""
-    empty = index[:0]
-    return empty, empty, empty
-
-
-def _sorted_layout(
-    index: torch.Tensor, n_nodes: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The edges sorted by ``index`` ``(E,)`` and where each node's run of them starts and ends
-    in that order, ``(n_nodes,)`` each: what :func:`_prefix_sums` needs, made once a forward."""
-    order = torch.argsort(index)
-    counts = torch.zeros(n_nodes, dtype=index.dtype, device=index.device).scatter_add(
-        0, index, torch.ones_like(index)
-    )
-    ends = torch.cumsum(counts, 0)
-    return order, ends - counts, ends
-
-
-def _prefix_sums(
-    e: torch.Tensor, layout: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-) -> torch.Tensor:
-    """Each node's sum of its edges' rows of ``e`` ``(E, H)``, as differences of the prefix
-    sums of the rows sorted by node, ``(n_nodes, H)``; the prefix sums in float64, so the
-    differences lose nothing of float32 rows."""
-    order, starts, ends = layout
-    rows = e.index_select(0, order).to(torch.float64)
-    prefix = torch.cat([rows.new_zeros(1, rows.shape[1]), torch.cumsum(rows, 0)])
-    return (prefix.index_select(0, ends) - prefix.index_select(0, starts)).to(e.dtype)
-
-
-def _aggregate(
-    e: torch.Tensor,
-    index: torch.Tensor,
-    n_nodes: int,
-    how: str,
-    layout: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    by_prefix: bool,
-) -> torch.Tensor:
-    """Edge latents ``(E, H)`` reduced into ``n_nodes`` rows by ``index`` (``sum``, ``mean``,
-    ``max`` or ``sum`` and ``max`` side by side); nodes without edges get zeros, as in
-    :func:`~partgnn.models.edge_aggregation.aggregate_both_ways`. The sums by a scatter, or
-    (``by_prefix``) by :func:`_prefix_sums` with the sorted ``layout`` (:func:`_sorted_layout`)."""
-    rows = index.unsqueeze(1).expand(-1, e.shape[1])
-    if by_prefix:
-        total = _prefix_sums(e, layout)
-    else:
-        total = torch.zeros(n_nodes, e.shape[1], dtype=e.dtype, device=e.device).scatter_add(
-            0, rows, e
-        )
-    if how == "sum":
-        return total
-    if how == "mean":
-        count = torch.zeros(n_nodes, dtype=e.dtype, device=e.device).scatter_add(
-            0, index, torch.ones_like(index, dtype=e.dtype)
-        )
-        return total / torch.clamp(count, min=1.0).unsqueeze(1)
-    largest = torch.zeros(n_nodes, e.shape[1], dtype=e.dtype, device=e.device).scatter_reduce(
-        0, rows, e, reduce="amax", include_self=False
-    )
-    if how == "max":
-        return largest
-    return torch.cat([total, largest], dim=1)
 
 
 def _node_columns(features: InputFeatures, inputs: NodeInputs) -> tuple[list[int], list[float]]:

@@ -19,7 +19,7 @@ import numpy as np
 from torch_geometric.data import Data
 
 from partgnn.data.graphs.graph_features import LENGTH_SCALE
-from partgnn.metrics.tracks import TrackMatching
+from partgnn.metrics.track_matching import TrackMatching
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from partgnn.metrics.edge_metrics import edge_metrics, roc_auc
 from partgnn.metrics.efficiency_tallies import EfficiencyTallies
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.metrics.track_building import build_tracks
-from partgnn.metrics.tracks import TrackMetrics, count_tracks, match_tracks, track_metrics
+from partgnn.metrics.track_matching import match_tracks
+from partgnn.metrics.tracks import TrackMetrics, count_tracks, track_metrics
 from partgnn.partition.shard_reader import ShardDirectory, cut_edges, node_parts
 
 

@@ -38,8 +38,16 @@ from partgnn.memory.heap_release import (
     HeapReleasePolicy,
     release_free_heap,
 )
+from partgnn.models.chunk_gradients import ChunkGradients
 from partgnn.models.chunk_size import chunk_edges
 from partgnn.models.compute_policy import DEFAULT_COMPUTE, ComputePolicy
+from partgnn.models.edge_chunks import (
+    KeptGraphs,
+    NodeProjections,
+    Piece,
+    chunk_ranges,
+    compute_piece,
+)
 from partgnn.models.lean_mlp import EdgeMLP
 from partgnn.models.node_sums import Incidence
 
@@ -140,31 +148,6 @@ def edge_mlp(
     return _ChunkedEdgeMLP.apply(call, h, rows, src, dst, *call.parameters)
 
 
-class KeptGraphs:
-    """The autograd graphs of one edge MLP's chunks, computed by a recomputed region of steps
-    and kept for the backward pass of the region's forward pass.
-
-    ``torch.utils.checkpoint`` back-propagates the autograd nodes of a region's *forward* pass,
-    handing them the tensors the recomputation saved; nothing else of the recomputation
-    reaches them. The region's forward pass and its recomputation call the edge MLP with the
-    same object (made in the forward pass, handed out again in order in the recomputation): the
-    recomputation puts its chunks' graphs here where told to (``replaying``: the region's last
-    edge MLP), and the forward pass's node takes them in its backward pass instead of computing
-    the chunks once more.
-    """
-
-    def __init__(self) -> None:
-        self.replaying = False
-        self.pieces: list[_Piece] = []
-        self.nodes: _NodeProjections | None = None
-
-    def take(self) -> tuple[list[_Piece], _NodeProjections | None]:
-        """The kept pieces and node projections (then forgotten here)."""
-        pieces, nodes = self.pieces, self.nodes
-        self.pieces, self.nodes = [], None
-        return pieces, nodes
-
-
 @dataclass
 class _Call:
     """What one application of :class:`_ChunkedEdgeMLP` computes (not tensors it saves)."""
@@ -179,7 +162,7 @@ class _Call:
     #: The kept graphs save their tensors outside any enclosing checkpoint's hooks.
     hidden_graphs: bool = False
     #: The kept graphs are back-propagated right after the forward pass (their element-wise
-    #: outputs are kept rather than recomputed: see :func:`_compute`).
+    #: outputs are kept rather than recomputed: see :func:`compute_piece`).
     at_once: bool = False
     #: Where a region's recomputation leaves its graphs for the forward pass's node.
     kept: KeptGraphs | None = None
@@ -198,88 +181,6 @@ class _Call:
         return chunk_edges(n_edges, width, element_bytes, self.chunk_bytes, rows.device)
 
 
-def _chunks(start: int, stop: int, size: int | None = None) -> list[tuple[int, int]]:
-    """``[start, stop)`` in chunks of ``size`` edges (``None``: one chunk; none when empty)."""
-    if size is None:
-        return [(start, stop)] if stop > start else []
-    return [(first, min(first + size, stop)) for first in range(start, stop, size)]
-
-
-class _NodeProjections:
-    """The node projections the chunks gather from, with the autograd graphs that made them.
-
-    ``all`` is one ``(N_local, 2 H_out)`` tensor (no graph) the chunks gather from; its owned
-    rows and its halo rows come from two separate graphs, so the halo rows' gradient can be
-    sent back before the owned rows' is known.
-    """
-
-    def __init__(self, edge: EdgeMLP, h: torch.Tensor, n_halo: int, *, grad_h: bool) -> None:
-        self.edge = edge
-        self.h = h.detach().requires_grad_(grad_h)
-        self.owned = edge.project(self.h)
-        if n_halo:
-            self.all = self.owned.new_empty((self.h.shape[0] + n_halo, self.owned.shape[1]))
-            self.all[: self.h.shape[0]] = self.owned.detach()
-        else:
-            self.all = self.owned.detach()
-        self.halo: torch.Tensor | None = None
-        self.halo_projected: torch.Tensor | None = None
-
-    @property
-    def n_owned(self) -> int:
-        return self.h.shape[0]
-
-    @property
-    def n_rows(self) -> int:
-        """Local rows ``N_local`` (owned and halo)."""
-        return self.all.shape[0]
-
-    def release_values(self) -> None:
-        """Frees the projections' values, keeping the tensors for their graphs: the chunks'
-        gathers and the projections' own graphs never read them again."""
-        for tensor in (self.all, self.owned, self.halo_projected):
-            if tensor is not None and tensor._base is None:
-                tensor.untyped_storage().resize_(0)
-
-    def add_halo(self, halo: torch.Tensor) -> None:
-        """Projects the halo rows ``(n_halo, H)`` into ``all``."""
-        self.halo = halo.detach().requires_grad_(self.h.requires_grad)
-        self.halo_projected = self.edge.project(self.halo)
-        with torch.no_grad():
-            self.all[self.n_owned :] = self.halo_projected
-
-
-@dataclass
-class _Piece:
-    """One chunk of edges ``[start, end)`` and the autograd graph of its output, whose leaves
-    are the chunk's rows and its node terms (gathered outside the graph: their gradient is
-    scattered into the projections' by :class:`_Gradients`, never as an ``N``-row tensor per
-    chunk)."""
-
-    start: int
-    end: int
-    out: torch.Tensor
-    rows: torch.Tensor
-    node_terms: torch.Tensor | None
-
-    def release_values(self, *, out: bool = True) -> None:
-        """Frees the values of the output (unless not ``out``, or its own operation saved it:
-        a last ReLU keeps its result for its gradient) and of the node terms: the graph needs
-        these tensors, not their values (no operation of a chunk saves the node terms it
-        adds)."""
-        free_out = out and not _saves_its_result(self.out)
-        for tensor in (self.out if free_out else None, self.node_terms):
-            if tensor is not None and tensor._base is None:
-                tensor.untyped_storage().resize_(0)
-
-
-def _saves_its_result(tensor: torch.Tensor) -> bool:
-    """Whether the operation that made ``tensor`` saved it for its backward pass (ReLU,
-    sigmoid, tanh: ``_saved_result``)."""
-    function = tensor.grad_fn
-    return function is not None and hasattr(function, "_saved_result")
-
-
 class _ChunkedEdgeMLP(torch.autograd.Function):
     """An edge MLP over chunks of edges; see the module docstring."""
 
@@ -294,7 +195,7 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
             nodes = None
             if h is not None:
                 n_halo = exchange.n_halo if exchange is not None else 0
-                nodes = _NodeProjections(call.edge, h, n_halo, grad_h=grad_h)
+                nodes = NodeProjections(call.edge, h, n_halo, grad_h=grad_h)
         n_edges = rows.shape[0]
 
         # Kept graphs are not split further: what each chunk keeps would interleave in the C
@@ -303,18 +204,18 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
         def size(n: int) -> int | None:
             return None if call.keep_graphs else call.chunk_edges(n, rows)
 
-        interior = _chunks(0, call.n_interior, size(call.n_interior))
-        boundary = _chunks(call.n_interior, n_edges, size(n_edges - call.n_interior))
+        interior = chunk_ranges(0, call.n_interior, size(call.n_interior))
+        boundary = chunk_ranges(call.n_interior, n_edges, size(n_edges - call.n_interior))
         if not interior and not boundary:
             boundary = [(0, 0)]
         out = None
-        pieces: list[_Piece] = []
+        pieces: list[Piece] = []
 
         def run(chunks: list[tuple[int, int]]) -> None:
             nonlocal out
             for start, end in chunks:
                 with _recording(ctx.autocast, call.keep_graphs, hidden=call.hidden_graphs):
-                    piece = _compute(call.edge, nodes, rows, src, dst, start, end, grad_rows,
+                    piece = compute_piece(call.edge, nodes, rows, src, dst, start, end, grad_rows,
                                      used_at_once=call.at_once)  # fmt: skip
                 whole = (start, end) == (0, n_edges)
                 if whole:  # one chunk: its output is the result (no copy)
@@ -360,18 +261,18 @@ class _ChunkedEdgeMLP(torch.autograd.Function):
         if nodes is None and h is not None:
             with _recording(ctx.autocast):
                 n_halo = 0 if halo is None else halo.shape[0]
-                nodes = _NodeProjections(call.edge, h, n_halo, grad_h=grad_h_wanted)
+                nodes = NodeProjections(call.edge, h, n_halo, grad_h=grad_h_wanted)
                 if halo is not None:
                     nodes.add_halo(halo)
         kept = {(piece.start, piece.end): piece for piece in pieces}
-        grads = _Gradients(trainable, rows if grad_rows_wanted else None, nodes, src, dst)
+        grads = ChunkGradients(trainable, rows if grad_rows_wanted else None, nodes, src, dst)
 
         def run(chunks: list[tuple[int, int]]) -> None:
             for start, end in chunks:
                 piece = kept.pop((start, end), None)
                 if piece is None:
                     with _recording(ctx.autocast):
-                        piece = _compute(call.edge, nodes, rows, src, dst, start, end,
+                        piece = compute_piece(call.edge, nodes, rows, src, dst, start, end,
                                          grad_rows_wanted, used_at_once=True,
                                          output_read=False)  # fmt: skip
                     piece.release_values()
@@ -400,152 +301,6 @@ def _release_temporaries(call: _Call, rows: torch.Tensor) -> None:
     width = call.edge.mlp[0].out_features
     if not call.keep_graphs and call.heap_release.releases(rows.shape[0], width):
         release_free_heap(rows.device)
-
-
-def _compute(
-    edge: EdgeMLP,
-    nodes: _NodeProjections | None,
-    rows: torch.Tensor,
-    src: torch.Tensor | None,
-    dst: torch.Tensor | None,
-    start: int,
-    end: int,
-    grad_rows: bool,
-    *,
-    used_at_once: bool = False,
-    output_read: bool = True,
-) -> _Piece:
-    """The MLP of edges ``[start, end)`` (an autograd graph if recording).
-
-    ``used_at_once``: the piece's graph is back-propagated right away (the backward pass's
-    recomputation), so its element-wise outputs are kept for that (a chunk's worth) rather than
-    recomputed once more. ``output_read=False``: only the graph of the piece's output is used,
-    not its values (the backward pass's recomputation): a last fused LayerNorm + activation
-    records its graph without computing them (:meth:`EdgeMLP.rows`).
-    """
-    recording = torch.is_grad_enabled()
-    piece_rows = rows[start:end].detach().requires_grad_(grad_rows and recording)
-    node_terms = None
-    if nodes is not None:
-        with torch.no_grad():
-            node_terms = EdgeMLP.gather(nodes.all, src[start:end], dst[start:end])
-        node_terms.requires_grad_(recording)
-    out = edge.rows(piece_rows, node_terms, recompute_elementwise=recording and not used_at_once,
-                    release_node_terms=True, output_read=output_read)  # fmt: skip
-    return _Piece(start, end, out, piece_rows, node_terms)
-
-
-class _Gradients:
-    """Gradients of the parameters, the node projections and the rows, summed over chunks."""
-
-    def __init__(
-        self,
-        trainable: list[nn.Parameter],
-        rows: torch.Tensor | None,
-        nodes: _NodeProjections | None,
-        src: torch.Tensor | None,
-        dst: torch.Tensor | None,
-    ) -> None:
-        self.trainable, self.nodes, self.src, self.dst = trainable, nodes, src, dst
-        self.parameters: list[torch.Tensor | None] = [None] * len(trainable)
-        #: The rows' gradient ``(E, R)`` (``None`` if not wanted), allocated when a chunk that
-        #: is not all the edges writes its part.
-        self._rows_like = rows
-        self._rows: torch.Tensor | None = None
-        self.grad_src: torch.Tensor | None = None
-        self.grad_dst: torch.Tensor | None = None
-
-    def add_piece(self, piece: _Piece, grad_out: torch.Tensor) -> None:
-        if not piece.out.requires_grad:
-            self._set_rows(piece, None)
-            return
-        inputs = [*self.trainable]
-        if piece.node_terms is not None:
-            inputs.append(piece.node_terms)
-        if self._rows_like is not None:
-            inputs.append(piece.rows)
-        grads = torch.autograd.grad(piece.out, inputs, grad_out, allow_unused=True)
-        self._add_parameters(grads)
-        grad_terms = grads[len(self.trainable)] if piece.node_terms is not None else None
-        if grad_terms is not None:
-            # d(terms)/d(projections): W_src h_src lands on the source rows, W_dst h_dst on the
-            # target rows (two contiguous buffers: index_add_ into a strided view is slow).
-            # Summed in at least float32: a high-degree node adds up many edges' terms, which
-            # bf16 (8 bits of mantissa) would round away.
-            if self.grad_src is None:
-                nodes = self.nodes
-                shape = (nodes.n_rows, nodes.owned.shape[1] // 2)
-                dtype = _accumulation_dtype(nodes.owned.dtype)
-                self.grad_src = nodes.owned.new_zeros(shape, dtype=dtype)
-                self.grad_dst = nodes.owned.new_zeros(shape, dtype=dtype)
-            grad_terms = grad_terms.to(self.grad_src.dtype)
-            self.grad_src.index_add_(0, self.src[piece.start : piece.end], grad_terms)
-            self.grad_dst.index_add_(0, self.dst[piece.start : piece.end], grad_terms)
-        if self._rows_like is not None:
-            self._set_rows(piece, grads[-1])
-
-    @property
-    def rows(self) -> torch.Tensor | None:
-        """The rows' gradient ``(E, R)`` (``None`` if not wanted)."""
-        if self._rows is None and self._rows_like is not None:
-            self._rows = torch.zeros_like(self._rows_like)
-        return self._rows
-
-    def _set_rows(self, piece: _Piece, grad: torch.Tensor | None) -> None:
-        """The rows' gradient of a chunk (``None``: zeros)."""
-        like = self._rows_like
-        if like is None:
-            return
-        if grad is not None and (piece.start, piece.end) == (0, like.shape[0]):
-            self._rows = grad  # one chunk: its gradient is the result (no copy)
-            return
-        if self._rows is None:
-            self._rows = torch.empty_like(like)
-        self._rows[piece.start : piece.end] = 0 if grad is None else grad
-
-    def through_halo_projection(self) -> torch.Tensor:
-        """The halo rows' gradient ``(n_halo, H)``; adds the projection's parameter gradient."""
-        nodes = self.nodes
-        grad = self._projection_grad(nodes.n_owned, nodes.n_rows)
-        return self._through(nodes.halo_projected, nodes.halo, grad)
-
-    def through_owned_projection(self) -> torch.Tensor | None:
-        """The owned rows' gradient ``(n_owned, H)`` (``None`` if not wanted)."""
-        nodes = self.nodes
-        grad = self._projection_grad(0, nodes.n_owned)
-        return self._through(nodes.owned, nodes.h, grad)
-
-    def for_parameters(self, parameters: list[nn.Parameter]) -> list[torch.Tensor | None]:
-        by_parameter = dict(zip(map(id, self.trainable), self.parameters, strict=True))
-        return [by_parameter.get(id(p)) for p in parameters]
-
-    def _projection_grad(self, start: int, end: int) -> torch.Tensor:
-        """The gradient of the projections of rows ``[start, end)``, ``(end - start, 2 H_out)``."""
-        if self.grad_src is None:
-            return self.nodes.owned.new_zeros((end - start, self.nodes.owned.shape[1]))
-        grad = torch.cat([self.grad_src[start:end], self.grad_dst[start:end]], dim=1)
-        return grad.to(self.nodes.owned.dtype)
-
-    def _through(
-        self, projected: torch.Tensor, h: torch.Tensor, grad: torch.Tensor
-    ) -> torch.Tensor | None:
-        wanted = [*self.trainable, *([h] if h.requires_grad else [])]
-        if not wanted or not projected.requires_grad:
-            return torch.zeros_like(h) if h.requires_grad else None
-        grads = torch.autograd.grad(projected, wanted, grad, allow_unused=True)
-        self._add_parameters(grads)
-        if not h.requires_grad:
-            return None
-        return grads[-1] if grads[-1] is not None else torch.zeros_like(h)
-
-    def _add_parameters(self, grads: tuple[torch.Tensor | None, ...]) -> None:
-        for index in range(len(self.trainable)):
-            self.parameters[index] = _add(self.parameters[index], grads[index])
-
-
-def _accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
-    """float32 for half-precision gradients, else their own dtype."""
-    return torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
 
 
 def _autocast_state(device_type: str) -> tuple[str, bool, torch.dtype]:
@@ -577,9 +332,3 @@ def _unhooked() -> torch.autograd.graph.saved_tensors_hooks:
 
 def _same(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
-
-
-def _add(total: torch.Tensor | None, value: torch.Tensor | None) -> torch.Tensor | None:
-    if value is None:
-        return total
-    return value if total is None else total.add_(value)

@@ -29,9 +29,6 @@ Glossary: ``h`` node latents (owned rows), ``h_local`` owned + halo rows, ``e`` 
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
 from functools import partial
 from typing import Any
 
@@ -42,7 +39,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 from partgnn.distributed.exchange import Exchange
 from partgnn.distributed.in_process_exchanges import NoExchange
 from partgnn.distributed.interior_first import InteriorFirst
-from partgnn.models.chunked_edge_mlp import EdgeNodes, KeptGraphs, edge_mlp
+from partgnn.models.chunked_edge_mlp import EdgeNodes, edge_mlp
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.config import Architecture
 from partgnn.models.edge_aggregation import AGGREGATIONS, aggregate_both_ways
@@ -50,6 +47,7 @@ from partgnn.models.graph_batch_norm import GroupStatistics
 from partgnn.models.graph_batch_norm import statistics as graph_statistics
 from partgnn.models.input_scaler import InputScaler
 from partgnn.models.lean_mlp import block_mlp
+from partgnn.models.local_graph import LocalGraph, joined_regions
 from partgnn.models.mlp import make_mlp
 from partgnn.models.node_sums import Incidence
 from partgnn.models.replayed_exchange import ReplayedExchange
@@ -211,7 +209,7 @@ class InteractionNetwork(nn.Module):
         # whole); else it runs on its own.
         e = edge_attr if chunked else edge_mlp(self.edge_encoder, edge_attr, compute=self._edges)
         src, dst = edge_index
-        graph = _Graph(
+        graph = LocalGraph(
             src, dst, n_owned, exchange, hide, n_interior if hide else None,
             listed_by_node=fused, chunked=chunked,
         )  # fmt: skip
@@ -231,7 +229,7 @@ class InteractionNetwork(nn.Module):
                 last = min(first + STEPS_PER_REGION, self.steps)
                 h, e = activation_checkpoint(
                     self._steps, first, last, h, e, graph, use_reentrant=False,
-                    context_fn=partial(_joined_regions, regions),
+                    context_fn=partial(joined_regions, regions),
                 )  # fmt: skip
         else:
             h, e = self._steps(0, self.steps, h, e, graph)
@@ -249,7 +247,7 @@ class InteractionNetwork(nn.Module):
         """How an unchunked edge MLP computes (the policy without recomputation)."""
         return dataclasses.replace(self.compute, recompute=False)
 
-    def _edges_of(self, graph: _Graph) -> ComputePolicy:
+    def _edges_of(self, graph: LocalGraph) -> ComputePolicy:
         return self.compute if graph.chunked else self._edges
 
     def _statistics(
@@ -265,7 +263,7 @@ class InteractionNetwork(nn.Module):
         return GroupStatistics(edge_index[1] < n_owned, context.group, distributed=True)
 
     def _steps(
-        self, first: int, last: int, h: torch.Tensor, e: torch.Tensor, graph: _Graph
+        self, first: int, last: int, h: torch.Tensor, e: torch.Tensor, graph: LocalGraph
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Message-passing steps ``[first, last)``: new node latents ``(n_owned, H)`` and edge
         latents ``(E_local, H)`` from ``h`` and ``e`` (the edge features before step 0 when the edge
@@ -343,106 +341,3 @@ class InteractionNetwork(nn.Module):
             mlp, blocks, recompute_elementwise=recompute, fused=self.compute.fused,
             residual=residual,
         )  # fmt: skip
-
-
-def _joined_regions(sources: list) -> tuple[AbstractContextManager, AbstractContextManager]:
-    """One recomputed region's contexts from several sources' ``region()``: each replays
-    what its forward pass recorded."""
-    pairs = [source.region() for source in sources]
-    return _all_of([p[0] for p in pairs]), _all_of([p[1] for p in pairs])
-
-
-@contextmanager
-def _all_of(contexts: list[AbstractContextManager]) -> Iterator[None]:
-    with ExitStack() as stack:
-        for context in contexts:
-            stack.enter_context(context)
-        yield
-
-
-class _Graph:
-    """The local edges of one forward pass and how a step gets the halo rows.
-
-    ``listed_by_node``: the edges' :class:`~partgnn.models.node_sums.Incidence` (made once, on
-    first use) serves the sums into nodes (``model.fused``). ``chunked``: the edge MLPs
-    run in chunks of edges, recomputed in the backward pass (the first encodes the edges).
-    """
-
-    def __init__(
-        self,
-        src: torch.Tensor,
-        dst: torch.Tensor,
-        n_owned: int,
-        exchange: Exchange,
-        hide: bool,
-        n_interior: int | None,
-        *,
-        listed_by_node: bool = False,
-        chunked: bool = False,
-    ) -> None:
-        self.src, self.dst, self.n_owned = src, dst, n_owned
-        self.exchange, self.hide, self.n_interior = exchange, hide, n_interior
-        self.listed_by_node = listed_by_node
-        self.chunked = chunked
-        #: The steps run in recomputed regions (activation recomputation).
-        self.in_regions = False
-        #: The current region's edge MLPs' kept graphs, in the order of their calls (``None``
-        #: outside a region's forward pass and recomputation), and whether it is the latter.
-        self._kept: deque[KeptGraphs] | None = None
-        self._replaying = False
-        #: The initial encodings ``(h0_local (N_local, H), e0 (E_local, H))`` the steps also see
-        #: (``model.concat_initial``), else ``None``.
-        self.initial: tuple[torch.Tensor, torch.Tensor] | None = None
-        self._incidence: Incidence | None = None
-
-    def incidence(self, n_local: int) -> Incidence | None:
-        """The edges listed by node, of ``n_local`` local nodes (``None`` unless
-        ``listed_by_node``)."""
-        if not self.listed_by_node:
-            return None
-        if self._incidence is None or self._incidence.n_nodes != n_local:
-            self._incidence = Incidence.of(self.src, self.dst, n_local)
-        return self._incidence
-
-    def region(self) -> tuple[AbstractContextManager, AbstractContextManager]:
-        """The contexts of a region's forward pass and of its recomputation (as
-        :meth:`ReplayedExchange.region
-        <partgnn.models.replayed_exchange.ReplayedExchange.region>` gives its own): the edge
-        MLPs of both get the same :class:`KeptGraphs`, in order."""
-        kept: deque[KeptGraphs] = deque()
-        return self._within(kept, replaying=False), self._within(kept, replaying=True)
-
-    @contextmanager
-    def _within(self, kept: deque[KeptGraphs], *, replaying: bool) -> Iterator[None]:
-        self._kept, self._replaying = kept, replaying
-        try:
-            yield
-        finally:
-            self._kept, self._replaying = None, False
-
-    def kept_graphs(self) -> KeptGraphs | None:
-        """The next edge MLP's :class:`KeptGraphs` in a region (``None`` outside one)."""
-        if self._kept is None:
-            return None
-        if not self._replaying:
-            self._kept.append(KeptGraphs())
-            return self._kept[-1]
-        if not self._kept:
-            raise RuntimeError("a recomputed region calls more edge MLPs than its forward pass")
-        kept = self._kept.popleft()
-        # Only the region's last edge MLP keeps its graph: its backward pass comes first, at
-        # once; an earlier one's graph would be held through the later steps' backward passes
-        # (one MLP's activations more at the step's peak), so it is recomputed there instead.
-        kept.replaying = not self._kept
-        return kept
-
-    def nodes(self, h: torch.Tensor) -> EdgeNodes:
-        """How an edge MLP gets the latents of both endpoints: the halo rows exchanged inside
-        it (hiding the communication), or exchanged here (with the edges listed by node for the
-        gradient of their gather)."""
-        if self.hide:
-            return EdgeNodes(
-                h, self.src, self.dst, exchange=self.exchange, n_interior=self.n_interior
-            )
-        local = self.exchange(h)
-        return EdgeNodes(local, self.src, self.dst, incidence=self.incidence(local.shape[0]))

@@ -20,7 +20,8 @@ import torch
 import torch.distributed as dist
 
 from partgnn.data.files.h5_files import file_sha256
-from partgnn.data.files.storage import GraphFile, write_scores
+from partgnn.data.files.storage import GraphFile
+from partgnn.data.files.writers import write_scores
 from partgnn.data.graphs.graph_construction import construction_mismatch, graph_construction
 from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext

@@ -8,7 +8,9 @@ whole scaled for the events each step trains (``optim.lr_scaling``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+import torch
 
 from partgnn.train.config.sections import OptimConfig
 
@@ -68,3 +70,17 @@ def learning_rate_factor(
         )
 
     return factor
+
+
+def adamw_with_schedule(
+    parameters: Iterable[torch.nn.Parameter],
+    optim: OptimConfig,
+    *,
+    total_steps: int,
+    events_per_step: int,
+) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW at ``optim.lr`` with its weight decay, and the scheduler that sets its rate every
+    step (:func:`learning_rate_factor`: ``scheduler.lr_lambdas[0]``)."""
+    optimizer = torch.optim.AdamW(parameters, lr=optim.lr, weight_decay=optim.weight_decay)
+    factor = learning_rate_factor(optim, total_steps=total_steps, events_per_step=events_per_step)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

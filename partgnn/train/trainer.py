@@ -6,11 +6,10 @@ combine. Every optimizer step, each rank runs :func:`~partgnn.train.step.forward
 its event (back-propagated through the halo exchanges in halo mode), the strategy combines the
 ranks' gradients (summed over the ranks of one event: the full-graph gradient; averaged over
 data-parallel replicas), then clipping, AdamW and the schedule (:mod:`partgnn.train.schedule`).
-Every epoch cuts the training events into steps (:mod:`partgnn.train.items.sampling`); checkpoints
-record the position (:mod:`partgnn.train.run_directory.state`), so a resume
-(:mod:`partgnn.train.run_directory.resume`) continues exactly. Around the loop: input
-standardisation, the event cache, validation, divergence checks and the run's own measurements, each
-in its module.
+Every epoch cuts the training events into steps (:mod:`partgnn.train.items.sampling`);
+checkpoints record the position (:mod:`partgnn.train.run_directory.training_checkpoint`), so a
+resume continues exactly. Around the loop: input standardisation, the event cache, validation,
+divergence checks and the run's own measurements, each in its module.
 
 .. warning::
     All ranks of the job run the same sequence of steps and collectives.
@@ -33,7 +32,6 @@ from partgnn.data.files.output_files import remove_stale_temporaries
 from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.device import deterministic_algorithms
-from partgnn.distributed.failures import agree_on_failure
 from partgnn.errors import InputError
 from partgnn.metrics.run_summary import RunSummary
 from partgnn.models.build import build_model
@@ -41,20 +39,13 @@ from partgnn.train.captured_step import captured_step_for
 from partgnn.train.config.sections import TrainConfig, input_features
 from partgnn.train.divergence import check_step, check_weights, gradients_finite
 from partgnn.train.items.item_cache import CachedSource
-from partgnn.train.items.sampling import epoch_steps
+from partgnn.train.items.sampling import EpochPlan
 from partgnn.train.items.standardisation import (
     InputStatistics,
     standardise_inputs,
     write_feature_statistics,
 )
 from partgnn.train.precision import bf16_notice
-from partgnn.train.run_directory.checkpoints import (
-    TRAINING_STATE,
-    load_checkpoint,
-    prune_step_checkpoints,
-    save_checkpoint,
-)
-from partgnn.train.run_directory.experiment_loggers import open_loggers
 from partgnn.train.run_directory.resume import (
     check_resumable,
     finished_summary,
@@ -66,11 +57,12 @@ from partgnn.train.run_directory.rng_states import gather_rng_states, restore_rn
 from partgnn.train.run_directory.run_lock import RunLock
 from partgnn.train.run_directory.run_log import RunLog, epoch_row
 from partgnn.train.run_directory.state import TrainState
-from partgnn.train.schedule import learning_rate_factor
+from partgnn.train.run_directory.training_checkpoint import TrainingCheckpoint
+from partgnn.train.schedule import adamw_with_schedule
 from partgnn.train.step import StepSettings, forward_backward
 from partgnn.train.stop_signals import StopSignals, signal_name
 from partgnn.train.strategies import strategy_for
-from partgnn.train.validation import evaluate, split_validation
+from partgnn.train.validation import evaluate, read_validation_events, split_validation
 from partgnn.train.workload import (
     Workload,
     bytes_exchanged,
@@ -98,9 +90,7 @@ class Trainer:
             raise InputError(f"{self.run_dir}: run.dir is a file, not a folder")
         self.device = context.device
         self.settings = StepSettings.of(config, self.device)
-        notice = bf16_notice(config.run.bf16, self.device)
-        if notice is not None and context.is_main:
-            print(f"partgnn: notice: {notice}", file=sys.stderr)
+        self._notice(bf16_notice(config.run.bf16, self.device))
         self.counter = CommunicationCounter()
         self.strategy = strategy_for(config, context, self.counter)
         self.workload = Workload(self.device)
@@ -111,15 +101,17 @@ class Trainer:
             len(self.source.event_ids), config.data.val_events,
             where=str(self.strategy.data_path), say=context.is_main,
         )  # fmt: skip
-        self._read_validation_events()
+        read_validation_events(self.source, self.val_indices, context)
         self.events_per_step = self.strategy.n_replicas
-        self.event_sizes = None
-        if config.run.sampling == "size_buckets":
-            self.event_sizes = [self.source.event_size(i) for i in self.train_indices]
-        self.steps_per_epoch = len(self._epoch_steps(0))
-        self.total_steps = config.optim.epochs * self.steps_per_epoch
-        if config.optim.max_steps is not None:
-            self.total_steps = min(self.total_steps, config.optim.max_steps)
+        run = config.run
+        self.epoch_plan = EpochPlan(
+            self.train_indices, self.events_per_step, run.seed, config.optim.epochs,
+            config.optim.max_steps, run.sampling, n_buckets=run.size_buckets,
+            sizes=[self.source.event_size(i) for i in self.train_indices]
+            if run.sampling == "size_buckets" else None,
+        )  # fmt: skip
+        self.steps_per_epoch = self.epoch_plan.steps_per_epoch
+        self.total_steps = self.epoch_plan.total_steps
         sample = self.source.item(self.train_indices[0])
         torch.manual_seed(config.run.seed)
         self.model = build_model(config.model, sample.x.shape[1], sample.edge_attr.shape[1]).to(
@@ -137,36 +129,23 @@ class Trainer:
         self.captured_step, notice = captured_step_for(
             config, context, self.model, self.settings, self.counter
         )
-        if notice is not None and context.is_main:
-            print(f"partgnn: notice: {notice}", file=sys.stderr)
+        self._notice(notice)
         self.gradient_reduce = self.strategy.gradient_reduce(
             list(self.model.parameters()), during_backward=self.captured_step is None
         )
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
-        )
-        self.schedule = learning_rate_factor(
-            config.optim, total_steps=self.total_steps, events_per_step=self.events_per_step
-        )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.schedule)
+        self.optimizer, self.scheduler = adamw_with_schedule(
+            self.model.parameters(), config.optim, total_steps=self.total_steps,
+            events_per_step=self.events_per_step,
+        )  # fmt: skip
         self.state = TrainState()
         self._sitting_start = time.perf_counter()
         #: Step of the last checkpoint written or resumed from (0: none).
         self.last_saved_step = 0
 
-    def _read_validation_events(self) -> None:
-        """Reads the validation events once, now: a damaged one fails before the first step,
-        not when the first epoch ends, and on every rank of the group at once (the others say
-        which rank failed and why)."""
-        failure = None
-        try:
-            for index in self.val_indices:
-                self.source.item(index)
-        except InputError as err:
-            failure = err
-        agree_on_failure(failure, self.context, "reading the validation events")
-
-    # ----------------------------------------------------------------------------- training
+    def _notice(self, notice: str | None) -> None:
+        """Says ``notice`` once (on the main process), if there is one."""
+        if notice is not None and self.context.is_main:
+            print(f"partgnn: notice: {notice}", file=sys.stderr)
 
     def fit(
         self,
@@ -218,15 +197,10 @@ class Trainer:
     def _fit(self, resume: bool, stop: StopSignals) -> RunSummary:
         log = None
         if self.context.is_main:
-            resume_step = self.state.step if resume else None
-            log = RunLog(
-                self.run_dir,
-                tensorboard=self.config.run.tensorboard,
-                resume_step=resume_step,
-                loggers=open_loggers(self.config.run.loggers, self.run_dir,
-                                     self.config.to_dict(), resume_step=resume_step),
+            log = RunLog.begin(
+                self.run_dir, self.config.to_dict(), tensorboard=self.config.run.tensorboard,
+                loggers=self.config.run.loggers, resume_step=self.state.step if resume else None,
             )  # fmt: skip
-            log.write_config(self.config.to_dict())
             if self.feature_statistics is not None:
                 write_feature_statistics(self.run_dir, self.feature_statistics)
         progress = tqdm(
@@ -241,7 +215,7 @@ class Trainer:
         self._sitting_start = time.perf_counter()
         try:
             while self.state.step < self.total_steps and not stopped_by:
-                steps = self._epoch_steps(self.state.epoch)
+                steps = self.epoch_plan.steps(self.state.epoch)
                 while (
                     self.state.step_in_epoch < self.steps_per_epoch
                     and self.state.step < self.total_steps
@@ -312,15 +286,6 @@ class Trainer:
         """The run's wall time [s]: this sitting's and those of the sittings it resumed."""
         return self.state.earlier_wall_s + time.perf_counter() - self._sitting_start
 
-    def _epoch_steps(self, epoch: int) -> list[list[int]]:
-        """The events of each step of ``epoch``
-        (:func:`~partgnn.train.items.sampling.epoch_steps`)."""
-        run = self.config.run
-        return epoch_steps(
-            self.train_indices, self.events_per_step, seed=run.seed, epoch=epoch,
-            sampling=run.sampling, sizes=self.event_sizes, n_buckets=run.size_buckets,
-        )  # fmt: skip
-
     def _train_step(
         self, indices: list[int], following: list[int], stop_signal: int
     ) -> tuple[float, float, float, int]:
@@ -384,8 +349,6 @@ class Trainer:
             training_events=len(self.train_indices),
         )
 
-    # ----------------------------------------------------------------------------- evaluation
-
     def _evaluate_and_log(self, log: RunLog | None) -> dict[str, Any]:
         metrics = {}
         if self.val_indices:  # loss and edge metrics (:func:`~partgnn.train.validation.evaluate`)
@@ -407,40 +370,31 @@ class Trainer:
             log.metrics(row)
         return row
 
-    # ----------------------------------------------------------------------------- checkpoints
-
     def _checkpoint(self) -> None:
         check_weights(self.model, self.state.step, self.last_saved_step)
         rng_states = gather_rng_states(self.context)
         if self.context.is_main:
-            save_checkpoint(
-                self.run_dir / "checkpoints",
-                self.state.step,
-                {
-                    "model": self.model.state_dict(),
-                    "optimizer": self.optimizer.state_dict(),
-                    "scheduler": self.scheduler.state_dict(),
-                    **self.state.as_checkpoint(wall_time_s=self._wall_seconds()),
-                    "config": self.config.to_dict(),
-                    "rng_states": rng_states,
-                    "trajectory": self.trajectory(),
-                },
-            )
-            prune_step_checkpoints(self.run_dir / "checkpoints", self.config.run.keep_checkpoints)
+            TrainingCheckpoint(
+                model=self.model.state_dict(),
+                optimizer=self.optimizer.state_dict(),
+                scheduler=self.scheduler.state_dict(),
+                state=self.state,
+                wall_time_s=self._wall_seconds(),
+                config=self.config.to_dict(),
+                rng_states=rng_states,
+                trajectory=self.trajectory(),
+            ).save(self.run_dir / "checkpoints", keep=self.config.run.keep_checkpoints)
         self.last_saved_step = self.state.step
         if self.context.global_world_size > 1:
             dist.barrier()
 
     def _resume(self, path: Path) -> None:
-        # Read onto the CPU: loading copies the weights and AdamW's moments onto the parameters'
-        # device, and leaves AdamW's step counters on the CPU, where (non-fused) AdamW reads
-        # them; mapped to a GPU, each would cost a host synchronisation per parameter and step.
-        checkpoint = load_checkpoint(path, "cpu", required=TRAINING_STATE)
-        check_resumable(checkpoint, path, self.config.model, self.trajectory(),
+        checkpoint = TrainingCheckpoint.load(path)
+        check_resumable(checkpoint.saved, path, self.config.model, self.trajectory(),
                         input_features(self.config))  # fmt: skip
-        self.model.load_state_dict(checkpoint["model"])
-        self.optimizer.load_state_dict(checkpoint["optimizer"])
-        self.scheduler.load_state_dict(checkpoint["scheduler"])
-        self.state = TrainState.from_checkpoint(checkpoint)
+        self.model.load_state_dict(checkpoint.model)
+        self.optimizer.load_state_dict(checkpoint.optimizer)
+        self.scheduler.load_state_dict(checkpoint.scheduler)
+        self.state = checkpoint.state
         self.last_saved_step = self.state.step
-        restore_rng_states(checkpoint.get("rng_states"), self.context)
+        restore_rng_states(checkpoint.rng_states, self.context)

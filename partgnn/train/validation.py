@@ -9,6 +9,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from partgnn.distributed.context import DistContext
+from partgnn.distributed.failures import agree_on_failure
 from partgnn.errors import InputError
 from partgnn.metrics.edge_counts import (
     SCORE_BINS,
@@ -55,6 +57,23 @@ def split_validation(
         )
     cut = n_events - val_events
     return list(range(cut)), list(range(cut, n_events))
+
+
+def read_validation_events(source: ItemSource, indices: list[int], context: DistContext) -> None:
+    """Reads the validation events once, now: a damaged one fails before the first step, not
+    when the first epoch ends, and on every rank of the group at once (the others say which rank
+    failed and why).
+
+    .. warning::
+        Collective of the job (every rank agrees on the failure).
+    """
+    failure = None
+    try:
+        for index in indices:
+            source.item(index)
+    except InputError as err:
+        failure = err
+    agree_on_failure(failure, context, "reading the validation events")
 
 
 @torch.no_grad()

@@ -156,14 +156,6 @@ def test_simulate_and_fit_with_the_real_detectors_planes_and_field(tmp_path: Pat
         np.testing.assert_array_equal(first[name], second[name])
 
 
-def test_fit_module_map_expects_longer_with_the_realism_switches():
-    from partgnn.cli.data_commands import _expected_fit_time
-
-    assert "expected about 26 min (0.39 s per" in _expected_fit_time(4000, 200.0, 1, False)
-    line = _expected_fit_time(4000, 200.0, 1, True)
-    assert "expected about 46 min (0.69 s per" in line and "realism switches" in line
-
-
 def test_a_map_built_graph_is_judged_on_the_particles_the_map_learned(
     tiny_pipeline: Path, tmp_path: Path, capsys
 ):

@@ -45,7 +45,7 @@ def test_help_answers_without_importing_torch(command):
 
 def test_the_choices_offered_are_the_pipelines():
     from partgnn.distributed.device import BACKENDS
-    from partgnn.distributed.halo_exchange import TRANSPORTS
+    from partgnn.distributed.exchange_plan import TRANSPORTS
     from partgnn.export.formats import FORMATS
     from partgnn.metrics.edge_counts import SCORE_CUT
     from partgnn.metrics.track_building import TRACK_BUILDING_METHODS

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from partgnn.data.detector.geometry import default_geometry
-from partgnn.data.files.storage import write_graphs
+from partgnn.data.files.writers import write_graphs
 from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from partgnn.distributed.communication_counter import CommunicationCounter
-from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+from partgnn.distributed.exchange_plan import ExchangePlan
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.models.compiled_norm_activation import variant_counts
 from partgnn.models.cpu_kernels import KernelBuild

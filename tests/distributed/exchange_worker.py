@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from partgnn.distributed.communication_counter import CommunicationCounter
-from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger, halo_exchange
+from partgnn.distributed.exchange_plan import ExchangePlan
+from partgnn.distributed.halo_exchange import HaloExchanger, halo_exchange
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.halo_plan import build_halo_plans
 

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch_geometric.nn import FeaStConv, GraphConv, MessagePassing
 
-from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+from partgnn.distributed.exchange_plan import ExchangePlan
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.partition.halo_plan import build_halo_plans
 

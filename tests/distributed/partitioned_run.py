@@ -13,8 +13,10 @@ import torch
 
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.partition.shard_reader import RankEvent, ShardDirectory
-from partgnn.partition.shard_writer import PartitionOptions, write_shards
+from partgnn.partition.event_split import PartitionOptions
+from partgnn.partition.rank_event import RankEvent
+from partgnn.partition.shard_reader import ShardDirectory
+from partgnn.partition.shard_writer import write_shards
 from tests.distributed.launch import assert_all_succeeded, launch
 
 

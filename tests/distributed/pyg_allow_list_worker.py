@@ -25,7 +25,7 @@ from partgnn.distributed.context import DistContext
 from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.models.interaction_network import Exchange
 from partgnn.models.partitioned_layer import PartitionedLayer
-from partgnn.partition.shard_reader import RankEvent
+from partgnn.partition.rank_event import RankEvent
 from tests.distributed.partitioned_run import worker_main
 from tests.distributed.pyg_layer_worker import node_loss
 from tests.distributed.reference import summed_over_ranks

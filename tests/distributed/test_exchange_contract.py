@@ -12,7 +12,8 @@ import torch
 
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.exchange import Exchange
-from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+from partgnn.distributed.exchange_plan import ExchangePlan
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.distributed.in_process_exchanges import LoopbackExchange, NoExchange
 from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.models.compute_policy import ComputePolicy

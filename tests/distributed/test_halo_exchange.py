@@ -7,13 +7,8 @@ import pytest
 import torch
 
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import (
-    AUTO_P2P_MIN_RANKS,
-    ExchangePlan,
-    HaloExchanger,
-    halo_exchange,
-    resolve_transport,
-)
+from partgnn.distributed.exchange_plan import AUTO_P2P_MIN_RANKS, ExchangePlan, resolve_transport
+from partgnn.distributed.halo_exchange import HaloExchanger, halo_exchange
 from partgnn.partition.halo_plan import build_halo_plans
 from tests.distributed.exchange_worker import CASES, case_name, scenarios
 from tests.distributed.launch import assert_all_succeeded, launch

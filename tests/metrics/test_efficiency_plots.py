@@ -15,7 +15,7 @@ from partgnn.cli.main import main
 from partgnn.data.detector.geometry import default_geometry
 from partgnn.data.files.h5_files import file_sha256
 from partgnn.data.files.output_kinds import PLOT
-from partgnn.data.files.storage import write_graphs, write_scores
+from partgnn.data.files.writers import write_graphs, write_scores
 from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 from partgnn.metrics.efficiency_tallies import binned_rate

@@ -11,7 +11,8 @@ import torch
 
 from partgnn.data.detector.geometry import default_geometry
 from partgnn.data.files.h5_files import file_sha256
-from partgnn.data.files.storage import ScoresFile, write_events, write_graphs, write_scores
+from partgnn.data.files.storage import ScoresFile
+from partgnn.data.files.writers import write_events, write_graphs, write_scores
 from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.errors import InputError
 from partgnn.metrics.evaluation import evaluate_scores

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from partgnn.memory.heap_release import ALWAYS_RELEASE_HEAP, DEFAULT_HEAP_RELEASE
-from partgnn.models import chunk_size, chunked_edge_mlp
+from partgnn.models import chunk_size, chunked_edge_mlp, edge_chunks
 from partgnn.models.chunked_edge_mlp import EdgeNodes, edge_mlp
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.mlp import make_mlp
@@ -112,7 +112,7 @@ def test_exchange_inside_equals_plain_mlp_on_local_rows(small_chunks, recompute,
 def test_interior_edges_run_while_the_rows_are_in_flight(small_chunks, monkeypatch, recompute):
     edge_index, n_interior, send_index, h0 = _graph()
     exchange = LoopbackExchange(send_index, h0.shape[0])
-    compute = chunked_edge_mlp._compute
+    compute = chunked_edge_mlp.compute_piece
 
     def logged(*args, **kwargs):
         start, end = args[5], args[6]
@@ -120,7 +120,7 @@ def test_interior_edges_run_while_the_rows_are_in_flight(small_chunks, monkeypat
         assert start >= n_interior or end <= n_interior, "a chunk mixes interior and boundary"
         return compute(*args, **kwargs)
 
-    monkeypatch.setattr(chunked_edge_mlp, "_compute", logged)
+    monkeypatch.setattr(chunked_edge_mlp, "compute_piece", logged)
     mlp = make_mlp(3 * H, H, H).double()
     h = h0.clone().requires_grad_()
     rows = torch.randn(edge_index.shape[1], H, dtype=torch.float64)
@@ -175,12 +175,12 @@ def test_chunks_are_sized_from_the_memory_a_chunk_may_take(monkeypatch):
     # Without a setting on a CPU: 16 chunks per event, of >= MIN_CHUNK_EDGES edges.
     for edges, expected in ((1_000_000, 16), (100_000, 16), (20_000, 5), (3_000, 1)):
         size = chunk_size.chunk_edges(edges, 64, 4, None, cpu)
-        assert len(chunked_edge_mlp._chunks(0, edges, size)) == expected
+        assert len(edge_chunks.chunk_ranges(0, edges, size)) == expected
     # A chunk memory: the largest chunk that fits, on any device; one when the MLP fits.
     for device in (cpu, cuda):
         assert chunk_size.chunk_edges(1_000_000, 64, 4, 1_000_000 * per_edge, device) == 1_000_000
         size = chunk_size.chunk_edges(1_000_000, 64, 4, 250_000 * per_edge + 1, device)
-        assert len(chunked_edge_mlp._chunks(0, 1_000_000, size)) == 4
+        assert len(edge_chunks.chunk_ranges(0, 1_000_000, size)) == 4
         assert chunk_size.chunk_edges(10, 64, 4, 1, device) == 1  # never an empty chunk
     # Without a setting on a GPU: a quarter of its memory (80 GB: one chunk at 1e6 edges).
     monkeypatch.setattr(chunk_size, "device_memory", lambda device: 80 * 10**9)
@@ -225,7 +225,7 @@ def test_the_backward_recomputation_runs_each_chunks_layer_norms_once(monkeypatc
                         lambda self, x: calls.append(1) or layer_norm(self, x))  # fmt: skip
     out = edge_mlp(mlp, rows, EdgeNodes(h, src, dst), compute=RECOMPUTE)
     size = chunk_size.chunk_edges(rows.shape[0], H, 8, None, rows.device)
-    chunks = len(chunked_edge_mlp._chunks(0, rows.shape[0], size))
+    chunks = len(edge_chunks.chunk_ranges(0, rows.shape[0], size))
     assert chunks > 1
     assert len(calls) == 2 * chunks  # the forward pass
     calls.clear()

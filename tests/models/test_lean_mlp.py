@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from partgnn.models import chunk_size, chunked_edge_mlp
+from partgnn.models import chunk_gradients, chunk_size
 from partgnn.models.chunked_edge_mlp import EdgeNodes, edge_mlp
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.lean_mlp import first_layer, in_autocast_dtype, mlp_tail
@@ -217,8 +217,8 @@ def test_a_high_degree_nodes_gradient_is_summed_in_float32_under_bf16(small_chun
     # bf16 terms, summed in float32 (0.0059 here; 0.0066 summed in bf16 on this CPU, whose
     # index_add_ rounds less than GPU atomics do).
     assert float((got - exact).norm() / exact.norm()) < 1e-2
-    assert chunked_edge_mlp._accumulation_dtype(torch.bfloat16) == torch.float32
-    assert chunked_edge_mlp._accumulation_dtype(torch.float64) == torch.float64
+    assert chunk_gradients.accumulation_dtype(torch.bfloat16) == torch.float32
+    assert chunk_gradients.accumulation_dtype(torch.float64) == torch.float64
 
 
 def test_layer_norm_outputs_follow_autocast_as_on_gpus():

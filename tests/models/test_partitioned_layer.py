@@ -20,7 +20,8 @@ from torch_geometric.nn import (
 )
 
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+from partgnn.distributed.exchange_plan import ExchangePlan
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.models.partitioned_layer import PartitionedLayer, gcn_partition_norm
 
 N_NODES = 12

@@ -29,7 +29,8 @@ from torch_geometric.nn.norm import GraphNorm, LayerNorm
 from torch_geometric.utils import degree
 
 from partgnn.distributed.context import DistContext
-from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+from partgnn.distributed.exchange_plan import ExchangePlan
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.models.partitioned_layer import PartitionedLayer
 from partgnn.models.pyg_support import EXACT_LAYERS, REFUSED_LAYERS
 from tests.distributed.pyg_allow_list_worker import CASES

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from partgnn.data.files.storage import write_graphs
+from partgnn.data.files.writers import write_graphs
 from partgnn.errors import InputError
+from partgnn.partition.event_split import PartitionOptions
 from partgnn.partition.shard_meta import ShardMeta, meta_checksum
-from partgnn.partition.shard_writer import PartitionOptions, write_shards
+from partgnn.partition.shard_writer import write_shards
 
 
 @pytest.fixture(scope="module")

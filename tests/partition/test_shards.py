@@ -7,14 +7,16 @@ import torch
 from torch_geometric.data import Data
 
 from partgnn.data.detector.geometry import default_geometry
-from partgnn.data.files.storage import GraphFile, write_graphs
+from partgnn.data.files.storage import GraphFile
+from partgnn.data.files.writers import write_graphs
 from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.graphs.graph_fields import NODE_FIELDS
 from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
 from partgnn.errors import InputError
+from partgnn.partition.event_split import PartitionOptions
 from partgnn.partition.shard_meta import meta_checksum
 from partgnn.partition.shard_reader import ShardDirectory, shard_path
-from partgnn.partition.shard_writer import PartitionOptions, write_shards
+from partgnn.partition.shard_writer import write_shards
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,9 @@ import pytest
 
 from partgnn.data.files.storage import EventFile, GraphFile, ScoresFile
 from partgnn.errors import InputError
+from partgnn.partition.event_split import PartitionOptions
 from partgnn.partition.shard_reader import ShardDirectory, shard_path
-from partgnn.partition.shard_writer import PartitionOptions, write_shards
+from partgnn.partition.shard_writer import write_shards
 from partgnn.train.run_directory.checkpoints import load_checkpoint, newest_intact_checkpoint
 from tests.reliability.conftest import run_partgnn, run_partgnn_in_process
 

@@ -8,10 +8,11 @@ import pytest
 import yaml
 
 from partgnn.data.detector.geometry import default_geometry
-from partgnn.data.files.storage import write_graphs
+from partgnn.data.files.writers import write_graphs
 from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
 from partgnn.data.simulation.simulate import SimulationConfig, simulate_event
-from partgnn.partition.shard_writer import PartitionOptions, write_shards
+from partgnn.partition.event_split import PartitionOptions
+from partgnn.partition.shard_writer import write_shards
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,8 @@ import torch
 import yaml
 
 from partgnn.cli.main import main
-from partgnn.data.files.storage import GraphFile, write_graphs
+from partgnn.data.files.storage import GraphFile
+from partgnn.data.files.writers import write_graphs
 from tests.distributed.launch import assert_all_succeeded, launch
 from tests.train.config.test_acorn_config import ACORN, CLUSTERS
 

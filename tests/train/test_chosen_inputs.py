@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from partgnn.cli.main import main
-from partgnn.data.files.storage import GraphFile, ScoresFile, write_graphs
-from partgnn.partition.shard_writer import PartitionOptions, write_shards
+from partgnn.data.files.storage import GraphFile, ScoresFile
+from partgnn.data.files.writers import write_graphs
+from partgnn.partition.event_split import PartitionOptions
+from partgnn.partition.shard_writer import write_shards
 from tests.distributed.launch import assert_all_succeeded, launch
 from tests.train.conftest import write_config
 

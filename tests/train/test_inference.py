@@ -11,7 +11,8 @@ import torch
 from partgnn.cli.main import main
 from partgnn.data.files.storage import GraphFile, ScoresFile
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.partition.shard_writer import PartitionOptions, write_shards
+from partgnn.partition.event_split import PartitionOptions
+from partgnn.partition.shard_writer import write_shards
 from partgnn.train.config.config_file import load_config
 from partgnn.train.inference import load_trained_model
 from partgnn.train.items.standardisation import SCALER_FILE

@@ -18,7 +18,8 @@ from partgnn.distributed.process_group import destroy_distributed, init_distribu
 from partgnn.errors import InputError
 from partgnn.metrics.report import load_run
 from partgnn.metrics.report.findings import findings
-from partgnn.partition.shard_writer import PartitionOptions, write_shards
+from partgnn.partition.event_split import PartitionOptions
+from partgnn.partition.shard_writer import write_shards
 from partgnn.train.config.config_file import load_config
 from partgnn.train.inference import run_inference
 from partgnn.train.items.shard_sources import NaiveSource

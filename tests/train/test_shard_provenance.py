@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from partgnn.errors import InputError
+from partgnn.partition.event_split import PartitionOptions
 from partgnn.partition.shard_reader import ShardDirectory, shard_path
-from partgnn.partition.shard_writer import PartitionOptions, write_shards
+from partgnn.partition.shard_writer import write_shards
 from partgnn.train.items.group_shards import _problem
 from tests.distributed.launch import launch
 from tests.train.conftest import write_config

@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
-from partgnn.partition.shard_writer import PartitionOptions, write_shards
-from partgnn.train import trainer as trainer_module
+from partgnn.partition.event_split import PartitionOptions
+from partgnn.partition.shard_writer import write_shards
 from partgnn.train.config.config_file import load_config
 from partgnn.train.items.standardisation import SCALER_FILE
+from partgnn.train.run_directory import training_checkpoint
 from partgnn.train.run_directory.checkpoints import load_checkpoint
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import REPOSITORY, assert_all_succeeded, child_env, launch
@@ -312,7 +313,7 @@ def test_resume_reads_the_checkpoint_onto_the_cpu(dataset, tmp_path, monkeypatch
         )
     )
     devices = []
-    load = trainer_module.load_checkpoint
+    load = training_checkpoint.load_checkpoint
 
     def recording_load(path, device, **kwargs):
         devices.append(str(device))
@@ -321,7 +322,7 @@ def test_resume_reads_the_checkpoint_onto_the_cpu(dataset, tmp_path, monkeypatch
     context = init_distributed(device="cpu", timeout_s=60)
     try:
         Trainer(config, context).fit()
-        monkeypatch.setattr(trainer_module, "load_checkpoint", recording_load)
+        monkeypatch.setattr(training_checkpoint, "load_checkpoint", recording_load)
         resumed = Trainer(config, context)
         resumed.fit(resume=True)
     finally:

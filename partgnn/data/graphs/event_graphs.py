@@ -211,7 +211,8 @@ def write_event_graphs(
     from tqdm import tqdm
 
     from partgnn.data.files.h5_files import file_sha256
-    from partgnn.data.files.storage import EVENTS_FORMAT, write_graphs
+    from partgnn.data.files.storage import EVENTS_FORMAT
+    from partgnn.data.files.writers import write_graphs
     from partgnn.data.graphs.graph_config import EDGE_FEATURES, NODE_FEATURES
 
     events_path = Path(events_path)

@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from partgnn.distributed.halo_exchange import Transport
+from partgnn.distributed.exchange_plan import Transport
 from partgnn.errors import InputError
 from partgnn.models.config import RENAMED_SETTINGS, ModelConfig, renamed_settings
 from partgnn.train.loss import EdgeWeights

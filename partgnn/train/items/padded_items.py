@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from partgnn.distributed.halo_exchange import ExchangePlan, HaloExchanger
+from partgnn.distributed.exchange_plan import ExchangePlan
+from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.train.items.train_item import TrainItem
 from partgnn.train.loss import EdgeWeights, default_edge_weight

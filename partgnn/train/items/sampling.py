@@ -18,6 +18,7 @@ Two orders, both reproducible from ``(seed, epoch)`` and the same on every rank:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 
 import torch
@@ -70,6 +71,49 @@ def epoch_steps(
         permutation = torch.randperm(len(bucket), generator=generator).tolist()
         steps += _cut([bucket[i] for i in permutation], events_per_step)
     return [steps[i] for i in torch.randperm(len(steps), generator=generator).tolist()]
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """A run's epochs: the steps of each (:func:`epoch_steps`), and how many steps the run takes.
+
+    Attributes:
+        events: The training events' indices.
+        events_per_step: Most events per step.
+        seed: The run's seed.
+        epochs: Epochs to train.
+        max_steps: At most this many steps in all (``None``: the epochs').
+        sampling: ``random`` or ``size_buckets``.
+        sizes: With ``size_buckets``: each event's graph size (edges), as ``events``.
+        n_buckets: With ``size_buckets``: how many size buckets.
+    """
+
+    events: Sequence[int]
+    events_per_step: int
+    seed: int
+    epochs: int
+    max_steps: int | None = None
+    sampling: str = "random"
+    sizes: Sequence[int] | None = None
+    n_buckets: int = 4
+
+    def steps(self, epoch: int) -> list[list[int]]:
+        """The events of each step of ``epoch``."""
+        return epoch_steps(
+            self.events, self.events_per_step, seed=self.seed, epoch=epoch,
+            sampling=self.sampling, sizes=self.sizes, n_buckets=self.n_buckets,
+        )  # fmt: skip
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Steps in every epoch (the same in each: only their order differs)."""
+        return len(self.steps(0))
+
+    @property
+    def total_steps(self) -> int:
+        """Steps the run takes: the epochs', or ``max_steps`` if fewer."""
+        total = self.epochs * self.steps_per_epoch
+        return total if self.max_steps is None else min(total, self.max_steps)
 
 
 def size_buckets(

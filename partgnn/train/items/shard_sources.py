@@ -16,7 +16,8 @@ from partgnn.distributed.halo_exchange import HaloExchanger
 from partgnn.distributed.interior_first import InteriorFirst
 from partgnn.errors import InputError
 from partgnn.partition.naive import naive_sector
-from partgnn.partition.shard_reader import RankEvent, ShardDirectory, ShardFile
+from partgnn.partition.rank_event import RankEvent
+from partgnn.partition.shard_reader import ShardDirectory, ShardFile
 from partgnn.train.items.group_shards import open_group_shard
 from partgnn.train.items.train_item import TrainItem, edge_weights, node_fields, to_device
 from partgnn.train.items.unconnected_nodes import connected_rows

@@ -19,7 +19,7 @@ from partgnn import json_files
 from partgnn.data.files.output_files import atomic_output
 from partgnn.errors import InputError
 from partgnn.metrics.run_summary import SUMMARY_NAME, RunSummary
-from partgnn.train.run_directory.experiment_loggers import ExperimentLogger
+from partgnn.train.run_directory.experiment_loggers import ExperimentLogger, open_loggers
 from partgnn.train.workload import EpochTotals
 
 #: Columns of metrics.csv, in order.
@@ -122,6 +122,27 @@ class RunLog:
 
             self.writer = SummaryWriter(str(self.directory / "tb"), purge_step=resume_step)
         self.loggers = list(loggers)
+
+    @classmethod
+    def begin(
+        cls,
+        directory: str | os.PathLike[str],
+        config: dict[str, Any],
+        *,
+        tensorboard: bool,
+        loggers: Sequence[str],
+        resume_step: int | None = None,
+    ) -> RunLog:
+        """The log of a run starting (or resumed at ``resume_step``) in ``directory``, its
+        experiment loggers open
+        (:func:`~partgnn.train.run_directory.experiment_loggers.open_loggers`) and its
+        ``config.yaml`` written."""
+        log = cls(
+            directory, tensorboard=tensorboard, resume_step=resume_step,
+            loggers=open_loggers(loggers, Path(directory), config, resume_step=resume_step),
+        )  # fmt: skip
+        log.write_config(config)
+        return log
 
     def write_config(self, config: dict[str, Any]) -> None:
         """Writes the run's ``config.yaml``; a file there that holds the same config (the

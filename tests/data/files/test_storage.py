@@ -10,14 +10,8 @@ from torch_geometric.data import Data
 from partgnn.data.event import TABLES
 from partgnn.data.files.h5_files import file_sha256
 from partgnn.data.files.output_files import atomic_output
-from partgnn.data.files.storage import (
-    EventFile,
-    GraphDataset,
-    GraphFile,
-    open_store,
-    write_events,
-    write_graphs,
-)
+from partgnn.data.files.storage import EventFile, GraphDataset, GraphFile, open_store
+from partgnn.data.files.writers import write_events, write_graphs
 from partgnn.errors import InputError
 from tests.conftest import make_tiny_event
 

@@ -13,7 +13,8 @@ import pytest
 
 from partgnn.data.detector.detector_modules import detector_modules
 from partgnn.data.detector.geometry import DetectorGeometry, default_geometry
-from partgnn.data.files.storage import EventFile, write_events
+from partgnn.data.files.storage import EventFile
+from partgnn.data.files.writers import write_events
 from partgnn.data.formats.cluster_shapes import (
     CLUSTER_COLUMNS,
     CLUSTER_FEATURES,

@@ -9,7 +9,8 @@ import pytest
 
 from partgnn.cli.main import main
 from partgnn.data.detector.geometry import default_geometry
-from partgnn.data.files.storage import GraphFile, write_events
+from partgnn.data.files.storage import GraphFile
+from partgnn.data.files.writers import write_events
 from partgnn.data.graphs.graph_builder import build_event_graph, module_doublets
 from partgnn.data.module_map.edges import module_map_edges
 from partgnn.data.module_map.fit import fit_module_map
@@ -134,7 +135,7 @@ def test_the_floor_widens_windows_by_the_typical_width_of_busy_pairs():
 
 
 def test_fit_and_build_commands(events, tmp_path: Path, capsys):
-    from partgnn.data.files.storage import write_events
+    from partgnn.data.files.writers import write_events
 
     write_events(tmp_path / "e.h5", events)
     out_map, graphs = tmp_path / "map.npz", tmp_path / "g.h5"

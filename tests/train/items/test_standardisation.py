@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from partgnn.data.files.storage import GraphFile, write_graphs
+from partgnn.data.files.storage import GraphFile
+from partgnn.data.files.writers import write_graphs
 from partgnn.errors import InputError
 from partgnn.train.inference import load_trained_model, score_graphs
 from partgnn.train.items.standardisation import SCALER_FILE, fit_feature_statistics
