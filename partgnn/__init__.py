@@ -54,6 +54,11 @@ _EXPORTS: dict[str, str] = {
     "TrainConfig": "partgnn.train.config.sections",
     "load_config": "partgnn.train.config.config_file",
     "Trainer": "partgnn.train.trainer",
+    # workflows
+    "evaluate_pretrained": "partgnn.workflows.pretrained_evaluation",
+    "PretrainedEvaluation": "partgnn.workflows.pretrained_evaluation",
+    "selfcheck": "partgnn.workflows.selfcheck",
+    "SelfcheckResult": "partgnn.workflows.selfcheck",
     # errors
     "InputError": "partgnn.errors",
     "PeerFailure": "partgnn.errors",
@@ -68,6 +73,8 @@ __all__ = [
     "PartitionOptions",
     "PartitionedLayer",
     "PeerFailure",
+    "PretrainedEvaluation",
+    "SelfcheckResult",
     "ShardDirectory",
     "TrainConfig",
     "Trainer",
@@ -75,6 +82,7 @@ __all__ = [
     "build_model",
     "destroy_distributed",
     "distributed_session",
+    "evaluate_pretrained",
     "fit",
     "init_distributed",
     "load_config",
@@ -82,6 +90,7 @@ __all__ = [
     "make_exchange",
     "owned_edge_loss",
     "partition_event",
+    "selfcheck",
     "sum_gradients",
     "write_shards",
 ]
@@ -110,6 +119,8 @@ if TYPE_CHECKING:
     from partgnn.train.config.config_file import load_config
     from partgnn.train.config.sections import TrainConfig
     from partgnn.train.trainer import Trainer
+    from partgnn.workflows.pretrained_evaluation import PretrainedEvaluation, evaluate_pretrained
+    from partgnn.workflows.selfcheck import SelfcheckResult, selfcheck
 
 
 def __getattr__(name: str) -> Any:

@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("partgnn.metrics",),
     ("partgnn.train",),
     ("partgnn.export",),
-    ("partgnn.api",),
+    ("partgnn.api", "partgnn.workflows"),
     ("partgnn.cli",),
     ("partgnn.demo", "partgnn.__main__"),
     ("partgnn",),  # the package's own __init__: the lazy public names

@@ -31,7 +31,6 @@ from pathlib import Path
 import torch
 import yaml
 
-from partgnn.cli.pretrained_evaluation import DEFAULT_TRACK_BUILDING
 from partgnn.data.files.h5_files import file_sha256
 from partgnn.data.files.storage import GraphFile
 from partgnn.data.graphs.graph_construction import graph_construction
@@ -42,6 +41,7 @@ from partgnn.export.node_inputs import NodeInputs
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.resources import pretrained_dir
 from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.workflows.pretrained_evaluation import DEFAULT_TRACK_BUILDING
 
 #: The figures a card quotes from an evaluation JSON, by section.
 FIGURES = {

@@ -229,7 +229,7 @@ def _is_acorn_event_file(relative: Path) -> bool:
 def _refuse_output_over_sources(out: Path, graphs, indices: list[int | None]) -> None:
     """Refuses an ``--out`` folder that holds the acorn files the events were imported from (the
     folder is replaced whole, and every event's file is read again from its source)."""
-    from partgnn.cli.output_guard import is_within
+    from partgnn.data.files.output_files import is_within
     from partgnn.errors import InputError
 
     folder = Path(out).resolve()

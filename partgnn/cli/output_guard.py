@@ -21,6 +21,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from partgnn.data.files.output_files import refuse_output_over
 from partgnn.data.files.output_kinds import OutputKind, check_replace
 from partgnn.errors import InputError
 
@@ -87,29 +88,6 @@ def refuse_output_over_inputs(args: argparse.Namespace) -> None:
     )  # fmt: skip
 
 
-def refuse_output_over(
-    out: Path, inputs: Iterator[tuple[str, Path]], *, folder: bool, option: str = "out"
-) -> None:
-    """Raises :class:`InputError` when ``out`` is one of ``inputs`` (name, path), or, for a
-    ``folder`` output (replaced whole), holds one.
-
-    Raises:
-        InputError: One line naming the output, the argument and the input.
-    """
-    resolved_out = out.resolve()
-    for name, path in inputs:
-        if _same_file(out, path):
-            raise InputError(
-                f"{out}: the output is the input {name!r} ({path}); writing it would destroy "
-                f"the input: choose another --{option}"
-            )
-        if folder and is_within(path.resolve(), resolved_out):
-            raise InputError(
-                f"{out}: the output folder holds the input {name!r} ({path}), and the folder "
-                f"is replaced when the output is written: choose another --{option}"
-            )
-
-
 def _input_paths(args: argparse.Namespace, output: str) -> Iterator[tuple[str, Path]]:
     for name, value in vars(args).items():
         if name in _NOT_INPUTS or name == output:
@@ -118,17 +96,3 @@ def _input_paths(args: argparse.Namespace, output: str) -> Iterator[tuple[str, P
         for item in values:
             if isinstance(item, (str, os.PathLike)) and str(item) and os.path.exists(item):
                 yield name, Path(item)
-
-
-def _same_file(out: Path, path: Path) -> bool:
-    if not out.exists():
-        return out.resolve() == path.resolve()
-    try:
-        return os.path.samefile(out, path)
-    except OSError:
-        return False
-
-
-def is_within(path: Path, folder: Path) -> bool:
-    """Whether ``path`` is ``folder`` or lies under it (both resolved)."""
-    return path == folder or folder in path.parents

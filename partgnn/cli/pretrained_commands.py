@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import math
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from partgnn.cli.arg_types import positive_int
+from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card, pretrained_names
+
+if TYPE_CHECKING:
+    from partgnn.workflows.pretrained_evaluation import PretrainedEvaluation
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,8 +57,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_pretrained(args: argparse.Namespace) -> int:
-    from partgnn.errors import InputError
-
     if args.work is not None and args.events is None:
         raise InputError("pretrained: --work is the folder of --evaluate EVENTS; give both")
     if args.workers is not None and not args.make_map:
@@ -60,8 +64,6 @@ def run_pretrained(args: argparse.Namespace) -> int:
     if args.events is not None and args.make_map:
         raise InputError("pretrained: --evaluate and --make-map are separate runs; give one")
     if args.events is not None:
-        from partgnn.cli.pretrained_evaluation import run_evaluate_pretrained
-
         return run_evaluate_pretrained(args)
     if args.make_map:
         from partgnn.data.module_map.pretrained_maps import make_map
@@ -98,3 +100,78 @@ def _summary(card: str) -> str:
     import yaml
 
     return str((yaml.safe_load(card) or {}).get("summary", ""))
+
+
+#: The figures printed beside the card's: (label, section, key).
+FIGURES = (
+    ("construction: target doublets held", "construction", "efficiency"),
+    ("  of beam-line particles", "construction", "beam_line_efficiency"),
+    ("target edge efficiency (of those held)", "edge", "target_efficiency"),
+    ("masked purity", "edge", "masked_purity"),
+    ("track efficiency, double majority", "track", "efficiency"),
+    ("track efficiency, ATLAS matching", "track", "efficiency_atlas"),
+)
+
+
+def figures_table(result: PretrainedEvaluation) -> list[str]:
+    """Markdown lines: the figures of ``result`` beside the card's simulated held-out ones."""
+    import yaml
+
+    from partgnn.workflows.pretrained_evaluation import CARD_HELD_OUT, CARD_LIMIT
+
+    card = yaml.safe_load(pretrained_card(result.model).read_text())
+    held_out = card.get("held_out", {})
+    simulated, simulated_limit = held_out.get(CARD_HELD_OUT, {}), held_out.get(CARD_LIMIT, {})
+    evaluation, limit = result.evaluation, result.limit
+    lines = [
+        f"pretrained:{result.model} on {result.events} ({_events(evaluation.events or 0)}), "
+        f"cut {result.cut:.4g}, tracks by {result.track_building}",
+        "",
+        "| figure | these events | card: simulated held-out |",
+        "|---|---|---|",
+    ]
+    for label, section, key in FIGURES:
+        mine = evaluation.number(section, key)
+        theirs = simulated.get(f"{section}_{key}")
+        if section == "track":
+            mine_limit = limit.number("track", key)
+            theirs_limit = simulated_limit.get(f"track_{key}")
+            lines.append(f"| {label} | {_of(mine, mine_limit)} | {_of(theirs, theirs_limit)} |")
+        else:
+            lines.append(f"| {label} | {_shown(mine)} | {_shown(theirs)} |")
+    return lines
+
+
+def run_evaluate_pretrained(args: argparse.Namespace) -> int:
+    """The ``--evaluate`` action of ``partgnn pretrained``."""
+    from partgnn.workflows.pretrained_evaluation import (
+        default_work_folder,
+        evaluate_pretrained,
+    )
+
+    if args.name is None:
+        raise InputError("pretrained --evaluate: name the model, e.g. pretrained:trackml-full")
+    work = args.work if args.work is not None else default_work_folder(args.events, args.name)
+    result = evaluate_pretrained(args.name, args.events, work)
+    print("\n".join(figures_table(result)))
+    print(f"\ngraphs, scores and evaluations in {work}/")
+    return 0
+
+
+def _shown(value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{float(value):.4f}"
+
+
+def _of(value: object, limit: object) -> str:
+    """``value`` and its fraction of ``limit``: ``0.9815 (0.9815 of 1.0000)``."""
+    if _shown(value) == "-":
+        return "-"
+    if _shown(limit) == "-" or not float(limit):
+        return _shown(value)
+    return f"{float(value):.4f} ({float(value) / float(limit):.4f} of {float(limit):.4f})"
+
+
+def _events(count: int) -> str:
+    return f"{count} event" + ("s" if count != 1 else "")

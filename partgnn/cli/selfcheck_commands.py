@@ -1,4 +1,4 @@
-"""``partgnn selfcheck`` on the command line (the check itself: :mod:`partgnn.cli.selfcheck`)."""
+"""``partgnn selfcheck`` on the command line (the check: :mod:`partgnn.workflows.selfcheck`)."""
 
 from __future__ import annotations
 
@@ -35,20 +35,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_selfcheck(args: argparse.Namespace) -> int:
-    from partgnn.cli.selfcheck import TOLERANCE, selfcheck
     from partgnn.distributed.session import distributed_session
+    from partgnn.workflows.selfcheck import selfcheck
 
     with distributed_session(
         device=args.device, backend=args.backend, timeout_s=args.timeout,
         default_timeout_s=SELFCHECK_TIMEOUT_S, default_timeout_source="the default",
     ) as context:  # fmt: skip
-        errors = selfcheck(context, transport=args.transport, method=args.method)
-    ok = max(errors.values()) <= TOLERANCE
+        result = selfcheck(context, transport=args.transport, method=args.method)
     if context.is_main:
         print(
-            f"selfcheck: {context.group_size} ranks ({context.launcher}, {context.backend}, "
-            f"{context.device}), {args.method} partition: relative error logits "
-            f"{errors['logits']:.1e}, gradients {errors['gradients']:.1e} -> "
-            f"{'OK' if ok else 'FAILED'}"
+            f"selfcheck: {result.ranks} ranks ({context.launcher}, {context.backend}, "
+            f"{context.device}), {result.method} partition: relative error logits "
+            f"{result.logits_error:.1e}, gradients {result.gradients_error:.1e} -> "
+            f"{'OK' if result.ok else 'FAILED'}"
         )
-    return 0 if ok else 1
+    return 0 if result.ok else 1

@@ -70,17 +70,6 @@ def test_evaluate_needs_a_model_name_and_an_events_file(tmp_path: Path, capsys):
     assert not (tmp_path / "w").exists()
 
 
-def test_the_card_says_how_tracks_are_built(tmp_path: Path):
-    from partgnn.cli.pretrained_evaluation import card_track_building
-    from partgnn.errors import InputError
-
-    card = tmp_path / "card.yaml"
-    assert card_track_building({}, card) == "components"  # cards from before the field
-    assert card_track_building({"track_building": "junction"}, card) == "junction"
-    with pytest.raises(InputError, match=r"card\.yaml: track_building 'greedy' is not one of"):
-        card_track_building({"track_building": "greedy"}, card)
-
-
 def _evaluate(events: Path, *work: str) -> list[str]:
     return ["pretrained", "trackml-pt1", "--evaluate", str(events), *work]
 
@@ -148,7 +137,7 @@ def test_each_model_has_its_own_default_folder_and_an_earlier_one_is_replaced(
 def test_an_interrupted_evaluation_leaves_the_folder_as_it_was(
     tiny_pipeline: Path, tmp_path: Path, capsys, monkeypatch
 ):
-    from partgnn.cli import pretrained_evaluation
+    from partgnn.workflows import pretrained_evaluation
 
     work = tmp_path / "work"
     assert main(_evaluate(tiny_pipeline / "events.h5", "--work", str(work))) == 0

@@ -6,10 +6,10 @@ import torch
 import torch.distributed as dist
 from torch_geometric.data import Data
 
-from partgnn.cli.selfcheck import relative_error
 from partgnn.models.compute_policy import ComputePolicy
 from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.train.loss import edge_loss as train_edge_loss
+from partgnn.workflows.selfcheck import relative_error
 
 __all__ = [
     "DTYPES",

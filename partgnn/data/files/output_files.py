@@ -327,3 +327,40 @@ class SpaceGuard:
 
     def _size(self) -> int:
         return sum(f.stat().st_size for f in self.files if f.exists())
+
+
+def refuse_output_over(
+    out: Path, inputs: Iterator[tuple[str, Path]], *, folder: bool, option: str = "out"
+) -> None:
+    """Raises :class:`InputError` when ``out`` is one of ``inputs`` (name, path), or, for a
+    ``folder`` output (replaced whole), holds one.
+
+    Raises:
+        InputError: One line naming the output, the argument and the input.
+    """
+    resolved_out = out.resolve()
+    for name, path in inputs:
+        if _same_file(out, path):
+            raise InputError(
+                f"{out}: the output is the input {name!r} ({path}); writing it would destroy "
+                f"the input: choose another --{option}"
+            )
+        if folder and is_within(path.resolve(), resolved_out):
+            raise InputError(
+                f"{out}: the output folder holds the input {name!r} ({path}), and the folder "
+                f"is replaced when the output is written: choose another --{option}"
+            )
+
+
+def _same_file(out: Path, path: Path) -> bool:
+    if not out.exists():
+        return out.resolve() == path.resolve()
+    try:
+        return os.path.samefile(out, path)
+    except OSError:
+        return False
+
+
+def is_within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both resolved)."""
+    return path == folder or folder in path.parents

@@ -1,5 +1,6 @@
-"""``partgnn pretrained NAME --evaluate EVENTS``: a shipped model on events of your own (real
-TrackML events, say), built, scored and evaluated as its card was, and printed beside the card.
+"""A shipped model on events of one's own (real TrackML events, say), built, scored and evaluated
+as its card was (``partgnn pretrained NAME --evaluate EVENTS`` prints it beside the card;
+``partgnn.evaluate_pretrained`` in a script).
 
 The events' graphs are built the card's way (its ``construction``: the module map that ships
 with the model, or the geometric builder with its pT cut), scored with the model, and evaluated
@@ -16,31 +17,20 @@ an earlier evaluation's files; the events file may not lie inside it.
 
 from __future__ import annotations
 
-import argparse
-import math
 import sys
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from partgnn.cli.output_guard import refuse_output_over
 from partgnn.data.files import output_kinds
+from partgnn.data.files.output_files import refuse_output_over
 from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card
 
 if TYPE_CHECKING:
     from partgnn.metrics.evaluation_results import EvaluationResults
 
-#: The figures printed beside the card's: (label, section, key).
-FIGURES = (
-    ("construction: target doublets held", "construction", "efficiency"),
-    ("  of beam-line particles", "construction", "beam_line_efficiency"),
-    ("target edge efficiency (of those held)", "edge", "target_efficiency"),
-    ("masked purity", "edge", "masked_purity"),
-    ("track efficiency, double majority", "track", "efficiency"),
-    ("track efficiency, ATLAS matching", "track", "efficiency_atlas"),
-)
 #: The card's simulated held-out figures and construction limit (``held_out`` labels).
 CARD_HELD_OUT, CARD_LIMIT = "simulated", "construction-limit"
 #: How tracks are built on a card that does not say (the cards shipped before the field).
@@ -201,60 +191,3 @@ def _build_score_evaluate(
     evaluation.write(work / "evaluation.json")
     limit.write(work / "evaluation-limit.json")
     return evaluation, limit
-
-
-def figures_table(result: PretrainedEvaluation) -> list[str]:
-    """Markdown lines: the figures of ``result`` beside the card's simulated held-out ones."""
-    import yaml
-
-    card = yaml.safe_load(pretrained_card(result.model).read_text())
-    held_out = card.get("held_out", {})
-    simulated, simulated_limit = held_out.get(CARD_HELD_OUT, {}), held_out.get(CARD_LIMIT, {})
-    evaluation, limit = result.evaluation, result.limit
-    lines = [
-        f"pretrained:{result.model} on {result.events} ({_events(evaluation.events or 0)}), "
-        f"cut {result.cut:.4g}, tracks by {result.track_building}",
-        "",
-        "| figure | these events | card: simulated held-out |",
-        "|---|---|---|",
-    ]
-    for label, section, key in FIGURES:
-        mine = evaluation.number(section, key)
-        theirs = simulated.get(f"{section}_{key}")
-        if section == "track":
-            mine_limit = limit.number("track", key)
-            theirs_limit = simulated_limit.get(f"track_{key}")
-            lines.append(f"| {label} | {_of(mine, mine_limit)} | {_of(theirs, theirs_limit)} |")
-        else:
-            lines.append(f"| {label} | {_shown(mine)} | {_shown(theirs)} |")
-    return lines
-
-
-def run_evaluate_pretrained(args: argparse.Namespace) -> int:
-    """The ``--evaluate`` action of ``partgnn pretrained``."""
-    if args.name is None:
-        raise InputError("pretrained --evaluate: name the model, e.g. pretrained:trackml-full")
-    work = args.work if args.work is not None else default_work_folder(args.events, args.name)
-    result = evaluate_pretrained(args.name, args.events, work)
-    print("\n".join(figures_table(result)))
-    print(f"\ngraphs, scores and evaluations in {work}/")
-    return 0
-
-
-def _shown(value: object) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{float(value):.4f}"
-
-
-def _of(value: object, limit: object) -> str:
-    """``value`` and its fraction of ``limit``: ``0.9815 (0.9815 of 1.0000)``."""
-    if _shown(value) == "-":
-        return "-"
-    if _shown(limit) == "-" or not float(limit):
-        return _shown(value)
-    return f"{float(value):.4f} ({float(value) / float(limit):.4f} of {float(limit):.4f})"
-
-
-def _events(count: int) -> str:
-    return f"{count} event" + ("s" if count != 1 else "")

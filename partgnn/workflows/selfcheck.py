@@ -1,7 +1,6 @@
-"""``partgnn selfcheck``: prove on the launched processes that partitioned training is exact.
-
-It sits in the command-line layer because it uses every stage below it: the simulator, the
-graph builder, the partitioner, the exchange and the model.
+"""Proving on the launched processes that partitioned training is exact (``partgnn selfcheck``;
+``partgnn.selfcheck`` in a script of one's own). It uses every stage and the Python API as a script
+would: the simulator, the graph builder, the partitioner, the exchange and the model.
 
 Every rank builds the same small simulated event graph, partitions it with METIS for the group
 size, runs a 4-step Interaction Network forward and backward through the halo exchange on its
@@ -15,6 +14,8 @@ before a long training::
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -33,8 +34,36 @@ from partgnn.models.interaction_network import InteractionNetwork
 TOLERANCE = 1e-10
 
 
-def selfcheck(context: DistContext, *, transport: str = "auto", method: str = "metis") -> dict:
-    """Runs the check on ``context``'s group; returns the largest relative errors (float64)."""
+@dataclass(frozen=True)
+class SelfcheckResult:
+    """What :func:`selfcheck` found on one graph group.
+
+    Attributes:
+        ranks: The group's ranks.
+        method: The partition method.
+        logits_error: Largest relative error of the edge logits, against the whole graph in one
+            process (float64).
+        gradients_error: The same of the summed parameter gradients.
+        tolerance: The largest error that passes.
+    """
+
+    ranks: int
+    method: str
+    logits_error: float
+    gradients_error: float
+    tolerance: float = TOLERANCE
+
+    @property
+    def ok(self) -> bool:
+        """Whether both errors are within the tolerance."""
+        return max(self.logits_error, self.gradients_error) <= self.tolerance
+
+
+def selfcheck(
+    context: DistContext, *, transport: str = "auto", method: str = "metis"
+) -> SelfcheckResult:
+    """Runs the check on ``context``'s group (every rank of it calls this, a collective); returns
+    the relative errors of the partitioned logits and gradients (float64)."""
     geometry = default_geometry()
     event = simulate_event(geometry, SimulationConfig(pileup=3), event_id=0, seed=11)
     graph, _ = build_event_graph(event, geometry, GraphBuildConfig(pt_min=0.0))
@@ -55,10 +84,12 @@ def selfcheck(context: DistContext, *, transport: str = "auto", method: str = "m
     reference_logits, reference_gradients = _forward_backward(
         graph, None, everything, graph.edge_index.shape[1], device
     )
-    return {
-        "logits": relative_error(full_logits, reference_logits),
-        "gradients": relative_error(gradients, reference_gradients),
-    }
+    return SelfcheckResult(
+        ranks=context.group_size,
+        method=method,
+        logits_error=relative_error(full_logits, reference_logits),
+        gradients_error=relative_error(gradients, reference_gradients),
+    )
 
 
 def _forward_backward(
