@@ -93,7 +93,7 @@ def run(
         "full": ("full", 1, sectors),
         "halo": ("halo", N_SECTORS, sectors),
         "naive": ("naive", N_SECTORS, sectors),
-        f"overlap-k{margin}": ("overlapping", N_SECTORS, overlapping),
+        f"overlapping-k{margin}": ("overlapping", N_SECTORS, overlapping),
     }
     for name, (mode, n_ranks, shards) in runs.items():
         run_dir = out / "runs" / name

@@ -4,14 +4,14 @@
   real model source from ``--acorn-src``) and partgnn's Interaction Network on the same random
   graphs (``--edges``, nodes = edges / 10, 3 node features) with the same hyper-parameters
   (``--hidden``, 8 iterations, 2-layer MLPs, SiLU, LayerNorm, sum aggregation, shared weights),
-  float32 and bf16 autocast; partgnn with activation checkpointing on and off, each with and
+  float32 and bf16 autocast; partgnn with recomputation on and off, each with and
   without ``model.fused`` (on a GPU: LayerNorm + activation compiled by torch.compile, sums by
-  ``embedding_bag``), the peer as it runs (checkpointing always on). Then the reference's own
+  ``embedding_bag``), the peer as it runs (recomputation always on). Then the reference's own
   model, acorn's InteractionGNN2 with its CTD 2023 settings (hidden 128, 3-layer MLPs, BatchNorm,
   ReLU, concat, separate weights per
   iteration), beside partgnn's reference-style model (``model.batch_norm``,
-  ``model.concat_initial``) on the largest graph, checkpointing on and off.
-- ``largest``: the largest graph one GPU trains (hidden 64, checkpointing, bf16, mode full):
+  ``model.concat_initial``) on the largest graph, recomputation on and off.
+- ``largest``: the largest graph one GPU trains (hidden 64, recomputation, bf16, mode full):
   ``partgnn plan``'s measured footprint on this GPU says how many edges fit in 85 % of its free
   memory (nodes per edge of a pile-up-200 event graph); then 2 training steps on a
   random graph of that size: the prediction beside the peak and the step time.
@@ -108,13 +108,13 @@ def _peer(args: argparse.Namespace, device: torch.device) -> list[dict]:
             for precision in ("float32", "bf16"):
                 settings = {"edges": edges, "hidden": hidden, "precision": precision}
                 peer = _measure(*peer_model(graph, hidden), graph, device, args.steps, precision)
-                rows.append({**settings, "model": "acorn InteractionGNN (ckpt)", **peer})
+                rows.append({**settings, "model": "acorn InteractionGNN (recomputation)", **peer})
                 for checkpoint, fused in ((True, False), (True, True), (False, False),
                                           (False, True)):  # fmt: skip
                     model = partgnn_model(hidden, checkpoint, reference=False, fused=fused)
                     ours = _measure(*partgnn_run(model, graph), graph, device, args.steps,
                                     precision)  # fmt: skip
-                    name = f"partgnn (ckpt {'on' if checkpoint else 'off'}{', fused' * fused})"
+                    name = f"partgnn (recompute {'on' if checkpoint else 'off'}{', fused' * fused})"
                     rows.append({**settings, "model": name, **ours, **_ratios(ours, peer)})
     edges, hidden = max(args.edges), max(args.hidden)
     graph = random_graph(edges // 10, edges, device)
@@ -124,12 +124,12 @@ def _peer(args: argparse.Namespace, device: torch.device) -> list[dict]:
             on = "on" if checkpoint else "off"
             peer = _measure(*reference_model(graph, hidden, checkpoint), graph, device,
                             args.steps, precision)  # fmt: skip
-            rows.append({**settings, "model": f"acorn InteractionGNN2 CTD 2023 (ckpt {on})",
+            rows.append({**settings, "model": f"acorn InteractionGNN2 CTD 2023 (recompute {on})",
                          **peer})  # fmt: skip
             model = partgnn_model(hidden, checkpoint, reference=True)
             ours = _measure(*partgnn_run(model, graph, reference=True), graph, device,
                             args.steps, precision)  # fmt: skip
-            rows.append({**settings, "model": f"partgnn reference-style (ckpt {on})", **ours,
+            rows.append({**settings, "model": f"partgnn reference-style (recompute {on})", **ours,
                          **_ratios(ours, peer)})  # fmt: skip
     return rows
 
@@ -172,7 +172,7 @@ def _ratios(ours: dict, peer: dict) -> dict:
 
 
 def _profile(args: argparse.Namespace, device: torch.device) -> list[dict]:
-    """The kernels of one partgnn step (checkpointing on, ``model.fused``, the largest graph, the
+    """The kernels of one partgnn step (recomputation on, ``model.fused``, the largest graph, the
     smallest width), float32 and bf16: the ops that take the most device time, and the step's
     kernel launches."""
     from torch.profiler import ProfilerActivity, profile
@@ -379,7 +379,7 @@ def markdown(result: dict) -> str:
         r = result["largest"]
         steps = " / ".join(f"{s:.2f}" for s in r.get("step_s", []))
         lines += [
-            f"Largest graph (hidden 64, checkpointing, bf16, mode full): {r['edges']:,} edges, "
+            f"Largest graph (hidden 64, recomputation, bf16, mode full): {r['edges']:,} edges, "
             f"{r['nodes']:,} nodes; planned {r['predicted_mb']:.0f} MiB of {r['free_mb']:.0f} "
             f"free (footprint measured in {r['plan_s']:.0f} s); "
             + (f"2 steps {steps} s, peak allocated {r['peak_allocated_mb']:.0f} MiB, reserved "

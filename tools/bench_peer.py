@@ -6,7 +6,7 @@ process per model, alternating, ``--rounds`` times:
 
 - **time and peak RSS**: the peer runs as ``PEER/peer_acorn.py`` (its harness, as
   written, float32); partgnn's model runs the same loop (AdamW, BCE with logits, median step
-  time, ``ru_maxrss``) in each of ``--variants``: activation checkpointing on or off, with
+  time, ``ru_maxrss``) in each of ``--variants``: recomputation on or off, with
   ``model.fused`` (``+fused``) and under bf16 autocast (``+bf16``);
 - **bytes kept for the backward pass**: one training step of each model (after a warm-up
   step) with the C allocator's bytes in use read after every op: those in use after the loss
@@ -56,10 +56,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--worker", choices=["partgnn", "profile-peer", "profile-partgnn"])
     parser.add_argument("--graph", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--checkpoint", choices=["on", "off"], default="on")
+    parser.add_argument("--recompute", choices=["on", "off"], default="on")
     parser.add_argument(
         "--variants", nargs="+", default=["on", "off"],
-        help="partgnn's settings to compare: checkpointing on|off, then +fused (model.fused) "
+        help="partgnn's settings to compare: recomputation on|off, then +fused (model.fused) "
         "and/or +bf16 (bf16 autocast), e.g. on on+fused on+fused+bf16",
     )  # fmt: skip
     parser.add_argument("--fused", action="store_true", help=argparse.SUPPRESS)
@@ -120,15 +120,15 @@ def _compare(args: argparse.Namespace, graph: Path) -> None:
 
 def _variant_flags(variant: str) -> list[str]:
     """The worker's flags for a variant ``on|off[+fused][+bf16]``."""
-    checkpoint, *options = variant.split("+")
-    if checkpoint not in ("on", "off") or not set(options) <= {"fused", "bf16"}:
+    recompute, *options = variant.split("+")
+    if recompute not in ("on", "off") or not set(options) <= {"fused", "bf16"}:
         sys.exit(f"--variants: {variant!r} is not on|off[+fused][+bf16]")
-    return ["--checkpoint", checkpoint, *(f"--{option}" for option in options)]
+    return ["--recompute", recompute, *(f"--{option}" for option in options)]
 
 
 def _variant_name(variant: str) -> str:
-    checkpoint, *options = variant.split("+")
-    return f"partgnn ckpt {checkpoint}{''.join(f' + {option}' for option in options)}"
+    recompute, *options = variant.split("+")
+    return f"partgnn recompute {recompute}{''.join(f' + {option}' for option in options)}"
 
 
 def _run(command: list[str]) -> dict:
@@ -167,7 +167,7 @@ def _print_tables(args: argparse.Namespace, runs: dict, profiles: dict) -> None:
     )
     print("|---|---|---|---|")
     peer_peak = profiles["peer"]["peak_live_mb"]
-    names = {"peer": "acorn InteractionGNN (checkpointing)"}
+    names = {"peer": "acorn InteractionGNN (recomputation)"}
     names.update({variant: _variant_name(variant) for variant in args.variants})
     for key, name in names.items():
         profile = profiles[key]
@@ -184,7 +184,7 @@ def _print_tables(args: argparse.Namespace, runs: dict, profiles: dict) -> None:
     )
     live_ratio = profiles["on"]["peak_live_mb"] / profiles["off"]["peak_live_mb"]
     print(
-        f"\ncheckpointing on / off (partgnn): step time {time_ratio:.2f}x, peak RSS "
+        f"\nrecomputation on / off (partgnn): step time {time_ratio:.2f}x, peak RSS "
         f"{rss_ratio:.2f}x, peak heap bytes {live_ratio:.2f}x"
     )
 
@@ -217,7 +217,7 @@ def _partgnn_model(args: argparse.Namespace, node_features: int) -> torch.nn.Mod
         aggregation="sum",
         shared_weights=True,
         layer_norm=True,
-        compute=ComputePolicy(recompute=args.checkpoint == "on", fused=args.fused),
+        compute=ComputePolicy(recompute=args.recompute == "on", fused=args.fused),
     )
 
 

@@ -36,7 +36,7 @@ RUNS: dict[str, tuple[str, str | None, int]] = {
     "full": ("full", None, 1),
     "halo": ("halo", "phi2", 2),
     "naive": ("naive", "phi2", 2),
-    "overlap": ("overlapping", "phi2-margin2", 2),
+    "overlapping": ("overlapping", "phi2-margin2", 2),
     "ddp": ("ddp", None, 2),
 }
 
@@ -152,7 +152,7 @@ def _train(
                     "dir": str(run_dir),
                     "device": "cpu",
                     "dtype": "float64",
-                    "overlap": True,
+                    "hide_communication": True,
                     "progress": False,
                     "tensorboard": False,
                 },
