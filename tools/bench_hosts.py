@@ -1,6 +1,6 @@
 """Benchmark of halo training across two hosts: step time with communication hidden and not.
 
-The two hosts are network namespaces joined by a veth pair (tests/distributed/two_hosts.py; needs
+The two hosts are network namespaces joined by a veth pair (tools/_two_hosts.py; needs
 root), the link rate limited with ``tc tbf`` per ``--links`` (``none``: the veth pair's own speed;
 this kernel has no ``netem``, so no added delay). One simulated pile-up event graph is partitioned
 with METIS for each P; ``partgnn train`` runs in mode full on one process for t1 and in mode halo
@@ -31,10 +31,7 @@ from pathlib import Path
 
 import yaml
 from _common import ToolParser
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.distributed.two_hosts
-
-from tests.distributed.two_hosts import two_hosts, unavailable_reason
+from _two_hosts import two_hosts, unavailable_reason
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from partgnn.distributed.rendezvous import interface_towards
 from tests.distributed.launch import child_env
-from tests.distributed.two_hosts import two_hosts, unavailable_reason
+from tools._two_hosts import two_hosts, unavailable_reason
 
 
 def test_loopback_needs_no_interface():

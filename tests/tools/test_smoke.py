@@ -19,9 +19,9 @@ import torch
 
 from partgnn.cli.main import main
 from tests.distributed.launch import REPOSITORY, child_env
-from tests.distributed.two_hosts import unavailable_reason
 from tests.forkserver import forked_python
 from tests.subprocesses import run_command
+from tools._two_hosts import unavailable_reason
 
 TOOLS = REPOSITORY / "tools"
 #: Where tools are quoted: README, the docs, the history pages, the result files.

@@ -20,9 +20,9 @@ from partgnn.train.run_directory import training_checkpoint
 from partgnn.train.run_directory.checkpoints import load_checkpoint
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import REPOSITORY, assert_all_succeeded, child_env, launch
-from tests.distributed.two_hosts import two_hosts, unavailable_reason
 from tests.subprocesses import DEADLINE_S, run_command
 from tests.train.conftest import write_config
+from tools._two_hosts import two_hosts, unavailable_reason
 
 
 def _train(world_size: int, config: Path, tmp_path: Path, *extra: str) -> None:
@@ -149,7 +149,7 @@ def test_halo_across_two_hosts_equals_full_mode(dataset, full_runs, tmp_path):
 @pytest.mark.slow
 def test_halo_under_mpirun_across_two_hosts_equals_full_mode(dataset, full_runs, tmp_path):
     """mpirun (MPICH hydra, from the mpich wheel) on host 0 starts one rank per host; hydra
-    reaches host 1 through tests/distributed/netns_rsh; rank 0 opens the rendezvous port and
+    reaches host 1 through tools/netns_rsh; rank 0 opens the rendezvous port and
     broadcasts it with mpi4py; gloo runs over the rate-limited veth link."""
     config, env = _two_host_run(tmp_path / "mpi.yaml", dataset)
     with two_hosts(rate="1gbit") as hosts:

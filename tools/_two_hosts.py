@@ -1,4 +1,5 @@
-"""Two test hosts on one machine: network namespaces joined by a veth pair.
+"""Two test hosts on one machine: network namespaces joined by a veth pair (the tests' and
+``tools/bench_hosts.py``'s).
 
 Each namespace has its own network stack (its loopback, one veth end with its own address), so
 processes in the two talk over a real link and nothing else, as two hosts do. The link can be
