@@ -6,7 +6,9 @@ tools/bench_gpu.py and tools/bench_launch_budget.py).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -41,13 +43,32 @@ def peer_batch(graph: dict[str, torch.Tensor], edge_features: bool) -> Batch:
     return batch
 
 
-def peer_model(graph: dict, hidden: int) -> tuple[torch.nn.Module, Callable]:
-    """acorn's InteractionGNN with the peer harness's settings."""
+def check_peer_source(acorn_src: Path, peer_dir: Path) -> None:
+    """Exits in one line when ``acorn_src`` holds no acorn source (``PEER/README.md`` says how to
+    get it: it is not part of the project)."""
+    if not (Path(acorn_src) / "acorn").is_dir():
+        sys.exit(f"{acorn_src}: no acorn source (see {Path(peer_dir) / 'README.md'})")
+
+
+def load_peer(acorn_src: Path, peer_dir: Path) -> None:
+    """Makes acorn's models importable the one way every tool loads them: through the peer
+    harness's stubs (``PEER/peer_acorn.py``: its Lightning base class and ``torch_scatter``
+    replaced by thin stand-ins); exits in one line without acorn's source."""
+    check_peer_source(acorn_src, peer_dir)
+    sys.path.insert(0, str(peer_dir))
+    import peer_acorn
+
+    peer_acorn.install_stubs(str(acorn_src))
+
+
+def peer_model(graph: dict, hidden: int, *, iters: int = 8) -> tuple[torch.nn.Module, Callable]:
+    """acorn's InteractionGNN with the peer harness's settings, reading every node column of
+    ``graph["x"]`` (after :func:`load_peer`); the model and its forward pass on the graph."""
     from acorn.stages.edge_classifier.models.interaction_gnn import InteractionGNN
 
-    hparams = dict(node_features=["f0", "f1", "f2"], hidden=hidden, nb_node_layer=2,
-                   nb_edge_layer=2, n_graph_iters=8, layernorm=True, hidden_activation="SiLU",
-                   aggregation="sum")  # fmt: skip
+    hparams = dict(node_features=[f"f{i}" for i in range(graph["x"].shape[1])], hidden=hidden,
+                   nb_node_layer=2, nb_edge_layer=2, n_graph_iters=iters, layernorm=True,
+                   hidden_activation="SiLU", aggregation="sum")  # fmt: skip
     torch.manual_seed(0)
     model = InteractionGNN(hparams).to(graph["x"].device)
     batch = peer_batch(graph, edge_features=False)
@@ -76,10 +97,12 @@ def reference_model(graph: dict, hidden: int, checkpoint: bool) -> tuple[torch.n
 
 def partgnn_model(
     hidden: int, checkpoint: bool, *, reference: bool, chunk_mb: float | None = None,
-    steps: int = 8, mlp_layers: int = 2, fused: bool = False,
+    steps: int = 8, mlp_layers: int = 2, fused: bool = False, node_features: int | None = None,
 ) -> torch.nn.Module:  # fmt: skip
     """partgnn's Interaction Network as the full recipe trains it (``reference``: with the CTD
-    2023 model's settings); ``chunk_mb`` is ``model.chunk_mb``, ``fused`` ``model.fused``."""
+    2023 model's settings); ``chunk_mb`` is ``model.chunk_mb``, ``fused`` ``model.fused``;
+    ``node_features`` its input width (default: :func:`random_graph`'s, 3, or the reference's
+    12)."""
     from partgnn.models.build import build_model
     from partgnn.train.config.sections import ModelConfig
 
@@ -93,7 +116,8 @@ def partgnn_model(
                              activation="silu", layer_norm=True, shared_weights=True,
                              recompute=checkpoint, chunk_mb=chunk_mb, fused=fused)  # fmt: skip
     torch.manual_seed(0)
-    return build_model(config, 12 if reference else 3, 4)
+    width = node_features if node_features is not None else 12 if reference else 3
+    return build_model(config, width, 4)
 
 
 def partgnn_run(

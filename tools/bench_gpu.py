@@ -43,6 +43,7 @@ from pathlib import Path
 import torch
 from _common import ToolParser
 from _step_models import (
+    load_peer,
     partgnn_model,
     partgnn_run,
     peer_model,
@@ -95,12 +96,7 @@ def main() -> None:
 
 
 def _peer(args: argparse.Namespace, device: torch.device) -> list[dict]:
-    if not (args.acorn_src / "acorn").is_dir():
-        sys.exit(f"{args.acorn_src}: no acorn source (see {args.peer_dir / 'README.md'})")
-    sys.path.insert(0, str(args.peer_dir))
-    import peer_acorn
-
-    peer_acorn.install_stubs(str(args.acorn_src))
+    load_peer(args.acorn_src, args.peer_dir)
     rows = []
     for edges in args.edges:
         graph = random_graph(edges // 10, edges, device)

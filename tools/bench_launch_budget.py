@@ -34,7 +34,14 @@ from pathlib import Path
 
 import torch
 from _common import ON_OFF_CHOICES, ToolParser, on_off_settings, record_figures
-from _step_models import partgnn_model, partgnn_run, peer_model, random_graph, training_step
+from _step_models import (
+    load_peer,
+    partgnn_model,
+    partgnn_run,
+    peer_model,
+    random_graph,
+    training_step,
+)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from partgnn.memory.meters import HeapMeter, heap_meter_available
@@ -158,12 +165,7 @@ def main() -> None:
     if args.record is not None and args.no_reference:
         parser.error("--record needs the reference (its figures are ratios to it)")
     if not args.no_reference:
-        if not (args.acorn_src / "acorn").is_dir():
-            sys.exit(f"{args.acorn_src}: no acorn source (see {args.peer_dir / 'README.md'})")
-        sys.path.insert(0, str(args.peer_dir))
-        import peer_acorn
-
-        peer_acorn.install_stubs(str(args.acorn_src))
+        load_peer(args.acorn_src, args.peer_dir)
     torch.set_num_threads(args.threads)
     device = torch.device("cpu")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -37,10 +37,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from _common import ToolParser
+from _step_models import check_peer_source, load_peer, partgnn_model, peer_model
 
 PEER_DIR = Path(__file__).resolve().parents[2] / "shared" / "peer"
-#: Edge features of partgnn's model (the peer's edge encoder reads node latents instead).
-EDGE_FEATURES = 4
 
 
 def main() -> None:
@@ -70,8 +69,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
         _worker(args)
         return
-    if not (args.acorn_src / "acorn").is_dir():
-        sys.exit(f"{args.acorn_src}: no acorn source (see {args.peer_dir / 'README.md'})")
+    check_peer_source(args.acorn_src, args.peer_dir)
     with tempfile.TemporaryDirectory() as folder:
         graph = Path(folder) / "graph.npz"
         _write_graph(graph, args.nodes, args.edges)
@@ -202,46 +200,10 @@ def _load_graph(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, t
     return x, edge_index, edge_attr, torch.tensor(g["y"]).float()
 
 
-def _partgnn_model(args: argparse.Namespace, node_features: int) -> torch.nn.Module:
-    from partgnn.models.compute_policy import ComputePolicy
-    from partgnn.models.interaction_network import InteractionNetwork
-
-    torch.manual_seed(0)
-    return InteractionNetwork(
-        node_features=node_features,
-        edge_features=EDGE_FEATURES,
-        hidden=args.hidden,
-        steps=args.iters,
-        mlp_layers=2,
-        activation="silu",
-        aggregation="sum",
-        shared_weights=True,
-        layer_norm=True,
-        compute=ComputePolicy(recompute=args.recompute == "on", fused=args.fused),
-    )
-
-
 def _peer_model(args: argparse.Namespace, x: torch.Tensor, edge_index: torch.Tensor):
-    """The peer's model and a loss closure, built by its harness's own stubs."""
-    sys.path.insert(0, str(args.peer_dir))
-    import peer_acorn
-
-    peer_acorn.install_stubs(str(args.acorn_src))
-    from acorn.stages.edge_classifier.models.interaction_gnn import InteractionGNN
-
-    features = [f"f{i}" for i in range(x.shape[1])]
-    hparams = dict(node_features=features, hidden=args.hidden, nb_node_layer=2, nb_edge_layer=2,
-                   n_graph_iters=args.iters, layernorm=True, hidden_activation="SiLU",
-                   aggregation="sum")  # fmt: skip
-    torch.manual_seed(0)
-    model = InteractionGNN(hparams)
-
-    class Batch(dict):
-        pass
-
-    batch = Batch({f: x[:, i] for i, f in enumerate(features)})
-    batch.edge_index = edge_index
-    return model, lambda: model(batch)
+    """The peer's model and its forward pass on the graph (:func:`_step_models.peer_model`)."""
+    load_peer(args.acorn_src, args.peer_dir)
+    return peer_model({"x": x, "edge_index": edge_index}, args.hidden, iters=args.iters)
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -249,7 +211,14 @@ def _worker(args: argparse.Namespace) -> None:
     if args.worker == "profile-peer":
         model, logits = _peer_model(args, x, edge_index)
     else:
-        model = _partgnn_model(args, x.shape[1])
+        model = partgnn_model(
+            args.hidden,
+            args.recompute == "on",
+            reference=False,
+            steps=args.iters,
+            fused=args.fused,
+            node_features=x.shape[1],
+        )
 
         def logits() -> torch.Tensor:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
