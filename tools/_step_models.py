@@ -12,6 +12,9 @@ from pathlib import Path
 
 import torch
 
+#: The peer harness's folder (``PEER/README.md``: getting acorn's source; ``peer_acorn.py``).
+PEER_DIR = Path(__file__).resolve().parents[2] / "shared" / "peer"
+
 
 def random_graph(nodes: int, edges: int, device: torch.device) -> dict[str, torch.Tensor]:
     """3 node features, 4 edge features (the position difference and its length), 10 % true."""

@@ -43,6 +43,7 @@ from pathlib import Path
 import torch
 from _common import ToolParser
 from _step_models import (
+    PEER_DIR,
     load_peer,
     partgnn_model,
     partgnn_run,
@@ -52,7 +53,6 @@ from _step_models import (
     training_step,
 )
 
-PEER_DIR = Path(__file__).resolve().parents[2] / "shared" / "peer"
 PARTS = ("peer", "largest", "score", "profile")
 #: Nodes per edge of the pile-up-200 event graph (geometric, no pT cut: 132,961 / 1,768,648).
 EVENT_NODES_PER_EDGE = 132_961 / 1_768_648

@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 from _common import ON_OFF_CHOICES, ToolParser, on_off_settings, record_figures
 from _step_models import (
+    PEER_DIR,
     load_peer,
     partgnn_model,
     partgnn_run,
@@ -48,7 +49,6 @@ from partgnn.memory.meters import HeapMeter, heap_meter_available
 from partgnn.models.chunk_size import CHUNK_VALUES_PER_EDGE, GPU_CHUNK_SHARE
 from partgnn.models.kernel_choice import gpu_kernel_paths
 
-PEER_DIR = Path(__file__).resolve().parents[2] / "shared" / "peer"
 #: Operations listed per setting: those dispatched most.
 TOP_OPERATIONS = 8
 REFERENCE = "reference (acorn InteractionGNN, ckpt)"

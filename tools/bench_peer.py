@@ -37,9 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from _common import ToolParser
-from _step_models import check_peer_source, load_peer, partgnn_model, peer_model
-
-PEER_DIR = Path(__file__).resolve().parents[2] / "shared" / "peer"
+from _step_models import PEER_DIR, check_peer_source, load_peer, partgnn_model, peer_model
 
 
 def main() -> None:
