@@ -3,8 +3,8 @@
 A partitioned event's rank steps its local graph (owned and halo nodes, the edges it holds) with
 a loop-back halo exchange (halo rows are copies of owned rows: the sizes of the rank's exchange,
 nothing waits on a peer), so its time is its own compute and kernel launches. Shared by
-tools/bench_work_model.py (is a rank's time its work?) and tools/bench_scaling_model.py (several
-GPUs from one).
+tools/studies/bench_work_model.py (is a rank's time its work?) and
+tools/studies/bench_scaling_model.py (several GPUs from one).
 """
 
 from __future__ import annotations

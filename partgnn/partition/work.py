@@ -9,11 +9,11 @@ The costs are measured, not counted. Counting multiply-adds of one message-passi
 Interaction Network (2-layer MLPs of width ``H``) gives an owned node 3 edges (node MLP ``4 H^2``
 and two projections ``2 H^2``, against ``2 H^2`` per edge), but a step's time is not its
 multiply-adds: per edge it also gathers two node rows, scatters one and runs element-wise work,
-all memory-bound at ``H <= 64``. Timing every rank's step on its own (``tools/bench_work_model.py``,
-pile-up-200 events, METIS P = 2-8, H = 32 and 64, CPU, one thread) and fitting
-``seconds = a * edges + b * owned + c * halo + d`` gave an owned node 0.58-0.82 edges; with the
-counted cost of 3, partitions balanced by work left ranks idle longer than ones balanced by
-edges at H = 32 (3.1-5.3 % of a step against 0.5-2.8 %), with 1 less long at P = 4 and 8
+all memory-bound at ``H <= 64``. Timing every rank's step on its own
+(``tools/studies/bench_work_model.py``, pile-up-200 events, METIS P = 2-8, H = 32 and 64, CPU, one
+thread) and fitting ``seconds = a * edges + b * owned + c * halo + d`` gave an owned node 0.58-0.82
+edges; with the counted cost of 3, partitions balanced by work left ranks idle longer than ones
+balanced by edges at H = 32 (3.1-5.3 % of a step against 0.5-2.8 %), with 1 less long at P = 4 and 8
 (docs/history/partitioning.md, "Does a rank's step time follow the work model?"). A halo
 node's cost came out between -3.4 and 4.5 edges (halo nodes are few, so it is poorly
 determined); it is kept at 1 (its two projections and its row of the exchange). GPUs were not

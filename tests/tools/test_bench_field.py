@@ -1,4 +1,4 @@
-"""tools/bench_field.py measures the field a simulation was made in: 2 T and no radial field
+"""tools/studies/bench_field.py measures the field a simulation was made in: 2 T and no radial field
 for the uniform one, the profile for a profiled one (issue 50: the estimator the shipped
 profile was measured with on the real sample)."""
 
@@ -21,7 +21,9 @@ def tool() -> dict:
     """The tool's functions (its folder importable while it loads, as when run)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(REPOSITORY / "tools"))
-        return runpy.run_path(str(REPOSITORY / "tools" / "bench_field.py"), run_name="tool")
+        return runpy.run_path(
+            str(REPOSITORY / "tools" / "studies" / "bench_field.py"), run_name="tool"
+        )
 
 
 @pytest.mark.parametrize("profiled", [False, True])

@@ -58,10 +58,10 @@ ARGUMENTS = {
 #: Tools that run in one process: run through ``runpy`` in the test's process (no process
 #: start), with ``sys.argv`` and the working folder as a user's run has them.
 IN_PROCESS = {
-    "bench_data", "bench_partition", "bench_tracks", "bench_simulation_realism",
-    "bench_module_map", "bench_roofline", "bench_work_model", "flip_sweep", "figures_page",
-    "bench_freed_heap", "bench_scaling_model", "bench_field", "bench_map_losses",
-    "bench_secondaries", "bench_map_vertex_radius",
+    "bench_data", "bench_partition", "bench_tracks", "studies/bench_simulation_realism",
+    "bench_module_map", "bench_roofline", "studies/bench_work_model", "flip_sweep", "figures_page",
+    "bench_freed_heap", "studies/bench_scaling_model", "studies/bench_field", "bench_map_losses",
+    "studies/bench_secondaries", "studies/bench_map_vertex_radius",
 }  # fmt: skip
 #: Tools run by a test of their own below.
 OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts", "bench_gpu",
@@ -69,17 +69,20 @@ OWN_TEST = {"bench_recipe", "bench_compare", "bench_peer", "bench_hosts", "bench
 #: Tools that start several ranks (slow tier).
 DISTRIBUTED = {
     "bench_balance", "bench_lr_scaling", "bench_data_path", "bench_exchange",
-    "bench_full_recipe", "bench_full_variants", "bench_halo_step", "bench_pyg_refusals",
-    "bench_train", "weights_fingerprint", "bench_work_model", "bench_recipe_step",
+    "bench_full_recipe", "bench_full_variants", "bench_halo_step", "studies/bench_pyg_refusals",
+    "bench_train", "weights_fingerprint", "studies/bench_work_model", "bench_recipe_step",
     "bench_input_width",
 }  # fmt: skip
 
 
 def quoted_tools() -> set[str]:
-    """The tools the documents quote (``tools/NAME.py``)."""
+    """The tools the documents quote (``tools/NAME.py``; a study ``tools/studies/NAME.py`` as
+    ``studies/NAME``)."""
     names = set()
     for document in DOCUMENTS:
-        names.update(re.findall(r"(?<![\w/])tools/([a-z][a-z_]*)\.py", document.read_text()))
+        names.update(
+            re.findall(r"(?<![\w/])tools/((?:studies/)?[a-z][a-z_]*)\.py", document.read_text())
+        )
     return names
 
 

@@ -2,8 +2,8 @@
 
 A uniform field is what most toy simulations assume; the real TrackML detector's field falls
 off towards the ends of the solenoid (issue 50: measured from the truth momenta of the real
-sample, ``tools/bench_field.py``: 2.0 T at the centre, about 1.85 T at ``|z|`` = 1.1 m, 1.0 T at
-1.9 m, near zero beyond 2.3 m; the radial component is below 0.1 T everywhere it is measured).
+sample, ``tools/studies/bench_field.py``: 2.0 T at the centre, about 1.85 T at ``|z|`` = 1.1 m, 1.0
+T at 1.9 m, near zero beyond 2.3 m; the radial component is below 0.1 T everywhere it is measured).
 Tracks in the endcaps bend less than a uniform field says, which changes how the phi slope of
 their doublets evolves along them: a module map fitted on uniform-field events rejects real
 endcap triplets.
@@ -26,7 +26,7 @@ from partgnn.errors import InputError
 class FieldProfile:
     """``Bz`` as a function of ``|z|``: linear between knots, the last knot's value beyond it;
     no radial component and no dependence on the radius (what the real sample shows within
-    its precision, ``tools/bench_field.py``).
+    its precision, ``tools/studies/bench_field.py``).
 
     Attributes:
         abs_z: Knots ``(K,)`` [mm], increasing from 0.

@@ -6,7 +6,7 @@ model on three random whole graphs on the run's device, as they run today or rep
 graphs (:mod:`partgnn.train.captured_step`), and fits ``seconds = fixed + per_edge * E +
 per_node * N``. ``fixed`` is what a step costs whatever its size: on a GPU mostly the host
 launching kernels, which a replay removes. A graph group's step (:func:`predict_step`) is then,
-as in tools/bench_scaling_model.py::
+as in tools/studies/bench_scaling_model.py::
 
     t = max_r t_r + X * (alpha + B / beta) + t_allreduce
 
@@ -37,7 +37,8 @@ from partgnn.train.step import StepSettings, forward_backward
 
 #: Link bandwidth per direction [bytes/s] and point-to-point latency [s]: ``nvlink`` H100 SXM
 #: NVLink 4 (450 GB/s per direction; NCCL send/recv ~4 us), ``ndr`` InfiniBand NDR, one 400 Gb/s
-#: ConnectX-7 port per GPU (50 GB/s; ~15 us). Sources: tools/bench_scaling_model.py's docstring.
+#: ConnectX-7 port per GPU (50 GB/s; ~15 us). Sources: tools/studies/bench_scaling_model.py's
+#: docstring.
 LINKS: dict[str, tuple[float, float]] = {
     "nvlink": (450e9, 4e-6),
     "ndr": (50e9, 15e-6),

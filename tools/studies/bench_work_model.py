@@ -13,17 +13,23 @@ seconds); then, over all ranks of all partitions and both graph densities, the c
 owned and a halo node in units of an edge fitted to the seconds (least squares), beside the
 model's costs (:data:`~partgnn.partition.work.OWNED_NODE_COST`, ``HALO_NODE_COST``).
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_work_model.py --events 2
+    OMP_NUM_THREADS=1 .venv/bin/python tools/studies/bench_work_model.py --events 2
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
+
+# tools/: the helpers the studies share with the benchmarks (_common, _paths, _rank_step).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from _common import ToolParser
 from _rank_step import RankStep
 

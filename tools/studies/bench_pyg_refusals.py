@@ -9,17 +9,24 @@ layer on the whole graph in one process (float64, same weights, same seed), or t
 the run raised. Then it times a GraphConv forward + backward through PartitionedLayer with and
 without the failure agreement (median of --repeats)::
 
-    OMP_NUM_THREADS=1 .venv/bin/torchrun --standalone --nproc-per-node 3 tools/bench_pyg_refusals.py
+    OMP_NUM_THREADS=1 .venv/bin/torchrun --standalone --nproc-per-node 3 \\
+        tools/studies/bench_pyg_refusals.py
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
+
+# tools/: the helpers the studies share with the benchmarks (_common, _paths, _rank_step).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from _common import ToolParser
 from torch import nn
 from torch_geometric import nn as gnn

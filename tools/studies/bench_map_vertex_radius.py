@@ -4,7 +4,7 @@ radius of the beam line, compared on a held-out simulated event (edges, target d
 and on the real TrackML sample (target doublets kept), each split into particles made at the
 beam line and displaced ones (as ``tools/bench_map_losses.py`` splits them)::
 
-    OMP_NUM_THREADS=1 .venv/bin/python tools/bench_map_vertex_radius.py --events 400 \\
+    OMP_NUM_THREADS=1 .venv/bin/python tools/studies/bench_map_vertex_radius.py --events 400 \\
         --radii 1 50 150 300
 
 Fitted with the shipped map's settings (``--floor 0.25 0.1 0.1 0.25``, triplets,
@@ -15,9 +15,15 @@ fitted on few events misses pairs, so compare the rows, not the levels.
 from __future__ import annotations
 
 import multiprocessing
+import sys
 from functools import partial
+from pathlib import Path
 
 import numpy as np
+
+# tools/: the helpers the studies share with the benchmarks (_common, _paths, _rank_step).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from _common import ToolParser, markdown_table
 from _paths import sample_dir
 from bench_map_losses import losses_of

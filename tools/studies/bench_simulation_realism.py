@@ -4,13 +4,20 @@ Counts, from the truth rows, each particle's hits, the layers it crossed, and th
 (particle, layer) pairs with two or more hits, in the real TrackML sample event and in a
 simulated event (pile-up 50, so that it holds several hundred pT > 1 GeV particles):
 
-    .venv/bin/python tools/bench_simulation_realism.py
+    .venv/bin/python tools/studies/bench_simulation_realism.py
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+
+# tools/: the helpers the studies share with the benchmarks (_common, _paths, _rank_step).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from _common import ToolParser
 from _paths import sample_dir
 

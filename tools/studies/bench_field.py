@@ -10,17 +10,22 @@ simulation's 2 T and ``Br`` 0; on the real TrackML sample, the field the real ev
 in (issue 50: the profile in ``configs/detector/trackml.yaml`` is this tool's ``Bz`` column on
 the real sample, ``--yaml``)::
 
-    .venv/bin/python tools/bench_field.py                  # the real sample
-    .venv/bin/python tools/bench_field.py --simulate --pileup 20
-    .venv/bin/python tools/bench_field.py --simulate --field-profile --module-planes
+    .venv/bin/python tools/studies/bench_field.py                  # the real sample
+    .venv/bin/python tools/studies/bench_field.py --simulate --pileup 20
+    .venv/bin/python tools/studies/bench_field.py --simulate --field-profile --module-planes
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
+from pathlib import Path
 
 import numpy as np
+
+# tools/: the helpers the studies share with the benchmarks (_common, _paths, _rank_step).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from _common import ToolParser
 from _paths import sample_dir
 

@@ -35,8 +35,10 @@ Link figures (published; per direction):
 
 ::
 
-    OMP_NUM_THREADS=2 .venv/bin/python tools/bench_scaling_model.py --pileup 200 --parts 1 2 4
-    python3 tools/bench_scaling_model.py --device cuda --pileup 600 --parts 1 2 4 8 --out OUT/s
+    OMP_NUM_THREADS=2 .venv/bin/python tools/studies/bench_scaling_model.py --pileup 200 \\
+        --parts 1 2 4
+    python3 tools/studies/bench_scaling_model.py --device cuda --pileup 600 --parts 1 2 4 8 \\
+        --out OUT/s
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+
+# tools/: the helpers the studies share with the benchmarks (_common, _paths, _rank_step).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from _common import ToolParser, markdown_table
 from _rank_step import RankStep
 

@@ -7,16 +7,21 @@ the displaced particles' production radius and pT percentiles, their proton shar
 median hit count against the primaries' (issue 50: the real sample's displaced particles are
 ~0.24 of those with hits, the simulation without ``--secondaries`` has none)::
 
-    .venv/bin/python tools/bench_secondaries.py --pileup 200 --secondaries \\
+    .venv/bin/python tools/studies/bench_secondaries.py --pileup 200 --secondaries \\
         --field-profile --module-planes
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+# tools/: the helpers the studies share with the benchmarks (_common, _paths, _rank_step).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from _common import ToolParser, markdown_table
 from _paths import sample_dir
 
