@@ -6,7 +6,7 @@ Simulates ``--events`` events with a whole pile-up drawn uniformly in ``[--pileu
 ``--parts`` ranks per group) and trains halo mode with ``--groups`` graph groups under
 ``torchrun`` (one thread per rank), once per sampling (``random``, ``size_buckets``), with the
 same seed, and repeats both for every training seed of ``--train-seeds`` (model initialisation
-and event order; the events stay those of ``--seed``). Prints markdown for docs/BENCHMARKS.md:
+and event order; the events stay those of ``--seed``). Prints markdown:
 
     .venv/bin/python tools/bench_balance.py --events 18 --groups 2 --epochs 6 --train-seeds 0 1 2
 

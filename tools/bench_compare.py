@@ -26,7 +26,7 @@ need no partitioning); ``--cut`` evaluates at cuts chosen on validation events (
 table each, e.g. the cut keeping 99 % of the target edges and the cut of the best track
 efficiency; the first is ``evaluation.json`` of a run, the others ``evaluation-cutC.json``).
 
-Prints markdown tables for docs/BENCHMARKS.md and draws ``OUT/spanning_vs_p.png`` and
+Prints markdown tables and draws ``OUT/spanning_vs_p.png`` and
 ``OUT/cost_vs_p.png``. Finished runs are kept and skipped on a re-run (a run directory with
 its ``evaluation.json`` is finished; ``docs/results/compare/`` keeps the small files of the
 finished runs, which can be copied into ``OUT/runs/`` to resume on a new checkout)::

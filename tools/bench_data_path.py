@@ -7,7 +7,7 @@ event cache on (``data.cache_mb`` default) and off (``data.cache_mb=0``: every s
 decodes its event, one step ahead in a background thread). Reads ``epoch_wall_s`` (everything
 between the first step's start and the last step's end: data, steps, logging, checkpoints) and
 ``epoch_step_s`` (compute and communication) from each run's metrics.csv. Prints a markdown
-table for docs/BENCHMARKS.md:
+table:
 
     .venv/bin/python tools/bench_data_path.py --out bench-data-path
 """

@@ -2,7 +2,7 @@
 
 Simulates one pile-up-200 event, builds its graph (no pT cut: ~1e5 nodes, ~1.1e6 edges unless
 --pt-min is given), partitions it with METIS for each P, and times forward + backward halo
-exchanges under torchrun (one thread per rank). Prints markdown rows for docs/BENCHMARKS.md:
+exchanges under torchrun (one thread per rank). Prints markdown rows:
 
     .venv/bin/python tools/bench_exchange.py --parts 2 3 4 --hidden 16 64 128
 """

@@ -15,7 +15,7 @@ highest keeping ``--efficiency`` of their pT > 1 GeV target edges; with ``--impu
 lowest at which at most R of their tracks are impure) and evaluates the test
 events at that cut: pT > 1 GeV targets, the 0.5-1 GeV band, and perfect scores (the
 construction limit), tracks built by ``--track-building`` (components by default). Prints
-markdown tables for docs/BENCHMARKS.md::
+markdown tables::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_full_recipe.py --out bench-full \\
         --map data/full/map.npz --minutes 60

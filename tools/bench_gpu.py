@@ -357,7 +357,7 @@ def _machine(device: torch.device) -> str:
 
 
 def markdown(result: dict) -> str:
-    """The figures as markdown tables for docs/BENCHMARKS.md."""
+    """The figures as markdown tables."""
     lines = [f"Machine: {result['machine']}; {result['date']}; `{result['command']}`.", ""]
     if result.get("peer"):
         lines += ["| edges | hidden | precision | model | step s | x peer | peak allocated MiB "

@@ -9,7 +9,7 @@ steps): forward, backward (with the recomputation of the checkpointed regions), 
 exchange (seconds a rank was blocked in exchanges, inside forward and backward; hiding communication
 most of an exchange runs behind the interior edges' compute), the gradient all-reduce (with the
 wait for the slowest rank's backward pass: the ranks' imbalance) and the optimizer; matmul FLOPs
-counted per rank by ``FlopCounterMode`` and summed. Prints markdown rows for docs/BENCHMARKS.md:
+counted per rank by ``FlopCounterMode`` and summed. Prints markdown rows:
 
     .venv/bin/python tools/bench_halo_step.py --parts 1 2 --pileup 40
 """

@@ -7,7 +7,7 @@ with METIS for each P; ``partgnn train`` runs in mode full on one process for t1
 under ``torchrun --nnodes 2`` (P / 2 ranks per host) for each P, link and ``--hide-communication``
 setting (``run.hide_communication``), one thread per rank; and in mode naive (sectors without
 exchange) over the unlimited link, the same processes without halo communication. Prints markdown
-rows for docs/BENCHMARKS.md:
+rows:
 
     .venv/bin/python tools/bench_hosts.py --parts 2 4 --links none 10gbit 1gbit 100mbit
 

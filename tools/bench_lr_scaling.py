@@ -6,7 +6,7 @@ validation loss given as mean +- standard deviation over them.
 
 With G groups a step trains G events and an epoch has 1/G of the steps; without scaling the
 model moves less per epoch. Events as in tools/bench_balance.py (pile-up drawn in a range,
-METIS shards; one rank per group here). Prints markdown for docs/BENCHMARKS.md:
+METIS shards; one rank per group here). Prints markdown:
 
     .venv/bin/python tools/bench_lr_scaling.py --events 34 --epochs 6 --train-seeds 0 1 2
 """

@@ -6,7 +6,7 @@ construction efficiency (true doublets of particles with pT > ``--pt-min`` prese
 the all-particle efficiency ``build-graphs`` prints, edge purity and seconds per event. With
 ``--coverage``, also, per map, the share of the target doublets that lie on a recorded module
 pair and, of those, the share inside the pair's windows (what limits a map: coverage or
-windows). Prints markdown rows for docs/BENCHMARKS.md::
+windows). Prints markdown rows::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_module_map.py bench-full/events-test.h5 \\
         floor0.5=maps/pt1-floor0.5.npz --coverage

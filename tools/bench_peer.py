@@ -14,7 +14,7 @@ process per model, alternating, ``--rounds`` times:
   for the backward pass), and the peak over the whole step (forward, backward, recomputation,
   optimizer) above the bytes in use before it.
 
-Prints markdown for docs/BENCHMARKS.md; ratios are partgnn / peer of the same round. The
+Prints markdown; ratios are partgnn / peer of the same round. The
 peer's source is read from ``--acorn-src`` (see PEER/README.md), never copied::
 
     .venv/bin/python tools/bench_peer.py --acorn-src /tmp/acorn-src --nodes 100000 \\

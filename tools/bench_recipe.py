@@ -4,7 +4,7 @@ Simulates pile-up-200 events (training + validation in one file, held-out test e
 another), builds pT > 1 GeV graphs, trains the recipe in one process, scores the test events
 and the real TrackML sample event with the score cut chosen on the validation events, and scores
 the test events with perfect scores (the truth) for the graph-construction limit. Prints
-markdown tables for docs/BENCHMARKS.md (learning curve, held-out and real-event metrics):
+markdown tables (learning curve, held-out and real-event metrics):
 
     OMP_NUM_THREADS=2 .venv/bin/python tools/bench_recipe.py --out bench-recipe
 

@@ -7,7 +7,7 @@ source node as the graph builder writes them, phase by phase: forward,
 backward (with the recomputation of the checkpointed regions), optimizer. Each phase's matmul
 FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode`` (every ``mm``/``addmm``
 really run, the recomputation included) and checked against the analytic count written out in
-:func:`analytic_flops`. Prints markdown rows for docs/BENCHMARKS.md:
+:func:`analytic_flops`. Prints markdown rows:
 
     OMP_NUM_THREADS=2 .venv/bin/python tools/bench_roofline.py --edges 200000 1000000
 

@@ -7,7 +7,7 @@ activation recomputation (``--recompute``: ``model.recompute``). Before each run
 predicts every rank's peak; the rows show the prediction and its error against the measured peak
 RSS. ``--model-of CONFIG`` takes the model, the loss and the precision (``run.dtype``, ``run.bf16``)
 of a run config (a shipped one's name or a path) instead of ``--hidden``/``--steps``. Prints
-markdown rows for docs/BENCHMARKS.md:
+markdown rows:
 
     .venv/bin/python tools/bench_train.py --parts 1 2 4 --hidden 32 --steps 4 --train-steps 3
     .venv/bin/python tools/bench_train.py --parts 1 2 4 --model-of recipe --recompute on

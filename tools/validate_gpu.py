@@ -1,4 +1,4 @@
-"""Validates a GPU machine for partgnn in one command, and writes the figures for BENCHMARKS.
+"""Validates a GPU machine for partgnn in one command, and writes its figures.
 
 On a machine with N >= 1 CUDA GPUs, with P = 1 .. --max-ranks (ranks beyond the GPUs share
 them: backend gloo, halo rows staged through host memory, as ``run.backend: auto`` chooses):
@@ -17,7 +17,7 @@ them: backend gloo, halo rows staged through host memory, as ``run.backend: auto
   every P <= N: step time, peak memory per rank (reserved, allocated, and the GPU's used memory
   with the CUDA context and NCCL), beside ``partgnn plan``'s prediction.
 
-Writes ``OUT/validation.json`` and ``OUT/validation.md`` (a table for docs/BENCHMARKS.md) and
+Writes ``OUT/validation.json`` and ``OUT/validation.md`` (a table) and
 each command's log under ``OUT/logs``; prints one line per check; exits 1 if any check failed.
 Without a GPU it says so in one line and exits 0. ``--device cpu`` runs the same checks on
 gloo (how the script is tested on machines without a GPU)::
@@ -395,7 +395,7 @@ def _machine(device: str) -> str:
 
 
 def markdown(result: dict) -> str:
-    """The validation as markdown for docs/BENCHMARKS.md."""
+    """The validation as markdown."""
     lines = [
         f"Machine: {result['machine']}; {result['date']}; `{result['command']}`; "
         f"{'all checks passed' if result['passed'] else 'SOME CHECKS FAILED'} "

@@ -1,4 +1,4 @@
-"""Simulated vs real hits per particle (overlapping modules): the table in docs/BENCHMARKS.md.
+"""Simulated vs real hits per particle (overlapping modules).
 
 Counts, from the truth rows, each particle's hits, the layers it crossed, and the share of
 (particle, layer) pairs with two or more hits, in the real TrackML sample event and in a
