@@ -28,7 +28,7 @@ from _paths import sample_dir
 
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.resources import pretrained_dir
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 
 #: The node inputs of each arm (names and scales, as acorn's TrackML example gives them; the
 #: recipe standardises its inputs after the scales).
@@ -136,7 +136,7 @@ def _run_arm(args, arm: str) -> None:
 
 def _steps(folder: Path) -> int:
     last = folder / "run" / "checkpoints" / "last.pt"
-    return int(load_checkpoint(last)["step"]) if last.exists() else 0
+    return SavedModel.read(last).step if last.exists() else 0
 
 
 def _score_real_sample(args, arm: str) -> None:

@@ -35,7 +35,7 @@ from partgnn.export.export_model import (
 )
 from partgnn.export.formats import FORMATS
 from partgnn.train.inference import load_trained_model
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 
 
 def main() -> None:
@@ -59,14 +59,12 @@ def main() -> None:
                 "--device", "cpu")  # fmt: skip
         with GraphFile(graphs) as graph_file, ScoresFile(scores) as scores_file:
             graph, extra, infer_scores = graph_file[0], graph_file.extra(0), scores_file[0]
-        saved = load_checkpoint(model_spec)
-        cut = float(saved["score_cut"])
+        saved = SavedModel.read(model_spec)
+        cut = saved.score_cut
         # what the model reads (its config's columns), and what its exported file is given:
         # partgnn's four node columns, then the model's kept fields at its scales
-        x, edge_attr = recorded_input_features(saved, model_spec).select(
-            graph, extra, where=str(graphs)
-        )
-        given = with_kept_fields(graph.x, extra, kept_node_inputs(saved, model_spec))
+        x, edge_attr = recorded_input_features(saved).select(graph, extra, where=str(graphs))
+        given = with_kept_fields(graph.x, extra, kept_node_inputs(saved))
         npz = work / "graph.npz"
         np.savez(npz, node_features=given, edge_index=graph.edge_index.numpy())
         size = f"{graph.num_nodes:,} nodes, {graph.edge_index.shape[1]:,} edges"

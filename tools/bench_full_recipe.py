@@ -58,7 +58,7 @@ from partgnn.data.files.storage import EventFile, GraphFile
 from partgnn.data.files.writers import write_scores
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.metrics.track_building import TRACK_BUILDING_METHODS
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 
 #: One partgnn command, echoed to stderr, in a process of its own: data preparation in this
 #: process left it holding ~2.5 GB through the sitting that followed (450 training events),
@@ -232,7 +232,7 @@ def _score_and_evaluate(
         "1",
         scores=perfect,
     )
-    (out / SCORED).write_text(json.dumps({"step": int(load_checkpoint(checkpoint)["step"])}))
+    (out / SCORED).write_text(json.dumps({"step": SavedModel.read(checkpoint).step}))
 
 
 def _evaluate(
@@ -261,7 +261,7 @@ def _print_tables(out: Path, run_dir: Path, ranks: int) -> None:
     sittings = json.loads(sittings_path.read_text()) if sittings_path.exists() else []
     walls = [s["stop"] - s["start"] for s in sittings]
     last = run_dir / "checkpoints" / "last.pt"
-    steps = int(load_checkpoint(last)["step"]) if last.exists() else 0
+    steps = SavedModel.read(last).step if last.exists() else 0
     trained_on = sorted(
         {note.removeprefix("machine: ") for s in sittings for note in s["overrides"]
          if note.startswith("machine: ")}

@@ -40,7 +40,7 @@ from partgnn.export.export_model import recorded_input_features
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.resources import pretrained_dir
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 from partgnn.workflows.pretrained_evaluation import DEFAULT_TRACK_BUILDING
 
 #: The figures a card quotes from an evaluation JSON, by section.
@@ -122,12 +122,12 @@ def main() -> None:
     missing = [f"--{k}" for k in ("run", "summary", "data") if getattr(args, k) is None]
     if missing:
         parser.error(f"{', '.join(missing)} needed (unless --add-to-card)")
-    state = load_checkpoint(args.checkpoint or args.run / "checkpoints" / "last.pt")
-    config = without_machine_paths(state["config"])
+    saved = SavedModel.read(args.checkpoint or args.run / "checkpoints" / "last.pt")
+    config = without_machine_paths(saved.config)
     config["model"]["fused"] = False
-    score_cut = state.get("score_cut") if args.score_cut is None else args.score_cut
-    kept = {"model": state["model"], "config": config, "score_cut": score_cut}
-    features = recorded_input_features(state, str(args.checkpoint or args.run))
+    score_cut = saved.score_cut if args.score_cut is None else args.score_cut
+    kept = {"model": saved.weights, "config": config, "score_cut": score_cut}
+    features = recorded_input_features(saved)
     construction = None
     if args.construction_from is not None:
         with GraphFile(args.construction_from) as graphs:
@@ -164,7 +164,7 @@ def main() -> None:
                 for k in ("seed", "dtype", "bf16")
                 if config["run"].get(k) is not None
             },
-            "steps": int(state["step"]) if "step" in state else None,
+            "steps": saved.step,
             "how": args.training,
             "commit": args.commit or _commit(),
             "date": datetime.date.today().isoformat(),

@@ -370,9 +370,9 @@ def _partgnn(n_ranks: int) -> list[str]:
 
 
 def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    checkpoint = torch.load(run_dir / "checkpoints" / "last.pt", map_location="cpu",
-                            weights_only=True)  # fmt: skip
-    return checkpoint["model"]
+    from partgnn.train.run_directory.saved_model import SavedModel
+
+    return SavedModel.read(run_dir / "checkpoints" / "last.pt").weights
 
 
 def _compare_weights(run_dir: Path, reference_dir: Path) -> tuple[float, bool]:

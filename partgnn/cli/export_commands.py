@@ -45,13 +45,13 @@ def run_export(args: argparse.Namespace) -> int:
     from partgnn.export.export_model import export_checkpoint, kept_node_inputs
     from partgnn.export.node_inputs import NodeInputs
     from partgnn.resources import pretrained_name
-    from partgnn.train.run_directory.checkpoints import load_checkpoint
+    from partgnn.train.run_directory.saved_model import SavedModel
 
-    state = load_checkpoint(args.checkpoint)
-    kept = kept_node_inputs(state, str(args.checkpoint))
+    saved = SavedModel.read(args.checkpoint)
+    kept = kept_node_inputs(saved)
     inputs = NodeInputs.parse(args.node_features, args.feature_scales, kept=kept)
     exported = export_checkpoint(
-        args.checkpoint, args.fmt, args.out, inputs=inputs, device=args.device, saved=state
+        args.checkpoint, args.fmt, args.out, inputs=inputs, device=args.device, saved=saved
     )
     where = "the model card's cut" if pretrained_name(args.checkpoint) else "training's cut"
     cut = (

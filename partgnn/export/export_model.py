@@ -16,9 +16,8 @@ from partgnn.export.edge_classifier import ExportedEdgeClassifier
 from partgnn.export.formats import write_exported
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.resources import pretrained_name
-from partgnn.train.config.model_settings import saved_model_config
-from partgnn.train.inference import load_trained_model, saved_input_features
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.inference import load_trained_model
+from partgnn.train.run_directory.saved_model import SavedModel
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ def export_checkpoint(
     *,
     inputs: NodeInputs | None = None,
     device: str = "cpu",
-    saved: dict | None = None,
+    saved: SavedModel | None = None,
 ) -> Exported:
     """Writes ``checkpoint``'s model as ``fmt`` (:data:`~partgnn.export.formats.FORMATS`) to
     ``out``, taking node features ``inputs`` (default: partgnn's own columns and scales).
@@ -51,7 +50,7 @@ def export_checkpoint(
         inputs: The node features' columns and scales.
         device: Where the model is to run: ``cpu`` or ``cuda`` (an AOTInductor package is
             compiled for it; TorchScript and ONNX files run on either).
-        saved: The checkpoint's content when the caller has read it already (else it is read).
+        saved: The checkpoint when the caller has read it already (else it is read).
 
     Raises:
         InputError: The checkpoint holds a model class of one's own (``model.target``) or a
@@ -68,25 +67,24 @@ def export_checkpoint(
         raise InputError(f"--device {device!r}: cpu or cuda")
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: no CUDA device on this machine")
-    state = load_checkpoint(checkpoint) if saved is None else saved
-    target = saved_model_config(state, str(checkpoint)).target
+    saved = SavedModel.read(checkpoint) if saved is None else saved
+    target = saved.model_config().target
     if target is not None:
         raise InputError(
             f"{checkpoint}: model.target {target} is a model class of one's own; partgnn "
             "exports its own Interaction Network only (export that class with torch.jit.script "
             "or torch.export yourself)"
         )
-    features = recorded_input_features(state, str(checkpoint))
-    model, _ = load_trained_model(checkpoint, *features.widths, torch.device("cpu"), saved=state)
+    features = recorded_input_features(saved)
+    model, _ = load_trained_model(checkpoint, *features.widths, torch.device("cpu"), saved=saved)
     try:
         module = ExportedEdgeClassifier(model, inputs, features).to(device)
     except InputError as err:
         raise InputError(f"{checkpoint}: {err}") from None
     name = pretrained_name(str(checkpoint)) or Path(checkpoint).stem
-    cut = state.get("score_cut")
     info = {
         "model": name,
-        "score_cut": None if cut is None else float(cut),
+        "score_cut": saved.score_cut,
         "node_features": inputs.describe(),
         "node_feature_columns": list(inputs.columns),
         "feature_scales": list(inputs.scales),
@@ -96,19 +94,21 @@ def export_checkpoint(
     return Exported(Path(out), fmt, name, info["score_cut"], inputs)
 
 
-def recorded_input_features(state: dict, where: str) -> InputFeatures:
+def recorded_input_features(saved: SavedModel) -> InputFeatures:
     """The input columns a checkpoint's model was trained on (its config's lists)."""
-    recorded = saved_input_features(state)
-    return InputFeatures.parse(recorded["node_features"], recorded["edge_features"], where=where)
+    recorded = saved.input_columns()
+    return InputFeatures.parse(
+        recorded["node_features"], recorded["edge_features"], where=saved.where
+    )
 
 
-def kept_node_inputs(state: dict, where: str) -> dict[str, float]:
-    """A checkpoint's (``state``) model's node inputs that are fields of its graphs files, with
+def kept_node_inputs(saved: SavedModel) -> dict[str, float]:
+    """A checkpoint's (``saved``) model's node inputs that are fields of its graphs files, with
     the scales it divides them by (what ``partgnn export`` takes beside partgnn's own
     columns)."""
     from partgnn.data.graphs.input_features import OWN_NODE_COLUMNS
 
-    features = recorded_input_features(state, where)
+    features = recorded_input_features(saved)
     return {c.name: c.scale for c in features.node if c.name not in OWN_NODE_COLUMNS}
 
 

@@ -25,16 +25,14 @@ from partgnn.data.files.writers import write_scores
 from partgnn.data.graphs.graph_construction import construction_mismatch, graph_construction
 from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
-from partgnn.errors import InputError, first_line
+from partgnn.errors import InputError
 from partgnn.models.build import build_model
 from partgnn.models.config import ModelConfig
 from partgnn.partition.shard_reader import ShardDirectory
 from partgnn.resources import pretrained_name
 from partgnn.train.config.config_file import validate_config
-from partgnn.train.config.model_settings import saved_model_config
 from partgnn.train.config.sections import DataConfig, RunConfig, TrainConfig
-from partgnn.train.loss import DTYPES
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 from partgnn.train.step import edge_logits
 from partgnn.train.strategies import Strategy, mode_facts, strategy_for
 
@@ -46,29 +44,26 @@ def load_trained_model(
     device: torch.device,
     *,
     model_target: str | None = None,
-    saved: dict[str, Any] | None = None,
+    saved: SavedModel | None = None,
 ) -> tuple[torch.nn.Module, torch.dtype]:
     """The model of a training checkpoint, in eval mode, and the dtype it was trained in.
 
     A checkpoint of a model class of one's own records it (``model.target``); importing it runs
     that module's code, so it is imported only when the caller names the same class in
     ``model_target`` (``partgnn infer --model-target``), never because a checkpoint says so.
-    ``saved``: the checkpoint's content when the caller has read it already (else it is read).
+    ``saved``: the checkpoint when the caller has read it already (else it is read).
 
     Raises:
         InputError: If the checkpoint is unreadable, names a model class the caller did not,
             or its weights do not fit the data.
     """
-    state = load_checkpoint(checkpoint, device) if saved is None else saved
-    model_config = saved_model_config(state, str(checkpoint))
-    try:
-        dtype = DTYPES[state["config"]["run"]["dtype"]]
-    except (KeyError, TypeError) as err:
-        raise InputError(f"{checkpoint}: no readable run dtype ({first_line(err)})") from None
+    saved = SavedModel.read(checkpoint, device) if saved is None else saved
+    model_config = saved.model_config()
+    dtype = saved.dtype()
     check_model_target(checkpoint, model_config.target, model_target)
     model = build_model(model_config, node_features, edge_features).to(device=device, dtype=dtype)
     try:
-        missing, unexpected = model.load_state_dict(state["model"], strict=False)
+        missing, unexpected = model.load_state_dict(saved.weights, strict=False)
     except RuntimeError as err:
         raise InputError(
             f"{checkpoint}: weights do not fit {node_features} node and {edge_features} edge "
@@ -144,7 +139,7 @@ def score_events(
     strategy: Strategy,
     *,
     model_target: str | None = None,
-    saved: dict[str, Any] | None = None,
+    saved: SavedModel | None = None,
 ) -> Iterator[tuple[int, np.ndarray | None]]:
     """Yields ``(event_id, scores (E,))`` per event in the global edge order of its graph;
     the scores only on the graph group's rank 0.
@@ -157,7 +152,7 @@ def score_events(
     group: one all-reduce sums them.
 
     A collective per event in the modes of several ranks: every rank of the group must
-    iterate to the end. ``saved``: the checkpoint's content when the caller has read it.
+    iterate to the end. ``saved``: the checkpoint when the caller has read it.
     """
     context = strategy.context
     source = strategy.make_source()
@@ -194,11 +189,11 @@ def score_graphs(
     """Yields ``(event_id, scores (E,))`` of whole event graphs, in this one process (mode
     ``full``; ``model_target``: see :func:`load_trained_model`)."""
     context = DistContext.one_process(device)
-    saved = load_checkpoint(checkpoint)
-    model = saved_model_config(saved, str(checkpoint))
+    saved = SavedModel.read(checkpoint)
     strategy = scoring_strategy(
-        "full", context, graphs=graphs_path, model=model, features=saved_input_features(saved)
-    )
+        "full", context, graphs=graphs_path, model=saved.model_config(),
+        features=saved.input_columns(),
+    )  # fmt: skip
     scored = score_events(checkpoint, strategy, model_target=model_target, saved=saved)
     for event_id, scores in scored:
         assert scores is not None  # one process: its rank 0
@@ -243,13 +238,12 @@ def run_inference(
         graphs_path, given = Path(graphs), graphs
     # What the checkpoint records beside its weights: the score cut training chose on its
     # validation events, and (shipped models) the graph construction it expects.
-    saved = load_checkpoint(checkpoint)
+    saved = SavedModel.read(checkpoint)
     if context.is_main:
-        warn_on_other_construction(saved.get("construction"), checkpoint, graphs_path, given)
-    model = saved_model_config(saved, str(checkpoint))
+        warn_on_other_construction(saved.construction, checkpoint, graphs_path, given)
     strategy = scoring_strategy(
-        mode, context, shards=shards, graphs=graphs, transport=transport, model=model,
-        features=saved_input_features(saved),
+        mode, context, shards=shards, graphs=graphs, transport=transport,
+        model=saved.model_config(), features=saved.input_columns(),
     )  # fmt: skip
     items = score_events(checkpoint, strategy, model_target=model_target, saved=saved)
     if shards is not None:
@@ -268,20 +262,13 @@ def run_inference(
     named = pretrained_name(checkpoint) is not None
     provenance = {"checkpoint": os.fspath(checkpoint) if named else str(Path(checkpoint).resolve()),
                   **source}  # fmt: skip
-    if saved.get("score_cut") is not None:
-        provenance["score_cut"] = float(saved["score_cut"])
+    if saved.score_cut is not None:
+        provenance["score_cut"] = saved.score_cut
     if not context.is_main:
         for _ in items:  # take part in the collectives; rank 0 writes
             pass
         return 0
     return write_scores(out, ((event_id, s) for event_id, s in items), provenance=provenance)
-
-
-def saved_input_features(saved: dict[str, Any]) -> dict[str, Any]:
-    """The input columns a checkpoint's run read (``data.node_features`` and
-    ``data.edge_features`` of its config; none recorded: partgnn's own)."""
-    data = (saved.get("config") or {}).get("data") or {}
-    return {key: data.get(key) for key in ("node_features", "edge_features")}
 
 
 def warn_on_other_construction(

@@ -390,7 +390,7 @@ class Trainer:
 
     def _resume(self, path: Path) -> None:
         checkpoint = TrainingCheckpoint.load(path)
-        check_resumable(checkpoint.saved, path, self.config.model, self.trajectory(),
+        check_resumable(checkpoint, path, self.config.model, self.trajectory(),
                         input_features(self.config))  # fmt: skip
         self.model.load_state_dict(checkpoint.model)
         self.optimizer.load_state_dict(checkpoint.optimizer)

@@ -15,7 +15,7 @@ from partgnn.errors import InputError
 from partgnn.export.export_model import kept_node_inputs, recorded_input_features
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.resources import pretrained_dir, pretrained_names
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 
 #: How far one new event's figures may fall from the card's (5 held-out events): a pT > 1 GeV
 #: pile-up-200 event has ~1300 target particles and ~18000 true edges.
@@ -36,13 +36,13 @@ def test_the_models_are_shipped_and_listed_with_their_cards(capsys, name: str):
     card = yaml.safe_load(capsys.readouterr().out)
     assert card["name"] == name and 0 < card["score_cut"] < 1
     assert card["model"]["fused"] is False  # scoring needs no compiler
-    state = load_checkpoint(f"pretrained:{name}")
-    assert state["score_cut"] == card["score_cut"]
+    saved = SavedModel.read(f"pretrained:{name}")
+    assert saved.score_cut == card["score_cut"]
     # the card's input lists are the model's (its checkpoint's config): partgnn's own four
     # node columns first, then any fields of its graphs files (trackml-full: cluster shapes)
-    recorded = recorded_input_features(state, name)
+    recorded = recorded_input_features(saved)
     assert InputFeatures.parse(*card["inputs"].values()) == recorded
-    kept = kept_node_inputs(state, name)
+    kept = kept_node_inputs(saved)
     assert recorded.widths == (4 + len(kept), 7)
     # how to take it to ACTS, with the node features it is given (partgnn export's default)
     assert card["export"]["how"].startswith(f"partgnn export pretrained:{name} --format")
@@ -57,7 +57,7 @@ def test_an_unknown_pretrained_name_is_one_line_naming_the_shipped_ones(capsys, 
     with pytest.raises(
         InputError, match=r"pretrained:nope: no such pretrained model .*trackml-pt1"
     ):
-        load_checkpoint("pretrained:nope")
+        SavedModel.read("pretrained:nope")
     events, graphs = tmp_path / "events.h5", tmp_path / "graphs.h5"
     assert main(["simulate", "--events", "1", "--pileup", "3", "--out", str(events)]) == 0
     assert main(["build-graphs", str(events), "--out", str(graphs)]) == 0

@@ -24,16 +24,16 @@ from partgnn.export.export_model import (
 )
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.train.inference import load_trained_model
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 from tests.distributed.launch import REPOSITORY
 from tests.subprocesses import run_command
 
 MODEL = "pretrained:trackml-full"
-SHIPPED = load_checkpoint(MODEL)
+SHIPPED = SavedModel.read(MODEL)
 #: The model's inputs that are fields of its graphs files, with their scales, and all its
 #: columns as an exported file takes them by default.
-KEPT: dict[str, float] = kept_node_inputs(SHIPPED, MODEL)
-FEATURES = recorded_input_features(SHIPPED, MODEL)
+KEPT: dict[str, float] = kept_node_inputs(SHIPPED)
+FEATURES = recorded_input_features(SHIPPED)
 INPUTS = NodeInputs.parse(None, None, kept=KEPT)
 WIDTH = len(INPUTS.columns)
 
@@ -79,7 +79,7 @@ def sample(sample_dir: Path, tmp_path_factory) -> dict:
         module_logits = module(torch.from_numpy(given), graph.edge_index)
         module.sums_by_prefix = True  # as the ONNX file sums
         prefix_logits = module(torch.from_numpy(given), graph.edge_index)
-    cut = float(SHIPPED["score_cut"])
+    cut = SHIPPED.score_cut
     return {"work": work, "infer": infer_scores, "module": torch.sigmoid(module_logits).numpy(),
             "module-onnx": torch.sigmoid(prefix_logits).numpy(), "cut": cut}  # fmt: skip
 

@@ -60,6 +60,7 @@ def test_a_model_is_shipped_with_its_card(tool, tmp_path: Path, monkeypatch):
 
     from partgnn.resources import pretrained_dir
     from partgnn.train.run_directory.checkpoints import load_checkpoint
+    from partgnn.train.run_directory.saved_model import SavedModel
 
     state = load_checkpoint(pretrained_dir() / "trackml-pt1.pt")
     state["config"]["run"]["init_from"] = "/a/machine/path/stage1.pt"
@@ -87,6 +88,6 @@ def test_a_model_is_shipped_with_its_card(tool, tmp_path: Path, monkeypatch):
         "nodeFeatures [R, Phi, Z, Eta], featureScales [1000, 3.141592654, 1000, 1]"
         in (card["export"]["node_features"])
     )
-    kept = load_checkpoint(shipped / "tiny.pt")
-    assert kept["config"]["model"]["fused"] is False and kept["score_cut"] == 0.25
-    assert "init_from" not in kept["config"]["run"]
+    kept = SavedModel.read(shipped / "tiny.pt")
+    assert kept.config["model"]["fused"] is False and kept.score_cut == 0.25
+    assert "init_from" not in kept.config["run"]

@@ -10,7 +10,7 @@ import torch
 
 from partgnn.cli.main import main
 from partgnn.resources import resolve_checkpoint
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 from tests.train.conftest import dataset, write_config  # noqa: F401 (the fixture)
 
 
@@ -39,8 +39,8 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_its_checkpoint_finite(
     step = int(line.split("step ", 1)[1].split(":", 1)[0])
     assert step < 60, line  # stopped at once, not after the 60 steps asked for
     for checkpoint in (run / "checkpoints").glob("*.pt"):
-        state = load_checkpoint(checkpoint)  # refuses non-finite weights
-        assert all(torch.isfinite(w).all() for w in state["model"].values())
+        saved = SavedModel.read(checkpoint)  # refuses non-finite weights
+        assert all(torch.isfinite(w).all() for w in saved.weights.values())
 
 
 def test_infer_refuses_non_finite_weights(dataset, tmp_path, capsys):  # noqa: F811

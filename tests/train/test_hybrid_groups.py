@@ -21,7 +21,7 @@ import torch
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.train.config.config_file import load_config
 from partgnn.train.items.sampling import epoch_steps
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 from partgnn.train.schedule import learning_rate_factor
 from partgnn.train.step import training_loss
 from partgnn.train.trainer import Trainer
@@ -112,9 +112,9 @@ def test_hybrid_groups_equal_the_exact_reference_under_torchrun_and_mpirun(
         config = _config(tmp_path / f"halo-{launcher}.yaml", dataset, "halo", parts, sampling)
         _launch(launcher, GROUPS * parts, config, tmp_path)
         run = config.with_suffix("")
-        checkpoint = load_checkpoint(run / "checkpoints" / "last.pt")
-        weights[launcher] = checkpoint["model"]
-        assert checkpoint["step"] == 2 * EPOCHS  # 3 events, 2 groups: 2 steps per epoch
+        checkpoint = SavedModel.read(run / "checkpoints" / "last.pt")
+        weights[launcher] = checkpoint.weights
+        assert checkpoint.step == 2 * EPOCHS  # 3 events, 2 groups: 2 steps per epoch
         workload = json.loads((run / "summary.json").read_text())["workload"]
         waiting = workload["gradient_wait_fraction_per_rank"]
         assert len(waiting) == GROUPS * parts and all(0 <= w < 1 for w in waiting), workload

@@ -8,7 +8,7 @@ import torch
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.errors import InputError
 from partgnn.train.config.config_file import load_config
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 from partgnn.train.trainer import Trainer
 from tests.train.conftest import write_config
 
@@ -29,10 +29,10 @@ def _graphs_config(tmp_path, dataset, name, **sections):
 
 
 def test_a_run_starts_from_the_shipped_model(dataset, tmp_path):
-    pretrained = load_checkpoint("pretrained:trackml-pt1")
+    pretrained = SavedModel.read("pretrained:trackml-pt1")
     # Fused kernels and activation checkpointing change how, not what, the model computes.
     # Its config names recomputation by its old name, model.checkpoint (read as recompute).
-    saved = {k: v for k, v in pretrained["config"]["model"].items() if k != "checkpoint"}
+    saved = {k: v for k, v in pretrained.config["model"].items() if k != "checkpoint"}
     model = dict(saved, fused=False, recompute=True)
     config = _graphs_config(
         tmp_path,
@@ -44,7 +44,7 @@ def test_a_run_starts_from_the_shipped_model(dataset, tmp_path):
     trainer = _trainer(config)
     for name, tensor in trainer.model.state_dict().items():
         # The input standardisation too: the weights were learned for its scalings.
-        assert torch.equal(tensor, pretrained["model"][name]), name
+        assert torch.equal(tensor, pretrained.weights[name]), name
     assert trainer.feature_statistics is None
 
 

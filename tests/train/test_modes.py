@@ -26,7 +26,7 @@ from partgnn.train.items.shard_sources import NaiveSource
 from partgnn.train.modes import ModeFacts
 from partgnn.train.planning.footprint import random_train_item
 from partgnn.train.planning.rank_memory import ItemSize, rank_shapes
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.training_checkpoint import TrainingCheckpoint
 from partgnn.train.strategies import (
     STRATEGIES,
     NaiveStrategy,
@@ -170,7 +170,7 @@ def test_a_toy_mode_in_one_class_is_taken_everywhere(toy_mode, dataset, tmp_path
     try:
         summary = Trainer(config, context).fit()
         checkpoint = run_dir / "checkpoints" / "last.pt"
-        assert load_checkpoint(checkpoint)["trajectory"]["mode"] == "toy"
+        assert TrainingCheckpoint.load(checkpoint).trajectory["mode"] == "toy"
         # Scoring computes what the mode trains on.
         scores = tmp_path / "scores.h5"
         run_inference(checkpoint, scores, context, shards=dataset["phi1"], mode="toy")

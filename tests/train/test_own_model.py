@@ -13,7 +13,7 @@ from partgnn.distributed.process_group import destroy_distributed, init_distribu
 from partgnn.errors import InputError
 from partgnn.models.partitioned_layer import PartitionedLayer
 from partgnn.train.config.config_file import load_config
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import assert_all_succeeded, launch
 from tests.train.conftest import write_config
@@ -74,15 +74,15 @@ def test_own_model_in_halo_mode_equals_full_mode(dataset, tmp_path: Path):
     assert_all_succeeded(results)
 
     weights = {
-        name: load_checkpoint(config.with_suffix("") / "checkpoints" / "last.pt")
+        name: SavedModel.read(config.with_suffix("") / "checkpoints" / "last.pt")
         for name, config in (("full", full), ("halo", halo))
     }
-    assert weights["halo"]["config"]["model"]["target"] == TARGET
-    reference = weights["full"]["model"]
-    assert set(reference) == set(weights["halo"]["model"])
+    assert weights["halo"].config["model"]["target"] == TARGET
+    reference = weights["full"].weights
+    assert set(reference) == set(weights["halo"].weights)
     assert any(key.startswith("convs.") for key in reference)
     for key, value in reference.items():
-        error = ((weights["halo"]["model"][key] - value).norm() / value.norm()).item()
+        error = ((weights["halo"].weights[key] - value).norm() / value.norm()).item()
         assert error <= 1e-9, f"{key}: halo differs from full by {error:.3g}"
 
 

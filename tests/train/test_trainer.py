@@ -17,7 +17,7 @@ from partgnn.partition.shard_writer import write_shards
 from partgnn.train.config.config_file import load_config
 from partgnn.train.items.standardisation import SCALER_FILE
 from partgnn.train.run_directory import training_checkpoint
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 from partgnn.train.trainer import Trainer
 from tests.distributed.launch import REPOSITORY, assert_all_succeeded, child_env, launch
 from tests.subprocesses import DEADLINE_S, run_command
@@ -36,7 +36,7 @@ def _train(world_size: int, config: Path, tmp_path: Path, *extra: str) -> None:
 
 
 def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    return load_checkpoint(run_dir / "checkpoints" / "last.pt")["model"]
+    return SavedModel.read(run_dir / "checkpoints" / "last.pt").weights
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:

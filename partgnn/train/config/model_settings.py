@@ -2,10 +2,10 @@
 and inference.
 
 A checkpoint records the run config it was trained with; its ``model`` section says what the
-model computes (:class:`~partgnn.models.config.ModelConfig`, settings renamed since read under
-their new names). Some of its settings change only how that is computed
-(:data:`~partgnn.models.config.COMPUTE_ONLY_SETTINGS`): a run resumes across them and starts
-from a checkpoint saved with other values.
+model computes (:meth:`~partgnn.train.run_directory.saved_model.SavedModel.model_config`).
+Some of its settings change only how that is computed
+(:data:`~partgnn.models.config.COMPUTE_ONLY_SETTINGS`): a run resumes across them and starts from
+a checkpoint saved with other values.
 """
 
 from __future__ import annotations
@@ -13,22 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from partgnn.errors import InputError, first_line
-from partgnn.models.config import COMPUTE_ONLY_SETTINGS, ModelConfig, renamed_settings
-
-
-def saved_model_config(checkpoint: dict[str, Any], where: str) -> ModelConfig:
-    """The model settings a checkpoint records.
-
-    Raises:
-        InputError: It records none, or settings this version does not know (one line naming
-            ``where``).
-    """
-    try:
-        settings, _ = renamed_settings(checkpoint["config"]["model"])
-        return ModelConfig(**settings)
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise InputError(f"{where}: no readable model settings ({first_line(err)})") from None
+from partgnn.errors import InputError
+from partgnn.models.config import COMPUTE_ONLY_SETTINGS, ModelConfig
 
 
 def _what_it_computes(model: ModelConfig) -> dict[str, Any]:

@@ -23,17 +23,18 @@ from partgnn.distributed.gradients import max_over_ranks
 from partgnn.errors import InputError, first_line
 from partgnn.metrics.run_summary import RunSummary
 from partgnn.models.config import ModelConfig
-from partgnn.train.config.model_settings import check_same_model, saved_model_config
+from partgnn.train.config.model_settings import check_same_model
 from partgnn.train.modes import ModeFacts
 from partgnn.train.run_directory.checkpoints import (
     LAST,
-    load_checkpoint,
     newest_intact_checkpoint,
     step_of,
     step_path,
 )
 from partgnn.train.run_directory.existing_run import clear_run, existing_run, kept_in_run_folders
 from partgnn.train.run_directory.existing_run import refusal as run_refusal
+from partgnn.train.run_directory.saved_model import SavedModel
+from partgnn.train.run_directory.training_checkpoint import TrainingCheckpoint
 from partgnn.train.strategies import RECORDED_TRAJECTORY_LABELS
 
 #: The main process's answers in :func:`resume_source` (the other ranks vote :data:`_NOT_MAIN`,
@@ -102,7 +103,7 @@ def _say_kept(run_dir: Path) -> None:
 
 
 def check_resumable(
-    checkpoint: dict[str, Any],
+    checkpoint: TrainingCheckpoint,
     path: Path,
     model: ModelConfig,
     trajectory: dict[str, Any],
@@ -114,10 +115,10 @@ def check_resumable(
     Raises:
         InputError: One line naming what differs (old -> new) and what to do instead.
     """
-    check_same_model(saved_model_config(checkpoint, str(path)), model, str(path))
-    check_same_inputs(checkpoint, features, str(path))
+    check_same_model(checkpoint.saved_model.model_config(), model, str(path))
+    check_same_inputs(checkpoint.saved_model, features, str(path))
     try:
-        saved = checkpoint.get("trajectory") or trajectory_settings(checkpoint["config"])
+        saved = checkpoint.trajectory or trajectory_settings(checkpoint.config)
     except (KeyError, TypeError):  # a checkpoint older than these settings
         saved = {}
     if "strategy" in saved:  # recorded by an older partgnn under its old key and labels
@@ -136,16 +137,14 @@ def check_resumable(
         )
 
 
-def check_same_inputs(checkpoint: dict[str, Any], features: InputFeatures, where: str) -> None:
+def check_same_inputs(saved: SavedModel, features: InputFeatures, where: str) -> None:
     """Refuses a checkpoint whose model read other input columns than ``features`` (other
     names, order or scales: the same widths would load and read the wrong columns).
 
     Raises:
         InputError: One line naming both lists.
     """
-    from partgnn.train.inference import saved_input_features
-
-    recorded = saved_input_features(checkpoint)
+    recorded = saved.input_columns()
     trained = InputFeatures.parse(recorded["node_features"], recorded["edge_features"],
                                   where=where)  # fmt: skip
     if trained != features:
@@ -165,12 +164,12 @@ def init_weights_from(
     Raises:
         InputError: Unreadable, another model's settings, or weights that do not fit.
     """
-    checkpoint = load_checkpoint(spec, "cpu")
     where = f"run.init_from {spec}"
-    check_same_model(saved_model_config(checkpoint, where), config, where)
-    check_same_inputs(checkpoint, features, where)
+    saved = dataclasses.replace(SavedModel.read(spec, "cpu"), where=where)
+    check_same_model(saved.model_config(), config, where)
+    check_same_inputs(saved, features, where)
     try:
-        model.load_state_dict(checkpoint["model"])
+        model.load_state_dict(saved.weights)
     except RuntimeError as err:
         raise InputError(f"{where}: weights do not fit the model ({first_line(err)})") from None
 

@@ -19,6 +19,7 @@ from partgnn.train.run_directory.checkpoints import (
     prune_step_checkpoints,
     save_checkpoint,
 )
+from partgnn.train.run_directory.saved_model import SavedModel
 from partgnn.train.run_directory.state import TrainState
 
 
@@ -38,8 +39,8 @@ class TrainingCheckpoint:
         trajectory: What shapes the run's trajectory, compared on resume
             (:func:`~partgnn.train.run_directory.resume.trajectory_settings`; ``None`` in older
             checkpoints).
-        saved: The file's mapping as read (empty for one not yet written): what the resume
-            checks compare against.
+        saved_model: The model as scoring reads it (``None`` for one not yet written): what
+            the resume checks compare with the run's config.
     """
 
     model: dict[str, torch.Tensor]
@@ -50,7 +51,7 @@ class TrainingCheckpoint:
     config: dict[str, Any]
     rng_states: list[dict[str, torch.Tensor | None]] | None = None
     trajectory: dict[str, Any] | None = None
-    saved: dict[str, Any] = field(default_factory=dict, repr=False)
+    saved_model: SavedModel | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The checkpoint's mapping as the file holds it."""
@@ -92,5 +93,5 @@ class TrainingCheckpoint:
             config=saved["config"],
             rng_states=saved.get("rng_states"),
             trajectory=saved.get("trajectory"),
-            saved=saved,
+            saved_model=SavedModel.of_checkpoint(saved, os.fspath(path)),
         )

@@ -16,6 +16,7 @@ from partgnn.data.graphs.graph_construction import (
     graph_construction,
 )
 from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 
 SHA = "ab" * 32
 
@@ -69,7 +70,7 @@ def test_graphs_record_their_map_and_scoring_other_graphs_warns(tmp_path: Path, 
         else:
             assert err == []
     # The shipped pT > 1 GeV model names its construction too: every-hit graphs warn.
-    assert load_checkpoint("pretrained:trackml-pt1")["construction"] == {
+    assert SavedModel.read("pretrained:trackml-pt1").construction == {
         "method": "geometric", "pt_min": 1.0}  # fmt: skip
     assert main(["infer", "--checkpoint", "pretrained:trackml-pt1", "--graphs", str(geometric),
                  "--out", str(tmp_path / "pt1.h5"), "--device", "cpu"]) == 0  # fmt: skip

@@ -15,6 +15,7 @@ from partgnn.train.inference import load_trained_model, score_graphs
 from partgnn.train.items.standardisation import SCALER_FILE, fit_feature_statistics
 from partgnn.train.items.train_item import TrainItem
 from partgnn.train.run_directory.checkpoints import load_checkpoint, save_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 from tests.train.conftest import train_full_mode, write_config
 
 
@@ -78,7 +79,7 @@ def test_training_records_the_statistics_of_its_training_events(dataset, trained
     torch.testing.assert_close(torch.tensor(record["node_mean"]).double(), x.mean(0))
     torch.testing.assert_close(torch.tensor(record["edge_std"]).double(), e.std(0, unbiased=False))
     # The checkpoint's model carries the same statistics.
-    state = load_checkpoint(trained / "checkpoints" / "last.pt")["model"]
+    state = SavedModel.read(trained / "checkpoints" / "last.pt").weights
     torch.testing.assert_close(
         state["input_scaler.edge_std"], torch.tensor(record["edge_std"], dtype=torch.float64)
     )

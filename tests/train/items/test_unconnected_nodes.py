@@ -16,7 +16,7 @@ from partgnn.models.interaction_network import InteractionNetwork
 from partgnn.partition.halo_plan import build_halo_plans
 from partgnn.train.items.standardisation import SCALER_FILE
 from partgnn.train.items.unconnected_nodes import connected_rows
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.saved_model import SavedModel
 from tests.train.conftest import train_full_mode, write_config
 
 
@@ -112,7 +112,7 @@ def test_full_training_with_and_without_them_is_the_same(dataset, tmp_path):
     left_out = train_full_mode(config("left-out", True))
     whole = train_full_mode(config("whole", False))
     weights = [
-        load_checkpoint(run / "checkpoints" / "last.pt")["model"] for run in (left_out, whole)
+        SavedModel.read(run / "checkpoints" / "last.pt").weights for run in (left_out, whole)
     ]
     for name, value in weights[1].items():
         torch.testing.assert_close(weights[0][name], value, rtol=1e-12, atol=1e-15)

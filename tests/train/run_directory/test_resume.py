@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from partgnn.cli.main import main
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.training_checkpoint import TrainingCheckpoint
 from tests.distributed.launch import launch
 from tests.train.conftest import dataset, write_config  # noqa: F401 (the fixture)
 from tests.train.test_trainer import _metrics, _train, _weights
@@ -78,8 +78,8 @@ def test_a_halo_checkpoint_resumes_exactly_in_full_mode(dataset, whole_run, tmp_
 def test_a_changed_trajectory_setting_is_refused_naming_it(dataset, whole_run, tmp_path, capsys):  # noqa: F811
     run = _interrupted(whole_run, tmp_path / "lr")
     config = _resume_config(dataset, run, "full")
-    saved = load_checkpoint(run / "checkpoints" / "last.pt")
-    assert saved["trajectory"]["events per step"] == 1
+    saved = TrainingCheckpoint.load(run / "checkpoints" / "last.pt")
+    assert saved.trajectory["events per step"] == 1
     code = main(["train", "--config", str(config), "--resume", "--set", "optim.lr=0.5",
                  "--set", "run.seed=9"])  # fmt: skip
     assert code == 2

@@ -7,7 +7,7 @@ import torch
 
 from partgnn.distributed.process_group import destroy_distributed, init_distributed
 from partgnn.train.config.config_file import load_config
-from partgnn.train.run_directory.checkpoints import load_checkpoint
+from partgnn.train.run_directory.training_checkpoint import TrainingCheckpoint
 from partgnn.train.trainer import Trainer
 from tests.train.conftest import write_config
 
@@ -34,7 +34,7 @@ def test_a_resumed_run_continues_from_the_saved_generator_states(dataset, tmp_pa
     config = _config(dataset, tmp_path)
     Trainer(config, context).fit()
     at_checkpoint = torch.get_rng_state()
-    saved = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")["rng_states"]
+    saved = TrainingCheckpoint.load(tmp_path / "run" / "checkpoints" / "last.pt").rng_states
     assert len(saved) == 1 and torch.equal(saved[0]["cpu"], at_checkpoint)
     trainer = Trainer(config, context)  # seeds the generators again
     torch.rand(100)
