@@ -32,6 +32,7 @@ import torch
 import yaml
 
 from partgnn.data.files.h5_files import file_sha256
+from partgnn.data.files.model_card import DEFAULT_TRACK_BUILDING
 from partgnn.data.files.storage import GraphFile
 from partgnn.data.graphs.graph_construction import graph_construction
 from partgnn.data.graphs.input_features import OWN_NODE_COLUMNS, InputFeatures
@@ -41,7 +42,6 @@ from partgnn.export.node_inputs import NodeInputs
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.resources import pretrained_dir
 from partgnn.train.run_directory.saved_model import SavedModel
-from partgnn.workflows.pretrained_evaluation import DEFAULT_TRACK_BUILDING
 
 #: The figures a card quotes from an evaluation JSON, by section.
 FIGURES = {

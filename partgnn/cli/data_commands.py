@@ -264,25 +264,6 @@ def map_fit_settings(args: argparse.Namespace) -> dict[str, object]:
     }  # fmt: skip
 
 
-def recorded_map_fit(arguments: list[str]) -> dict[str, object]:
-    """:func:`map_fit_settings` of ``fit-module-map`` options as a model card records them
-    (``construction.fit_module_map``), read by the command's own parser.
-
-    Raises:
-        InputError: Options the command does not take (one line).
-    """
-    from partgnn.errors import InputError
-
-    parser = argparse.ArgumentParser(prog="partgnn", exit_on_error=False, add_help=False)
-    subparsers = parser.add_subparsers()
-    register(subparsers)
-    try:
-        args = parser.parse_args(["fit-module-map", *arguments, "--out", "unused.npz"])
-    except (argparse.ArgumentError, SystemExit) as err:
-        raise InputError(f"fit-module-map {' '.join(arguments)}: not its options ({err})") from None
-    return map_fit_settings(args)
-
-
 def run_fit_module_map(args: argparse.Namespace) -> int:
     from partgnn.data.files.h5_files import file_sha256
     from partgnn.data.files.output_files import check_output_path

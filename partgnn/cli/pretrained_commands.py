@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,36 +69,17 @@ def run_pretrained(args: argparse.Namespace) -> int:
 
         if args.name is None:
             raise InputError("pretrained --make-map: name the model, e.g. pretrained:trackml-full")
-        path, verdict = make_map(args.name, partial(_fit_module_map, workers=args.workers or 1))
+        path, verdict = make_map(args.name, workers=args.workers or 1)
         print(f"{args.name}: module map {path}: {verdict}")
         return 0
     if args.name is not None:
         print(pretrained_card(args.name).read_text(), end="")
         return 0
+    from partgnn.data.files.model_card import ModelCard
+
     for name in pretrained_names():
-        print(f"{PRETRAINED_PREFIX + name:<26} {_summary(pretrained_card(name).read_text())}")
+        print(f"{PRETRAINED_PREFIX + name:<26} {ModelCard.read(name).summary}")
     return 0
-
-
-def _fit_module_map(arguments: list[str], out: Path, *, workers: int) -> None:
-    """Fits the map ``fit-module-map ARGUMENTS`` (as the card records it) into ``out``, on
-    ``workers`` processes."""
-    import dataclasses
-
-    from partgnn.cli.data_commands import recorded_map_fit, say_expected_fit_time
-    from partgnn.data.module_map.fit_files import fit_module_map_file
-
-    settings = recorded_map_fit(arguments)
-    settings["simulated"] = dataclasses.replace(settings["simulated"], workers=workers)
-    say_expected_fit_time(settings["simulated"])
-    fit_module_map_file(out, **settings)
-
-
-def _summary(card: str) -> str:
-    """The card's ``summary``."""
-    import yaml
-
-    return str((yaml.safe_load(card) or {}).get("summary", ""))
 
 
 #: The figures printed beside the card's: (label, section, key).
@@ -115,13 +95,10 @@ FIGURES = (
 
 def figures_table(result: PretrainedEvaluation) -> list[str]:
     """Markdown lines: the figures of ``result`` beside the card's simulated held-out ones."""
-    import yaml
-
+    from partgnn.data.files.model_card import ModelCard
     from partgnn.workflows.pretrained_evaluation import CARD_HELD_OUT, CARD_LIMIT
 
-    card = yaml.safe_load(pretrained_card(result.model).read_text())
-    held_out = card.get("held_out", {})
-    simulated, simulated_limit = held_out.get(CARD_HELD_OUT, {}), held_out.get(CARD_LIMIT, {})
+    card = ModelCard.read(result.model)
     evaluation, limit = result.evaluation, result.limit
     lines = [
         f"pretrained:{result.model} on {result.events} ({_events(evaluation.events or 0)}), "
@@ -132,10 +109,10 @@ def figures_table(result: PretrainedEvaluation) -> list[str]:
     ]
     for label, section, key in FIGURES:
         mine = evaluation.number(section, key)
-        theirs = simulated.get(f"{section}_{key}")
+        theirs = card.figure(CARD_HELD_OUT, f"{section}_{key}")
         if section == "track":
             mine_limit = limit.number("track", key)
-            theirs_limit = simulated_limit.get(f"track_{key}")
+            theirs_limit = card.figure(CARD_LIMIT, f"track_{key}")
             lines.append(f"| {label} | {_of(mine, mine_limit)} | {_of(theirs, theirs_limit)} |")
         else:
             lines.append(f"| {label} | {_shown(mine)} | {_shown(theirs)} |")

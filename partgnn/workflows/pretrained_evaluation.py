@@ -24,17 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from partgnn.data.files import output_kinds
+from partgnn.data.files.model_card import ModelCard
 from partgnn.data.files.output_files import refuse_output_over
 from partgnn.errors import InputError
-from partgnn.resources import PRETRAINED_PREFIX, pretrained_card
+from partgnn.resources import PRETRAINED_PREFIX
 
 if TYPE_CHECKING:
     from partgnn.metrics.evaluation_results import EvaluationResults
 
 #: The card's simulated held-out figures and construction limit (``held_out`` labels).
 CARD_HELD_OUT, CARD_LIMIT = "simulated", "construction-limit"
-#: How tracks are built on a card that does not say (the cards shipped before the field).
-DEFAULT_TRACK_BUILDING = "components"
 #: The files an evaluation writes into its folder, and their kinds.
 WORK_FILES = {
     "graphs.h5": output_kinds.GRAPHS,
@@ -59,8 +58,8 @@ def is_work_file(work: Path, relative: Path) -> bool:
     return kind is not None and kind.recognises(work / relative)
 
 
-def card_track_building(card: dict, card_path: Path) -> str:
-    """The track building a card's figures were measured with (``card["track_building"]``).
+def card_track_building(card: ModelCard) -> str:
+    """The track building a card's figures were measured with (its ``track_building``).
 
     Raises:
         InputError: The card names a method :func:`~partgnn.metrics.track_building.build_tracks`
@@ -68,10 +67,10 @@ def card_track_building(card: dict, card_path: Path) -> str:
     """
     from partgnn.metrics.track_building import TRACK_BUILDING_METHODS
 
-    method = card.get("track_building", DEFAULT_TRACK_BUILDING)
+    method = card.track_building
     if method not in TRACK_BUILDING_METHODS:
         raise InputError(
-            f"{card_path}: track_building {method!r} is not one of "
+            f"{card.path}: track_building {method!r} is not one of "
             f"{', '.join(TRACK_BUILDING_METHODS)}"
         )
     return method
@@ -117,20 +116,16 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> PretrainedEvalua
             holds the events, is a file, or holds files an evaluation does not write; or a
             step fails (its line).
     """
-    import yaml
-
     from partgnn.data.files.output_files import atomic_directory
 
-    card_path = pretrained_card(name)
-    name = card_path.stem
-    card = yaml.safe_load(card_path.read_text())
-    construction = card.get("construction")
-    if not construction:
-        raise InputError(f"{card_path}: the card records no construction; cannot build graphs")
-    track_building = card_track_building(card, card_path)
-    pt_min, pt_max = (card.get("held_out", {}).get(CARD_HELD_OUT) or {}).get(
-        "target_pt", [1.0, None]
-    )
+    card = ModelCard.read(name)
+    name = card.path.stem
+    if card.construction is None:
+        raise InputError(f"{card.path}: the card records no construction; cannot build graphs")
+    if card.score_cut is None:
+        raise InputError(f"{card.path}: the card records no score_cut; cannot evaluate at it")
+    track_building = card_track_building(card)
+    pt_min, pt_max = (card.held_out.get(CARD_HELD_OUT) or {}).get("target_pt", [1.0, None])
     if not events.is_file():
         raise InputError(f"{events}: no such events file")
     refuse_output_over(work, iter([("EVENTS", events)]), folder=True, option="work")
@@ -144,13 +139,13 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> PretrainedEvalua
         evaluation, limit = _build_score_evaluate(
             name, card, events, staging, track_building, (pt_min, pt_max)
         )
-    return PretrainedEvaluation(name, events, float(card["score_cut"]), track_building,
-                                evaluation, limit)  # fmt: skip
+    return PretrainedEvaluation(name, events, card.score_cut, track_building, evaluation,
+                                limit)  # fmt: skip
 
 
 def _build_score_evaluate(
     name: str,
-    card: dict,
+    card: ModelCard,
     events: Path,
     work: Path,
     track_building: str,
@@ -169,17 +164,17 @@ def _build_score_evaluate(
     from partgnn.metrics.evaluation import evaluate_scores
     from partgnn.train.inference import run_inference
 
-    construction = card["construction"]
+    construction = card.construction
     graphs, scores = work / "graphs.h5", work / "scores.h5"
     geometry = load_geometry(None)
-    if construction["method"] == "module-map":
+    if construction.by_module_map:
         map_path, cuts = resolve_map(PRETRAINED_PREFIX + name), GraphBuildConfig()
     else:
-        map_path, cuts = None, GraphBuildConfig(pt_min=float(construction.get("pt_min", 0.0)))
+        map_path, cuts = None, GraphBuildConfig(pt_min=construction.pt_min)
     write_event_graphs(events, graphs, geometry, cuts.resolved(geometry.b_field), map_path)
     one_process = DistContext.one_process("cpu")
     run_inference(PRETRAINED_PREFIX + name, scores, one_process, graphs=graphs)
-    cut = float(card["score_cut"])
+    cut = card.score_cut
     pt_min, pt_max = target_pt
     options = {"pt_min": pt_min, "pt_max": pt_max, "track_building": track_building}
     evaluation = evaluate_scores(scores, graphs, events_path=events, cut=cut, **options)

@@ -29,11 +29,15 @@ def test_the_api_evaluates_a_shipped_model_into_a_record(tmp_path: Path):
 
 
 def test_the_card_says_how_tracks_are_built(tmp_path: Path):
+    from partgnn.data.files.model_card import ModelCard
     from partgnn.errors import InputError
     from partgnn.workflows.pretrained_evaluation import card_track_building
 
-    card = tmp_path / "card.yaml"
-    assert card_track_building({}, card) == "components"  # cards from before the field
-    assert card_track_building({"track_building": "junction"}, card) == "junction"
+    path = tmp_path / "card.yaml"
+    card = ModelCard.of_yaml({"score_cut": 0.5}, path)  # a card from before the field
+    assert card_track_building(card) == "components"
+    card = ModelCard.of_yaml({"score_cut": 0.5, "track_building": "junction"}, path)
+    assert card_track_building(card) == "junction"
+    card = ModelCard.of_yaml({"score_cut": 0.5, "track_building": "greedy"}, path)
     with pytest.raises(InputError, match=r"card\.yaml: track_building 'greedy' is not one of"):
-        card_track_building({"track_building": "greedy"}, card)
+        card_track_building(card)

@@ -4,24 +4,27 @@ A full-graph model's map ships with the package beside the model (``NAME.map.npz
 file its card's ``module_map_file`` names, which models built with one map share; its size and
 SHA-256 on the card), so ``build-graphs --map pretrained:NAME`` works on a fresh install
 without a fit. The card also records the ``fit-module-map`` arguments that made it (events
-simulated on the fly, so nothing else is needed): ``partgnn pretrained pretrained:NAME
---make-map`` fits it again into partgnn's cache folder (:func:`cache_dir`) and compares the
-refit with the card's map, bitwise and else by content (:mod:`partgnn.data.module_map.compare`):
-a refit on another CPU may differ in the last bits of its windows and is the same map all the
-same. A refit that is another map is kept, renamed, never deleted.
+simulated on the fly, so nothing else is needed; read as a
+:class:`~partgnn.data.module_map.recorded_fit.RecordedMapFit`): :func:`make_map` (``partgnn
+pretrained pretrained:NAME --make-map``) fits it again into partgnn's cache folder
+(:func:`cache_dir`) and compares the refit with the card's map, bitwise and else by content
+(:mod:`partgnn.data.module_map.compare`): a refit on another CPU may differ in the last bits of its
+windows and is the same map all the same. A refit that is another map is kept, renamed, never
+deleted.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import sys
 from pathlib import Path
-from typing import Any
 
 from partgnn import resources
+from partgnn.data.files.model_card import CardConstruction, ModelCard
 from partgnn.data.files.output_files import make_folder
+from partgnn.data.module_map.fit_time import fit_time_notice
 from partgnn.errors import InputError
-from partgnn.resources import PRETRAINED_PREFIX, pretrained_card
+from partgnn.resources import PRETRAINED_PREFIX
 
 #: Suffix of a module map shipped beside its model (``NAME.map.npz``).
 SHIPPED_MAP_SUFFIX = ".map.npz"
@@ -38,12 +41,10 @@ def cache_dir() -> Path:
     return Path(base) / "partgnn"
 
 
-def card_construction(name: str) -> dict[str, Any]:
-    """The ``construction`` section of a shipped model's card (``{}`` if it has none)."""
-    import yaml
-
-    card = yaml.safe_load(pretrained_card(name).read_text()) or {}
-    return dict(card.get("construction") or {})
+def card_construction(name: str) -> CardConstruction | None:
+    """How a shipped model's graphs are built, as its card records it (``None``: it records
+    nothing)."""
+    return ModelCard.read(name).construction
 
 
 def _model_name(spec: str) -> str:
@@ -63,7 +64,8 @@ def shipped_map_path(spec: str) -> Path:
     Raises:
         InputError: The card's ``module_map_file`` is not a file name.
     """
-    name = card_construction(spec).get("module_map_file") or (
+    construction = card_construction(spec)
+    name = (construction.module_map_file if construction else None) or (
         f"{_model_name(spec)}{SHIPPED_MAP_SUFFIX}"
     )
     if Path(name).name != name or not name.endswith(SHIPPED_MAP_SUFFIX):
@@ -74,19 +76,19 @@ def shipped_map_path(spec: str) -> Path:
     return resources.pretrained_dir() / name
 
 
-def _expected(spec: str) -> tuple[str, list[str]]:
-    """The map's SHA-256 and ``fit-module-map`` arguments, from the card.
+def _expected(spec: str) -> CardConstruction:
+    """The card's module-map construction (its map's SHA-256 and the fit that made it).
 
     Raises:
         InputError: The model's graphs are not built with a module map.
     """
     construction = card_construction(spec)
-    if construction.get("method") != "module-map" or "fit_module_map" not in construction:
+    if construction is None or not construction.by_module_map or construction.map_fit is None:
         raise InputError(
             f"{PRETRAINED_PREFIX}{_model_name(spec)}: its graphs are not built with a module map "
             "(partgnn pretrained NAME shows how they are built)"
         )
-    return str(construction["module_map_sha256"]), [str(a) for a in construction["fit_module_map"]]
+    return construction
 
 
 def resolve_map(spec: str | os.PathLike[str]) -> Path:
@@ -101,7 +103,7 @@ def resolve_map(spec: str | os.PathLike[str]) -> Path:
     text = os.fspath(spec)
     if not text.startswith(PRETRAINED_PREFIX):
         return Path(spec)
-    sha256, _ = _expected(text)
+    sha256 = _expected(text).module_map_sha256
     shipped = shipped_map_path(text)
     if shipped.is_file():
         _check_shipped(shipped, sha256, text)
@@ -117,7 +119,7 @@ def resolve_map(spec: str | os.PathLike[str]) -> Path:
     return path
 
 
-def make_map(spec: str, fit: Callable[[list[str], Path], None]) -> tuple[Path, str]:
+def make_map(spec: str, *, workers: int = 1) -> tuple[Path, str]:
     """Fits ``pretrained:NAME``'s module map as its card records, into :func:`map_path`, and
     compares it with the card's map: bitwise (its SHA-256), else by content with the shipped
     map (:func:`~partgnn.data.module_map.compare.compare_maps`).
@@ -128,8 +130,8 @@ def make_map(spec: str, fit: Callable[[list[str], Path], None]) -> tuple[Path, s
 
     Args:
         spec: ``NAME`` or ``pretrained:NAME``.
-        fit: Fits the map the card's recorded ``fit-module-map`` options say, writing it to
-            the path given (raises on failure).
+        workers: Processes simulating the fit's events (the map is the same for any number);
+            how long that takes here is said on stderr first.
 
     Returns:
         The map's path and one line saying how it compares with the card's.
@@ -138,7 +140,8 @@ def make_map(spec: str, fit: Callable[[list[str], Path], None]) -> tuple[Path, s
         InputError: No module map for this model, or the fitted (or present) map is another.
     """
     spec = PRETRAINED_PREFIX + _model_name(spec)
-    sha256, arguments = _expected(spec)
+    construction = _expected(spec)
+    sha256 = construction.module_map_sha256
     path = map_path(spec)
     if path.is_file():
         _check_made(path, spec)
@@ -149,7 +152,11 @@ def make_map(spec: str, fit: Callable[[list[str], Path], None]) -> tuple[Path, s
     make_folder(path.parent)
     fitted = path.with_name(f".{path.name}.fitting.npz")
     fitted.unlink(missing_ok=True)  # only a fit killed after it saved leaves one (atomic save)
-    fit(arguments, fitted)
+    fit = construction.map_fit
+    notice = fit_time_notice(fit.simulated)
+    if notice is not None:
+        print(notice, file=sys.stderr)
+    fit.refit(fitted, workers=workers)
     verdict, same = _compare(fitted, sha256, spec)
     if not same:
         kept = path.with_name(f"{path.stem}.differs.npz")
