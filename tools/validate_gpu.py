@@ -41,6 +41,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from _common import partgnn_launcher
 
 CHECKS = ("selfcheck", "exact", "resume", "bench")
 TOLERANCE = 1e-9
@@ -227,9 +228,13 @@ class Validation:
                     run={"bf16": precision == "bf16", "checkpoint_every": 10_000},
                     optim={"epochs": self.args.bench_steps, "max_steps": None},
                 )  # fmt: skip
-                plan = self._command([*_partgnn(1), "plan", "--config", str(config), "--json"],
-                                     f"{name}-plan")  # fmt: skip
-                done = self._command([*_partgnn(n_ranks), "train", "--config", str(config)], name)
+                plan = self._command(
+                    [*partgnn_launcher(1), "plan", "--config", str(config), "--json"],
+                    f"{name}-plan",
+                )
+                done = self._command(
+                    [*partgnn_launcher(n_ranks), "train", "--config", str(config)], name
+                )
                 row = {"P": n_ranks, "precision": precision, "ok": not done.rc}
                 if not plan.rc:
                     ranks = json.loads(plan.stdout)["ranks"]
@@ -291,8 +296,8 @@ class Validation:
             mode=mode, device=device, dtype="float64", model=model, run=run or {},
             optim=optim or {},
         )  # fmt: skip
-        return self._command([*_partgnn(n_ranks), "train", "--config", str(config), *(extra or [])],
-                             name)  # fmt: skip
+        command = [*partgnn_launcher(n_ranks), "train", "--config", str(config), *(extra or [])]
+        return self._command(command, name)
 
     def _config(
         self, name: str, data: dict, *, mode: str, device: str, dtype: str,
@@ -314,7 +319,7 @@ class Validation:
         return path
 
     def _partgnn(self, n_ranks: int, arguments: list[str], name: str) -> Done:
-        return self._command([*_partgnn(n_ranks), *arguments], name)
+        return self._command([*partgnn_launcher(n_ranks), *arguments], name)
 
     def _command(self, command: list[str], name: str) -> Done:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -359,14 +364,6 @@ def _backend(done: Done, device: str) -> str:
     if "staged through host memory" in done.stderr:
         return "gloo, staged"
     return "nccl" if device == "cuda" else "gloo"
-
-
-def _partgnn(n_ranks: int) -> list[str]:
-    """The command that starts partgnn on ``n_ranks`` processes of this machine."""
-    if n_ranks == 1:
-        return [sys.executable, "-m", "partgnn"]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", str(n_ranks), "-m", "partgnn"]  # fmt: skip
 
 
 def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
