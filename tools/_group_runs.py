@@ -75,12 +75,11 @@ def train_halo(folder: Path, name: str, processes: int, config: dict) -> dict:
     summary = RunSummary.read(run_dir)
     with open(run_dir / "metrics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    workload = summary.workload
-    per_rank = workload["step_seconds_per_rank"]
+    per_rank = summary.workload.step_seconds_per_rank
     return {
         "steps": summary.steps,
         "step_s": sum(per_rank) / (len(per_rank) * summary.steps),
-        "waiting": workload["gradient_wait_fraction_per_rank"],
+        "waiting": summary.workload.gradient_wait_fraction_per_rank,
         "val_loss": [float(row["val_loss"]) for row in rows],
         "summary": summary,
     }

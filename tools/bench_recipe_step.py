@@ -103,8 +103,8 @@ def _measure(run_dir: Path, shards: Path, args, overrides: list[str]) -> dict[st
     return {
         "step_s": float(last["step_time_s"]),
         "peak_gb": float(last["peak_memory_mb_max"]) / 1024,
-        "nodes": workload["computed_nodes"] / steps,
-        "edges": workload["computed_edges"] / steps,
+        "nodes": workload.computed_nodes / steps,
+        "edges": workload.computed_edges / steps,
     }
 
 

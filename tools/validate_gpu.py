@@ -249,7 +249,7 @@ class Validation:
                         peak_mb_per_rank=final["peak_memory_mb_per_rank"],
                         allocated_mb_per_rank=final.get("peak_allocated_mb_per_rank"),
                         device_used_mb_per_rank=final.get("device_used_mb_per_rank"),
-                        gradient_wait_fraction=summary.workload_number("gradient_wait_fraction"),
+                        gradient_wait_fraction=summary.workload.gradient_wait_fraction,
                         mb_exchanged_per_step=summary.bytes_sent / max(summary.steps, 1) / 1e6,
                     )  # fmt: skip
                 self._record(rows, row, name, done)

@@ -82,6 +82,74 @@ _FACTS_BEFORE_RECORDED: dict[str, RecordedMode] = {
 }
 
 
+@dataclass(frozen=True)
+class Communication:
+    """Bytes all ranks sent and received in halo exchanges during training.
+
+    Attributes:
+        bytes_sent: Bytes sent (``None``: not recorded).
+        bytes_received: Bytes received (``None``: not recorded).
+    """
+
+    bytes_sent: int | None = None
+    bytes_received: int | None = None
+
+    @classmethod
+    def of_json(cls, content: dict[str, Any], where: str) -> Communication:
+        """The record a summary's ``communication`` object holds (what it lacks: ``None``)."""
+        return cls(
+            bytes_sent=_integer(content, "bytes_sent", where, default=None),
+            bytes_received=_integer(content, "bytes_received", where, default=None),
+        )
+
+
+@dataclass(frozen=True)
+class ComputedWork:
+    """What the ranks computed during training, summed over them.
+
+    Attributes:
+        computed_nodes, owned_nodes: Node rows computed (owned and halo or replicated), and
+            those owned.
+        computed_edges, counted_edges: Edges computed, and those counted in the loss.
+        replicated_node_fraction, replicated_edge_fraction: The work beyond what is owned or
+            counted, as a share of it (NaN: not recorded).
+        step_seconds_per_rank: Each rank's seconds of training steps, by global rank.
+        gradient_wait_fraction_per_rank: Each rank's share of its step time spent waiting at
+            the gradient all-reduce.
+        gradient_wait_fraction: Their mean (NaN: not recorded).
+    """
+
+    computed_nodes: int | None = None
+    owned_nodes: int | None = None
+    computed_edges: int | None = None
+    counted_edges: int | None = None
+    replicated_node_fraction: float = NAN
+    replicated_edge_fraction: float = NAN
+    step_seconds_per_rank: list[float] = field(default_factory=list)
+    gradient_wait_fraction_per_rank: list[float] = field(default_factory=list)
+    gradient_wait_fraction: float = NAN
+
+    @classmethod
+    def of_json(cls, content: dict[str, Any], where: str) -> ComputedWork:
+        """The record a summary's ``workload`` object holds (what it lacks: ``None``, NaN or
+        empty)."""
+        counts = {
+            key: _integer(content, key, where, default=None)
+            for key in ("computed_nodes", "owned_nodes", "computed_edges", "counted_edges")
+        }
+        fractions = {
+            key: _number(content, key)
+            for key in (
+                "replicated_node_fraction", "replicated_edge_fraction", "gradient_wait_fraction"
+            )
+        }  # fmt: skip
+        lists = {
+            key: [_number({"v": v}, "v") for v in content.get(key) or []]
+            for key in ("step_seconds_per_rank", "gradient_wait_fraction_per_rank")
+        }
+        return cls(**counts, **fractions, **lists)
+
+
 @dataclass
 class RunSummary:
     """A training run's summary (``summary.json``).
@@ -102,9 +170,8 @@ class RunSummary:
             ``peak_memory_mb_per_rank``...; ``None``: none ran).
         stopped_by: The signal that stopped the run early (``SIGTERM``...; ``None``: it ran
             all its steps).
-        communication: Bytes the ranks exchanged (``bytes_sent``...).
-        workload: What the ranks computed (``computed_nodes``, ``replicated_node_fraction``,
-            ``gradient_wait_fraction``...).
+        communication: Bytes the ranks exchanged.
+        workload: What the ranks computed.
         event_cache: The event source's cache statistics.
         already_finished: Not written: the run was finished before this sitting (a resume of a
             finished run changes nothing).
@@ -122,8 +189,8 @@ class RunSummary:
     wall_time_s: float = NAN
     final: dict[str, Any] | None = None
     stopped_by: str | None = None
-    communication: dict[str, Any] = field(default_factory=dict)
-    workload: dict[str, Any] = field(default_factory=dict)
+    communication: Communication = field(default_factory=Communication)
+    workload: ComputedWork = field(default_factory=ComputedWork)
     event_cache: dict[str, Any] = field(default_factory=dict)
     already_finished: bool = False
 
@@ -135,15 +202,11 @@ class RunSummary:
     @property
     def bytes_sent(self) -> float:
         """Bytes all ranks sent in halo exchanges during training (NaN: not recorded)."""
-        return json_files.number(self.communication.get("bytes_sent"))
+        return json_files.number(self.communication.bytes_sent)
 
     def final_number(self, key: str) -> float:
         """A number of the last evaluation (NaN: absent or not a number)."""
         return json_files.number((self.final or {}).get(key))
-
-    def workload_number(self, key: str) -> float:
-        """A number of the workload record (NaN: absent or not a number)."""
-        return json_files.number(self.workload.get(key))
 
     def as_json(self) -> dict[str, Any]:
         """The content of ``summary.json`` (``already_finished`` is not written)."""
@@ -195,8 +258,10 @@ class RunSummary:
             wall_time_s=json_files.number(content.get("wall_time_s")),
             final=_object(content, "final", where, default=None),
             stopped_by=_string(content, "stopped_by", where),
-            communication=_object(content, "communication", where, default={}),
-            workload=_object(content, "workload", where, default={}),
+            communication=Communication.of_json(
+                _object(content, "communication", where, default={}), where
+            ),
+            workload=ComputedWork.of_json(_object(content, "workload", where, default={}), where),
             event_cache=_object(content, "event_cache", where, default={}),
         )
 
@@ -238,3 +303,10 @@ def _string(content: dict[str, Any], key: str, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InputError(f"{where}: {key} must be a string (got {value!r:.40})")
     return value
+
+
+def _number(content: dict[str, Any], key: str) -> float:
+    """A number of ``content`` (:data:`NAN`, the one NaN object, where absent or undefined: so
+    records read from files compare equal to the records written)."""
+    value = json_files.number(content.get(key))
+    return NAN if value != value else value

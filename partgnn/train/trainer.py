@@ -362,7 +362,7 @@ class Trainer:
             self.state.epoch, self.state.step, self.state.totals,
             lr=self.scheduler.get_last_lr()[0],
             memory_mb=peak_memory_per_rank(self.context, self.device),
-            bytes_sent=bytes_exchanged(self.counter, self.context, self.device)["bytes_sent"],
+            bytes_sent=bytes_exchanged(self.counter, self.context, self.device).bytes_sent,
             cuda_memory=cuda_memory_per_rank(self.context, self.device),
             validation=metrics,
         )  # fmt: skip

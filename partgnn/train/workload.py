@@ -13,6 +13,7 @@ import torch.distributed as dist
 
 from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
+from partgnn.metrics.run_summary import Communication, ComputedWork
 from partgnn.train.items.train_item import TrainItem
 
 
@@ -120,7 +121,7 @@ class Workload:
         waiting for the slowest rank and then the all-reduce, goes to :attr:`reduce_clock`)."""
         self.step_seconds += step_seconds
 
-    def reduced(self, context: DistContext, device: torch.device) -> dict[str, float]:
+    def reduced(self, context: DistContext, device: torch.device) -> ComputedWork:
         """The sums over all ranks, with the replicated fractions (excess / owned or counted)."""
         values = torch.tensor(
             [self.computed_nodes, self.owned_nodes, self.computed_edges, self.counted_edges],
@@ -139,17 +140,17 @@ class Workload:
             dist.all_reduce(times)
         step_s, reduce_s = times.cpu()
         waiting = (reduce_s / step_s.clamp(min=1e-12)).tolist()
-        return {
-            "computed_nodes": nodes,
-            "owned_nodes": owned,
-            "computed_edges": edges,
-            "counted_edges": counted,
-            "replicated_node_fraction": (nodes - owned) / owned if owned else float("nan"),
-            "replicated_edge_fraction": (edges - counted) / counted if counted else float("nan"),
-            "step_seconds_per_rank": step_s.tolist(),
-            "gradient_wait_fraction_per_rank": waiting,
-            "gradient_wait_fraction": sum(waiting) / len(waiting),
-        }
+        return ComputedWork(
+            computed_nodes=nodes,
+            owned_nodes=owned,
+            computed_edges=edges,
+            counted_edges=counted,
+            replicated_node_fraction=(nodes - owned) / owned if owned else float("nan"),
+            replicated_edge_fraction=(edges - counted) / counted if counted else float("nan"),
+            step_seconds_per_rank=step_s.tolist(),
+            gradient_wait_fraction_per_rank=waiting,
+            gradient_wait_fraction=sum(waiting) / len(waiting),
+        )
 
 
 def peak_memory_per_rank(context: DistContext, device: torch.device) -> list[float]:
@@ -198,7 +199,7 @@ def _per_rank(values: list[float], context: DistContext, device: torch.device) -
 
 def bytes_exchanged(
     counter: CommunicationCounter, context: DistContext, device: torch.device
-) -> dict[str, int]:
+) -> Communication:
     """Bytes all ranks sent and received in halo exchanges since ``counter`` started.
 
     .. warning::
@@ -209,4 +210,4 @@ def bytes_exchanged(
     )
     if context.global_world_size > 1:
         dist.all_reduce(values)
-    return {"bytes_sent": int(values[0]), "bytes_received": int(values[1])}
+    return Communication(bytes_sent=int(values[0]), bytes_received=int(values[1]))

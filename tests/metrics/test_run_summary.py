@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from partgnn.errors import InputError
-from partgnn.metrics.run_summary import RecordedMode, RunSummary
+from partgnn.metrics.run_summary import Communication, ComputedWork, RecordedMode, RunSummary
 from partgnn.train.run_directory.run_log import RunLog
 from partgnn.train.strategies import STRATEGIES
 
@@ -20,7 +20,8 @@ def _summary(**changes) -> RunSummary:
         mode="halo", mode_facts=STRATEGIES["halo"].facts.as_record(), world_size=4,
         group_size=2, steps=12, total_steps=12, epochs=3, parameters=1234, wall_time_s=2.5,
         final={"val_loss": 0.25, "val_efficiency": float("nan")},
-        communication={"bytes_sent": 4096}, workload={"replicated_node_fraction": 0.1},
+        communication=Communication(bytes_sent=4096),
+        workload=ComputedWork(replicated_node_fraction=0.1, step_seconds_per_rank=[1.5, 2.0]),
     )  # fmt: skip
     fields.update(changes)
     return RunSummary(**fields)
@@ -38,7 +39,7 @@ def test_the_written_summary_reads_back_as_the_record(tmp_path: Path):
     read = RunSummary.read(tmp_path)  # a run directory: its summary.json
     assert read.final_number("val_loss") == 0.25
     assert math.isnan(read.final_number("val_efficiency"))
-    assert read.bytes_sent == 4096.0 and read.workload_number("replicated_node_fraction") == 0.1
+    assert read.bytes_sent == 4096.0 and read.workload.replicated_node_fraction == 0.1
     assert read.recorded_mode == RecordedMode("halo", "halo exchange", True, False, False)
     assert read.as_json() == {
         **summary.as_json(),

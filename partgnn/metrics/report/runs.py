@@ -156,8 +156,8 @@ def load_run(directory: str | os.PathLike[str], *, name: str | None = None) -> R
         boundary_true_edges=summary.final_number("val_boundary_true_edges"),
         evaluation=EvaluationResults.read_if_present(directory / EVALUATION_NAME),
         sector_margin=summary.sector_margin,
-        replicated_nodes=summary.workload_number("replicated_node_fraction"),
-        replicated_edges=summary.workload_number("replicated_edge_fraction"),
+        replicated_nodes=summary.workload.replicated_node_fraction,
+        replicated_edges=summary.workload.replicated_edge_fraction,
     )
 
 
