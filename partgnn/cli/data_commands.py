@@ -17,7 +17,7 @@ from partgnn.data.files import output_kinds
 from partgnn.data.graphs.graph_config import GraphBuildConfig
 
 if TYPE_CHECKING:
-    from partgnn.data.module_map.fit_files import SimulatedEvents
+    pass
 
 
 #: A module map is reported thin when more than this share of the data would fall outside it
@@ -232,36 +232,14 @@ def run_import_trackml(args: argparse.Namespace) -> int:
     return 0
 
 
-def say_expected_fit_time(simulated: SimulatedEvents) -> None:
-    """One line on stderr: how long simulating ``simulated``'s events for a fit will take
-    (:func:`~partgnn.data.module_map.fit_time.fit_time_notice`; nothing without any)."""
-    from partgnn.data.module_map.fit_time import fit_time_notice
-
-    notice = fit_time_notice(simulated)
-    if notice is not None:
-        print(notice, file=sys.stderr)
-
-
 def map_fit_settings(args: argparse.Namespace) -> dict[str, object]:
     """The keyword arguments of :func:`~partgnn.data.module_map.fit_files.fit_module_map_file`
     that ``fit-module-map``'s options give (all but ``--out``)."""
-    from partgnn.data.module_map.doublets import SimulatedRun
-    from partgnn.data.module_map.fit_files import MapFit, SimulatedEvents
+    from partgnn.data.module_map.recorded_fit import map_fit_of
 
-    return {
-        "events_files": args.events,
-        "simulated": SimulatedEvents(
-            [SimulatedRun.parse(text) for text in args.simulate], pileup=args.pileup,
-            workers=args.workers, module_planes=args.module_planes,
-            field_profile=args.field_profile, secondaries=args.secondaries,
-        ),
-        "geometry": args.geometry,
-        "fit": MapFit(
-            pt_min=args.pt_min, triplets=args.triplets, max_vertex_radius=args.max_vertex_radius,
-            window=args.window, width=args.width, floor=args.floor,
-            triplet_floor=args.triplet_floor, precision=args.window_precision,
-        ),
-    }  # fmt: skip
+    simulated, fit = map_fit_of(args)
+    return {"events_files": args.events, "simulated": simulated, "geometry": args.geometry,
+            "fit": fit}  # fmt: skip
 
 
 def run_fit_module_map(args: argparse.Namespace) -> int:
@@ -269,6 +247,7 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
     from partgnn.data.files.output_files import check_output_path
     from partgnn.data.module_map.doublets import SimulatedRun
     from partgnn.data.module_map.fit_files import fit_module_map_file
+    from partgnn.data.module_map.fit_time import say_fit_time
     from partgnn.errors import InputError
 
     runs = [SimulatedRun.parse(text) for text in args.simulate]
@@ -276,7 +255,7 @@ def run_fit_module_map(args: argparse.Namespace) -> int:
         raise InputError("fit-module-map: give events files, --simulate SEED:FIRST:EVENTS, or both")
     check_output_path(args.out)
     settings = map_fit_settings(args)
-    say_expected_fit_time(settings["simulated"])
+    say_fit_time(settings["simulated"])
     fitted = fit_module_map_file(args.out, **settings)
     module_map = fitted.module_map
     counts = {"events": fitted.events, "doublets": fitted.doublets}

@@ -12,6 +12,7 @@ own).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,13 +139,13 @@ class ComputedWork:
             for key in ("computed_nodes", "owned_nodes", "computed_edges", "counted_edges")
         }
         fractions = {
-            key: _number(content, key)
+            key: _number(content.get(key))
             for key in (
                 "replicated_node_fraction", "replicated_edge_fraction", "gradient_wait_fraction"
             )
         }  # fmt: skip
         lists = {
-            key: [_number({"v": v}, "v") for v in content.get(key) or []]
+            key: [_number(value) for value in content.get(key) or []]
             for key in ("step_seconds_per_rank", "gradient_wait_fraction_per_rank")
         }
         return cls(**counts, **fractions, **lists)
@@ -305,8 +306,8 @@ def _string(content: dict[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-def _number(content: dict[str, Any], key: str) -> float:
-    """A number of ``content`` (:data:`NAN`, the one NaN object, where absent or undefined: so
+def _number(value: Any) -> float:
+    """``value`` as a number (:data:`NAN`, the one NaN object, where absent or undefined: so
     records read from files compare equal to the records written)."""
-    value = json_files.number(content.get(key))
-    return NAN if value != value else value
+    number = json_files.number(value)
+    return NAN if math.isnan(number) else number

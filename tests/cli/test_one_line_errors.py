@@ -39,7 +39,9 @@ def test_a_damaged_map_in_the_cache_says_how_to_refit(tiny_pipeline, tmp_path, c
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("PARTGNN_CACHE", str(cache))
-    monkeypatch.setattr(pretrained_maps, "shipped_map_path", lambda spec: tmp_path / "none.npz")
+    monkeypatch.setattr(
+        pretrained_maps, "shipped_map_path", lambda spec, construction=None: tmp_path / "none.npz"
+    )
     made = pretrained_maps.map_path("pretrained:trackml-full")
     made.parent.mkdir(parents=True)
     made.write_bytes(b"PK\x03\x04 a truncated zip")
@@ -67,7 +69,7 @@ def test_destinations_under_proc_are_one_line(tiny_pipeline: Path, tmp_path, cap
     monkeypatch.setenv("PARTGNN_CACHE", str(nowhere))
     monkeypatch.setattr(
         "partgnn.data.module_map.pretrained_maps.shipped_map_path",
-        lambda spec: tmp_path / "none.npz",
+        lambda spec, construction=None: tmp_path / "none.npz",
     )
     assert main(["pretrained", "trackml-full", "--make-map"]) == 2
     assert _one_line(capsys).startswith(f"{nowhere / 'maps'}: cannot write here")

@@ -5,6 +5,7 @@ events' count by a measured cost per pile-up-200 event and worker."""
 from __future__ import annotations
 
 import os
+import sys
 
 from partgnn.data.module_map.fit_files import SimulatedEvents
 
@@ -44,3 +45,11 @@ def fit_time_notice(simulated: SimulatedEvents) -> str | None:
     realistic = simulated.module_planes or simulated.field_profile or simulated.secondaries
     events = sum(run.events for run in simulated.runs)
     return expected_fit_time(events, simulated.pileup, simulated.workers, realistic)
+
+
+def say_fit_time(simulated: SimulatedEvents) -> None:
+    """One line on stderr: how long simulating ``simulated``'s events for a fit will take here
+    (:func:`fit_time_notice`; nothing without simulated events)."""
+    notice = fit_time_notice(simulated)
+    if notice is not None:
+        print(notice, file=sys.stderr)

@@ -15,14 +15,14 @@ deleted.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import sys
 from pathlib import Path
 
 from partgnn import resources
 from partgnn.data.files.model_card import CardConstruction, ModelCard
 from partgnn.data.files.output_files import make_folder
-from partgnn.data.module_map.fit_time import fit_time_notice
+from partgnn.data.module_map.fit_time import say_fit_time
 from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX
 
@@ -56,15 +56,16 @@ def map_path(spec: str) -> Path:
     return cache_dir() / "maps" / f"{_model_name(spec)}.npz"
 
 
-def shipped_map_path(spec: str) -> Path:
+def shipped_map_path(spec: str, construction: CardConstruction | None = None) -> Path:
     """Where ``pretrained:NAME``'s module map ships: beside the model, as its card's
     ``module_map_file`` names it (models built with one map share its file), else
-    ``NAME.map.npz``.
+    ``NAME.map.npz`` (``construction``: the card's, when the caller has read it already).
 
     Raises:
         InputError: The card's ``module_map_file`` is not a file name.
     """
-    construction = card_construction(spec)
+    if construction is None:
+        construction = card_construction(spec)
     name = (construction.module_map_file if construction else None) or (
         f"{_model_name(spec)}{SHIPPED_MAP_SUFFIX}"
     )
@@ -103,10 +104,10 @@ def resolve_map(spec: str | os.PathLike[str]) -> Path:
     text = os.fspath(spec)
     if not text.startswith(PRETRAINED_PREFIX):
         return Path(spec)
-    sha256 = _expected(text).module_map_sha256
-    shipped = shipped_map_path(text)
+    construction = _expected(text)
+    shipped = shipped_map_path(text, construction)
     if shipped.is_file():
-        _check_shipped(shipped, sha256, text)
+        _check_shipped(shipped, construction.module_map_sha256, text)
         return shipped
     path = map_path(text)
     if not path.is_file():
@@ -141,11 +142,10 @@ def make_map(spec: str, *, workers: int = 1) -> tuple[Path, str]:
     """
     spec = PRETRAINED_PREFIX + _model_name(spec)
     construction = _expected(spec)
-    sha256 = construction.module_map_sha256
     path = map_path(spec)
     if path.is_file():
         _check_made(path, spec)
-        verdict, same = _compare(path, sha256, spec)
+        verdict, same = _compare(path, construction, spec)
         if not same:
             raise InputError(f"{path}: not {spec}'s module map ({verdict}); remove it to refit")
         return path, verdict
@@ -153,11 +153,9 @@ def make_map(spec: str, *, workers: int = 1) -> tuple[Path, str]:
     fitted = path.with_name(f".{path.name}.fitting.npz")
     fitted.unlink(missing_ok=True)  # only a fit killed after it saved leaves one (atomic save)
     fit = construction.map_fit
-    notice = fit_time_notice(fit.simulated)
-    if notice is not None:
-        print(notice, file=sys.stderr)
+    say_fit_time(dataclasses.replace(fit.simulated, workers=workers))
     fit.refit(fitted, workers=workers)
-    verdict, same = _compare(fitted, sha256, spec)
+    verdict, same = _compare(fitted, construction, spec)
     if not same:
         kept = path.with_name(f"{path.stem}.differs.npz")
         os.replace(fitted, kept)
@@ -170,17 +168,18 @@ def make_map(spec: str, *, workers: int = 1) -> tuple[Path, str]:
     return path, verdict
 
 
-def _compare(path: Path, sha256: str, spec: str) -> tuple[str, bool]:
-    """How the map at ``path`` compares with the card's, in one line, and whether it is the
-    same map (bitwise, or in substance)."""
+def _compare(path: Path, construction: CardConstruction, spec: str) -> tuple[str, bool]:
+    """How the map at ``path`` compares with the card's (``construction``), in one line, and
+    whether it is the same map (bitwise, or in substance)."""
     from partgnn.data.files.h5_files import file_sha256
     from partgnn.data.module_map.compare import compare_maps
     from partgnn.data.module_map.map_file import ModuleMap
 
+    sha256 = construction.module_map_sha256
     found = file_sha256(path)
     if found == sha256:
         return f"bitwise the card's map (sha256 {sha256[:12]}...)", True
-    shipped = shipped_map_path(spec)
+    shipped = shipped_map_path(spec, construction)
     if not shipped.is_file():
         return (
             f"sha256 {found[:12]}..., the card's {sha256[:12]}..., and no shipped map here to "

@@ -51,7 +51,8 @@ class RecordedMapFit:
 
     Attributes:
         arguments: The ``fit-module-map`` options as recorded (what a user can run).
-        simulated: The events simulated on the fly (one worker; :meth:`refit` takes more).
+        simulated: The events simulated on the fly (its workers are the card's, 1 unless it records
+            more; :meth:`refit` takes the caller's).
         fit: Which doublets the map learns from, and its windows.
         geometry: The detector (``None``: partgnn's TrackML detector).
     """
@@ -79,27 +80,30 @@ class RecordedMapFit:
         numbers = (args.pileup, args.pt_min, args.width, args.triplet_floor, *args.floor)
         if any(value < 0 for value in numbers) or (args.max_vertex_radius or 0) < 0:
             raise InputError(f"{where}: fit-module-map {' '.join(arguments)}: a negative value")
-        runs = [SimulatedRun.parse(text) for text in args.simulate]
-        return cls(
-            arguments=arguments,
-            simulated=SimulatedEvents(
-                runs, pileup=args.pileup, module_planes=args.module_planes,
-                field_profile=args.field_profile, secondaries=args.secondaries,
-            ),
-            fit=MapFit(
-                pt_min=args.pt_min, triplets=args.triplets,
-                max_vertex_radius=args.max_vertex_radius, window=args.window, width=args.width,
-                floor=args.floor,
-                triplet_floor=args.triplet_floor, precision=args.window_precision,
-            ),
-            geometry=args.geometry,
-        )  # fmt: skip
+        simulated, fit = map_fit_of(args)
+        return cls(arguments=arguments, simulated=simulated, fit=fit, geometry=args.geometry)
 
     def refit(self, out: str | os.PathLike[str], *, workers: int = 1) -> FittedMap:
         """Fits the map again into ``out``, simulating on ``workers`` processes (the map is the
         same for any number)."""
         simulated = dataclasses.replace(self.simulated, workers=workers)
         return fit_module_map_file(out, simulated=simulated, geometry=self.geometry, fit=self.fit)
+
+
+def map_fit_of(args: argparse.Namespace) -> tuple[SimulatedEvents, MapFit]:
+    """The simulated events and the fit that ``fit-module-map``'s options (parsed, as the command
+    or :func:`_parser` names them) say: one reading for the command and the cards."""
+    simulated = SimulatedEvents(
+        [SimulatedRun.parse(text) for text in args.simulate], pileup=args.pileup,
+        workers=args.workers, module_planes=args.module_planes,
+        field_profile=args.field_profile, secondaries=args.secondaries,
+    )  # fmt: skip
+    fit = MapFit(
+        pt_min=args.pt_min, triplets=args.triplets, max_vertex_radius=args.max_vertex_radius,
+        window=args.window, width=args.width, floor=args.floor,
+        triplet_floor=args.triplet_floor, precision=args.window_precision,
+    )  # fmt: skip
+    return simulated, fit
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ Two orders, both reproducible from ``(seed, epoch)`` and the same on every rank:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -104,9 +105,9 @@ class EpochPlan:
             sampling=self.sampling, sizes=self.sizes, n_buckets=self.n_buckets,
         )  # fmt: skip
 
-    @property
+    @functools.cached_property
     def steps_per_epoch(self) -> int:
-        """Steps in every epoch (the same in each: only their order differs)."""
+        """Steps in every epoch (the same in each: only their order differs; counted once)."""
         return len(self.steps(0))
 
     @property
