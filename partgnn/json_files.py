@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,48 @@ def number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return float("nan")
     return float(value) if math.isfinite(value) else float("nan")
+
+
+#: The one NaN object the readers below return, so that a record read from a file compares
+#: equal to the record written (``nan == nan`` is false, but a tuple holding the same object
+#: compares equal).
+NAN = float("nan")
+
+
+def numbers(content: dict[str, Any], names: Iterable[str], where: str) -> dict[str, float]:
+    """The numbers ``names`` of a JSON object, by name: :data:`NAN` where absent or ``null``.
+
+    Raises:
+        InputError: A value that is neither a number nor ``null`` (one line naming ``where``
+            and the field).
+    """
+    found = {}
+    for name in names:
+        value = content.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise InputError(f"{where}: {name} must be a number (got {value!r:.40})")
+        found[name] = NAN if value is None or not math.isfinite(value) else float(value)
+    return found
+
+
+def counts(
+    content: dict[str, Any], names: Iterable[str], where: str, *, required: bool = False
+) -> dict[str, int]:
+    """The whole numbers ``names`` of a JSON object, by name (0 where absent, unless
+    ``required``). Counts written as floats (``12.0``) are read as integers.
+
+    Raises:
+        InputError: A value that is not a whole number, or a required one absent (one line
+            naming ``where`` and the field).
+    """
+    found = {}
+    for name in names:
+        value = content.get(name)
+        if value is None and not required:
+            value = 0
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{where}: {name} must be a whole number (got {value!r:.40})")
+        found[name] = value
+    return found

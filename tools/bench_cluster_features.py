@@ -124,8 +124,8 @@ def _run_arm(args, arm: str) -> None:
         *(["--minutes", f"{args.minutes:g}"] if args.minutes else []),
         *[item for override in overrides for item in ("--set", override)],
     ]  # fmt: skip
-    if _steps(folder) < args.steps:
-        command += ["--no-score"]
+    if args.minutes and _steps(folder) < args.steps:
+        command += ["--no-score"]  # a sitting may stop early: score once all steps are done
     print(f"$ {' '.join(command[1:])}", file=sys.stderr, flush=True)
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
@@ -175,8 +175,8 @@ def _print_table(args) -> list[list]:
             edge, track = result.edge, result.track
             rows.append([
                 arm, label, _steps(folder), f"{result.cut:.4g}",
-                f"{edge['target_efficiency']:.4f}", f"{edge['masked_purity']:.4f}",
-                f"{edge['auc']:.5f}", f"{track['efficiency_atlas']:.4f}",
+                f"{edge.target_efficiency:.4f}", f"{edge.masked_purity:.4f}",
+                f"{edge.auc:.5f}", f"{track.efficiency_atlas:.4f}",
             ])  # fmt: skip
     print(f"pile-up {args.pileup:g}, {args.train_events} training events, {args.steps} steps "
           "per arm; cut: the lowest with at most 1 % impure tracks on the arm's validation "

@@ -286,15 +286,15 @@ def _print_tables(results: list[dict], margin: int, args: argparse.Namespace) ->
             edge, track = r["edge"], r["track"]
             print(
                 f"| {r['method']} | {r['P']} | {r['strategy']} | {r['cut']:.3f} "
-                f"| {_fmt(edge['efficiency'], '.4f')} "
-                f"| {_fmt(edge.get('target_efficiency'), '.4f')} "
-                f"| {_fmt(edge['purity'], '.4f')} "
-                f"| {_fmt(edge.get('boundary_efficiency'), '.4f')} "
-                f"| {_fmt(edge.get('interior_efficiency'), '.4f')} "
-                f"| {_fmt(track['efficiency'], '.4f')} "
-                f"| {_fmt(track['spanning_efficiency'], '.4f')} ({track['n_spanning_targets']}) "
-                f"| {_fmt(track['contained_efficiency'], '.4f')} "
-                f"| {_fmt(track['fake_rate'], '.4f')} | {_fmt(track['impure_rate'], '.4f')} |"
+                f"| {_fmt(edge.efficiency, '.4f')} "
+                f"| {_fmt(edge.target_efficiency, '.4f')} "
+                f"| {_fmt(edge.purity, '.4f')} "
+                f"| {_fmt(edge.boundary_efficiency, '.4f')} "
+                f"| {_fmt(edge.interior_efficiency, '.4f')} "
+                f"| {_fmt(track.efficiency, '.4f')} "
+                f"| {_fmt(track.spanning_efficiency, '.4f')} ({track.n_spanning_targets}) "
+                f"| {_fmt(track.contained_efficiency, '.4f')} "
+                f"| {_fmt(track.fake_rate, '.4f')} | {_fmt(track.impure_rate, '.4f')} |"
             )
         print()
     print(
@@ -355,7 +355,7 @@ def _plot(results: list[dict], out: Path) -> None:
         axes = np.atleast_1d(figure.subplots(1, len(methods)))
         for ax, method in zip(axes, methods, strict=True):
             for strategy in STRATEGIES:
-                x, y = series(method, strategy, lambda r: r["track"]["spanning_efficiency"], cut)
+                x, y = series(method, strategy, lambda r: r["track"].spanning_efficiency, cut)
                 ax.plot(x, y, "o-", color=colours[strategy], label=strategy)
             p_axis(ax)
             ax.set_ylabel("track efficiency, particles spanning sectors")

@@ -320,11 +320,11 @@ def _print_tables(out: Path, run_dir: Path, ranks: int) -> None:
         r = results[name] = EvaluationResults.read(out / name)
         edge, track = r.edge, r.track
         print(
-            f"| {label} ({r.events}) | {r.cut:.6g} | {edge['target_efficiency']:.4f} "
-            f"| {edge['masked_purity']:.4f} | {edge['purity']:.4f} | {edge['auc']:.5f} "
-            f"| {track['efficiency']:.4f} ({track['efficiency_atlas']:.4f}) "
-            f"| {track['fake_rate']:.4f} | {track['impure_rate']:.4f} "
-            f"| {track['duplicate_rate']:.4f} |"
+            f"| {label} ({r.events}) | {r.cut:.6g} | {edge.target_efficiency:.4f} "
+            f"| {edge.masked_purity:.4f} | {edge.purity:.4f} | {edge.auc:.5f} "
+            f"| {track.efficiency:.4f} ({track.efficiency_atlas:.4f}) "
+            f"| {track.fake_rate:.4f} | {track.impure_rate:.4f} "
+            f"| {track.duplicate_rate:.4f} |"
         )
     for band, (test, perfect) in {
         "pT > 1": ("evaluation-test.json", "evaluation-perfect.json"),
@@ -334,8 +334,8 @@ def _print_tables(out: Path, run_dir: Path, ranks: int) -> None:
             found, limit = results[test].track, results[perfect].track
             print(
                 f"\ntrack efficiency / construction limit ({band}): double majority "
-                f"{found['efficiency'] / limit['efficiency']:.4f}, ATLAS "
-                f"{found['efficiency_atlas'] / limit['efficiency_atlas']:.4f}"
+                f"{found.efficiency / limit.efficiency:.4f}, ATLAS "
+                f"{found.efficiency_atlas / limit.efficiency_atlas:.4f}"
             )
 
 

@@ -184,11 +184,11 @@ def _train(
     }))  # fmt: skip
     planned = planned_mib(config)
     partgnn("train", "--config", config, ranks=n_parts)  # (a failure stops the tool, saying why)
-    final = RunSummary.read(run_dir).final or {}
+    final = RunSummary.read(run_dir).require_final()
     shutil.rmtree(run_dir)  # (the next repeat starts afresh)
     return {
-        "step_time": float(final["step_time_s"]),
-        "peak": [float(m) for m in final["peak_memory_mb_per_rank"]],
+        "step_time": final.step_time_s,
+        "peak": final.peak_memory_mb_per_rank,
         "planned": planned,
     }
 

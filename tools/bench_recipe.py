@@ -221,13 +221,13 @@ def _print_tables(run_dir: Path, results: dict, train_seconds: float | None) -> 
         r = results[name]
         edge, track = r.edge, r.track
         print(
-            f"| {label} ({r.events}) | {r.cut:g} | {edge['efficiency']:.4f} "
-            f"| {edge['purity']:.4f} | {edge['auc']:.5f} | {track['efficiency']:.4f} "
-            f"| {track['fake_rate']:.4f} | {track.get('impure_rate', float('nan')):.4f} "
-            f"| {track['duplicate_rate']:.4f} |"
+            f"| {label} ({r.events}) | {r.cut:g} | {edge.efficiency:.4f} "
+            f"| {edge.purity:.4f} | {edge.auc:.5f} | {track.efficiency:.4f} "
+            f"| {track.fake_rate:.4f} | {track.impure_rate:.4f} "
+            f"| {track.duplicate_rate:.4f} |"
         )
     if "perfect" in results:
-        ratio = results["test"].track["efficiency"] / results["perfect"].track["efficiency"]
+        ratio = results["test"].track.efficiency / results["perfect"].track.efficiency
         print(f"\ntrack efficiency / perfect-score limit: {ratio:.4f}")
 
 

@@ -123,9 +123,9 @@ def main() -> None:
                 from partgnn.metrics.run_summary import RunSummary
 
                 summary = RunSummary.read(run_dir)
-                final = summary.final or {}
-                memory = final["peak_memory_mb_per_rank"]
-                step_time = final["step_time_s"]
+                final = summary.require_final()
+                memory = final.peak_memory_mb_per_rank
+                step_time = final.step_time_s
                 if n_parts == 1:
                     step_time_1[recompute] = step_time
                 efficiency = (

@@ -239,7 +239,7 @@ def _add_evaluations(card: dict, evaluations: list[str]) -> None:
             "cut": metrics.cut,
             "target_pt": list(metrics.target_pt or (1.0, None)),
             **{
-                f"{section}_{key}": _rounded(getattr(metrics, section).get(key))
+                f"{section}_{key}": _rounded(getattr(getattr(metrics, section), key))
                 for section, keys in FIGURES.items()
                 if getattr(metrics, section)
                 for key in keys

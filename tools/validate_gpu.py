@@ -243,12 +243,12 @@ class Validation:
                     from partgnn.metrics.run_summary import RunSummary
 
                     summary = RunSummary.read(self.work / name)
-                    final = summary.final or {}
+                    final = summary.require_final()
                     row.update(
-                        step_time_s=final["step_time_s"],
-                        peak_mb_per_rank=final["peak_memory_mb_per_rank"],
-                        allocated_mb_per_rank=final.get("peak_allocated_mb_per_rank"),
-                        device_used_mb_per_rank=final.get("device_used_mb_per_rank"),
+                        step_time_s=final.step_time_s,
+                        peak_mb_per_rank=final.peak_memory_mb_per_rank,
+                        allocated_mb_per_rank=final.peak_allocated_mb_per_rank,
+                        device_used_mb_per_rank=final.device_used_mb_per_rank,
                         gradient_wait_fraction=summary.workload.gradient_wait_fraction,
                         mb_exchanged_per_step=summary.bytes_sent / max(summary.steps, 1) / 1e6,
                     )  # fmt: skip

@@ -22,6 +22,7 @@ from partgnn.errors import InputError
 if TYPE_CHECKING:
     from partgnn.metrics.efficiency_tallies import EfficiencyTallies
     from partgnn.metrics.evaluation_results import EvaluationResults
+    from partgnn.metrics.tracks import TrackMetrics
 
 #: Communication schedules of the halo exchange
 #: (:data:`partgnn.distributed.exchange_plan.TRANSPORTS`; tests/cli checks they agree). The
@@ -229,31 +230,33 @@ def _target_band(metrics: EvaluationResults) -> str:
     return f"pT > {low:g} GeV" if high is None else f"{low:g} < pT <= {high:g} GeV"
 
 
-def _note(key: str, section: dict) -> str:
-    """What a printed metric needs said beside it."""
-    if key == "trackml_score_max" and section.get(key) is not None:
+def _note(name: str, track: TrackMetrics) -> str:
+    """What a printed track metric needs said beside it."""
+    if name == "trackml_score_max" and track.trackml_score_max is not None:
         return "  (the weight of the graphs' hits: 1 for whole events)"
-    if key == "trackml_score" and (section.get("trackml_score_max") or 1.0) < 0.999:
+    if name == "trackml_score" and (track.trackml_score_max or 1.0) < 0.999:
         return (
-            f"  (of at most {section['trackml_score_max']:.4f}: these graphs hold part of each "
+            f"  (of at most {track.trackml_score_max:.4f}: these graphs hold part of each "
             "event's hits, and the score is not normalised to them)"
         )
     return ""
 
 
 def _print_metrics(metrics: EvaluationResults) -> None:
-    from partgnn.metrics.evaluation_results import SECTIONS
+    import dataclasses
 
     print(
         f"{metrics.events} events, score cut {metrics.cut:.9g} ({metrics.cut_source}), "
         f"target particles {_target_band(metrics)}, tracks by {metrics.track_building}"
     )
-    for section in SECTIONS:
-        numbers = getattr(metrics, section)
-        if not numbers:
+    sections = (("edge", metrics.edge), ("track", metrics.track),
+                ("construction", metrics.construction))  # fmt: skip
+    for section, figures in sections:
+        if figures is None:
             continue  # construction: counted from the events file, when given
         print(f"  {section} metrics:")
-        for key, value in numbers.items():
+        for field in dataclasses.fields(figures):
+            value = getattr(figures, field.name)
             missing = value is None or (isinstance(value, float) and math.isnan(value))
             shown = "n/a" if missing else f"{value:.4f}"
-            print(f"    {key:<28} {shown}{_note(key, numbers)}")
+            print(f"    {field.name:<28} {shown}{_note(field.name, metrics.track)}")

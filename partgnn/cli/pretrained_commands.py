@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX, pretrained_card, pretrained_names
 
 if TYPE_CHECKING:
+    from partgnn.metrics.evaluation_results import EvaluationResults
     from partgnn.workflows.pretrained_evaluation import PretrainedEvaluation
 
 
@@ -82,15 +84,20 @@ def run_pretrained(args: argparse.Namespace) -> int:
     return 0
 
 
-#: The figures printed beside the card's: (label, section, key).
-FIGURES = (
-    ("construction: target doublets held", "construction", "efficiency"),
-    ("  of beam-line particles", "construction", "beam_line_efficiency"),
-    ("target edge efficiency (of those held)", "edge", "target_efficiency"),
-    ("masked purity", "edge", "masked_purity"),
-    ("track efficiency, double majority", "track", "efficiency"),
-    ("track efficiency, ATLAS matching", "track", "efficiency_atlas"),
-)
+#: The figures printed beside the card's: (label, the card's name of the figure, the figure of
+#: an evaluation, whether it is a track figure that the construction's limit bounds).
+FIGURES: tuple[tuple[str, str, Callable[[EvaluationResults], float], bool], ...] = (
+    ("construction: target doublets held", "construction_efficiency",
+     lambda e: e.construction.efficiency if e.construction else math.nan, False),
+    ("  of beam-line particles", "construction_beam_line_efficiency",
+     lambda e: e.construction.beam_line_efficiency if e.construction else math.nan, False),
+    ("target edge efficiency (of those held)", "edge_target_efficiency",
+     lambda e: e.edge.target_efficiency, False),
+    ("masked purity", "edge_masked_purity", lambda e: e.edge.masked_purity, False),
+    ("track efficiency, double majority", "track_efficiency", lambda e: e.track.efficiency, True),
+    ("track efficiency, ATLAS matching", "track_efficiency_atlas",
+     lambda e: e.track.efficiency_atlas, True),
+)  # fmt: skip
 
 
 def figures_table(result: PretrainedEvaluation) -> list[str]:
@@ -107,12 +114,12 @@ def figures_table(result: PretrainedEvaluation) -> list[str]:
         "| figure | these events | card: simulated held-out |",
         "|---|---|---|",
     ]
-    for label, section, key in FIGURES:
-        mine = evaluation.number(section, key)
-        theirs = card.figure(CARD_HELD_OUT, f"{section}_{key}")
-        if section == "track":
-            mine_limit = limit.number("track", key)
-            theirs_limit = card.figure(CARD_LIMIT, f"track_{key}")
+    for label, card_name, figure, bounded in FIGURES:
+        mine = figure(evaluation)
+        theirs = card.figure(CARD_HELD_OUT, card_name)
+        if bounded:
+            mine_limit = figure(limit)
+            theirs_limit = card.figure(CARD_LIMIT, card_name)
             lines.append(f"| {label} | {_of(mine, mine_limit)} | {_of(theirs, theirs_limit)} |")
         else:
             lines.append(f"| {label} | {_shown(mine)} | {_shown(theirs)} |")

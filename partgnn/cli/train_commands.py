@@ -118,7 +118,7 @@ def run_train(args: argparse.Namespace) -> int:
             )
         return 128 + int(signal.Signals[summary.stopped_by])
     if context.is_main:
-        final = summary.final or {}
+        final = {} if summary.final is None else summary.final.as_row()
         shown = {k: v for k, v in final.items() if isinstance(v, float)}
         print(f"trained {summary.steps} steps ({summary.mode}) -> {config.run.dir}")
         print(json_files.dumps(shown, indent=2, sort_keys=True))

@@ -14,9 +14,13 @@ apart too: many constructions (module maps fitted on primaries) aim at the beam-
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import numpy as np
 from torch_geometric.data import Data
 
+from partgnn import json_files
 from partgnn.data.event import Event
 from partgnn.data.graphs.graph_builder import particle_properties, true_consecutive_pairs
 
@@ -24,9 +28,60 @@ from partgnn.data.graphs.graph_builder import particle_properties, true_consecut
 BEAM_LINE_MM = 1.0
 
 
+@dataclass(frozen=True)
+class ConstructionMetrics:
+    """How many of the target doublets the graphs hold (the ``construction`` section of an
+    evaluation).
+
+    Attributes:
+        target_doublets, held: Target doublets, and those the graphs hold.
+        beam_line_target_doublets, beam_line_held: The same for particles made on the beam
+            line (production vertex radius up to :data:`BEAM_LINE_MM`).
+        efficiency: ``held / target_doublets`` (NaN without target doublets).
+        beam_line_efficiency: ``beam_line_held / beam_line_target_doublets``.
+    """
+
+    target_doublets: int
+    held: int
+    beam_line_target_doublets: int
+    beam_line_held: int
+    efficiency: float
+    beam_line_efficiency: float
+
+    COUNT_NAMES: ClassVar[tuple[str, ...]] = (
+        "target_doublets", "held", "beam_line_target_doublets", "beam_line_held"
+    )  # fmt: skip
+
+    @classmethod
+    def of_counts(
+        cls, *, target_doublets: int, held: int, beam_line_target_doublets: int,
+        beam_line_held: int,
+    ) -> ConstructionMetrics:  # fmt: skip
+        """The figures of these counts."""
+        return cls(
+            target_doublets, held, beam_line_target_doublets, beam_line_held,
+            efficiency=_ratio(held, target_doublets),
+            beam_line_efficiency=_ratio(beam_line_held, beam_line_target_doublets),
+        )  # fmt: skip
+
+    @classmethod
+    def of_json(cls, content: dict[str, Any], where: str) -> ConstructionMetrics:
+        """The figures of an evaluation's ``construction`` object (efficiencies recomputed).
+
+        Raises:
+            InputError: A count absent or not a whole number (one line naming ``where`` and
+                it).
+        """
+        return cls.of_counts(**json_files.counts(content, cls.COUNT_NAMES, where, required=True))
+
+
+def _ratio(part: int, whole: int) -> float:
+    return part / whole if whole else json_files.NAN
+
+
 def construction_counts(
     event: Event, graph: Data, pt_min: float, pt_max: float | None = None
-) -> dict[str, int]:
+) -> ConstructionMetrics:
     """Target doublets of ``event`` and how many ``graph`` holds, in all and on the beam line.
 
     Args:
@@ -36,7 +91,7 @@ def construction_counts(
         pt_max: And pT <= ``pt_max`` when given.
 
     Returns:
-        ``target_doublets``, ``held``, ``beam_line_target_doublets``, ``beam_line_held``.
+        The counts and their efficiencies.
     """
     hits = event.hits
     particle = event.truth["particle_id"].to_numpy().astype(np.int64)
@@ -60,30 +115,22 @@ def construction_counts(
     held = np.isin(
         doublet_ids[:, 0] * stride + doublet_ids[:, 1], edge_ids[:, 0] * stride + edge_ids[:, 1]
     )
-    return {
-        "target_doublets": len(pairs),
-        "held": int(held.sum()),
-        "beam_line_target_doublets": int(beam_line.sum()),
-        "beam_line_held": int((held & beam_line).sum()),
-    }
+    return ConstructionMetrics.of_counts(
+        target_doublets=len(pairs),
+        held=int(held.sum()),
+        beam_line_target_doublets=int(beam_line.sum()),
+        beam_line_held=int((held & beam_line).sum()),
+    )
 
 
-def construction_summary(rows: list[dict[str, int]]) -> dict[str, float | int]:
-    """Counts of :func:`construction_counts` summed over events, with their efficiencies.
-
-    Returns:
-        The summed counts and ``efficiency`` (held / target doublets) and
-        ``beam_line_efficiency`` (NaN where there is nothing to count).
-    """
-    total = {key: sum(row[key] for row in rows) for key in rows[0]} if rows else {}
-    if not total:
-        return {}
-
-    def ratio(held: int, of: int) -> float:
-        return held / of if of else float("nan")
-
-    return {
-        **total,
-        "efficiency": ratio(total["held"], total["target_doublets"]),
-        "beam_line_efficiency": ratio(total["beam_line_held"], total["beam_line_target_doublets"]),
-    }
+def construction_summary(rows: list[ConstructionMetrics]) -> ConstructionMetrics | None:
+    """Events' construction figures combined: counts summed, efficiencies recomputed
+    (``None``: no event)."""
+    if not rows:
+        return None
+    return ConstructionMetrics.of_counts(
+        **{
+            name: sum(getattr(row, name) for row in rows)
+            for name in ConstructionMetrics.COUNT_NAMES
+        }
+    )

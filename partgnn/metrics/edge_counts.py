@@ -15,12 +15,35 @@ from dataclasses import dataclass, fields
 import torch
 import torch.distributed as dist
 
+from partgnn.json_files import NAN
+
 #: Default score cut on the edge classifier's sigmoid output.
 SCORE_CUT = 0.5
 
 
 #: Bins of [0, 1] in :func:`score_histograms`: candidate cuts are multiples of 1 / SCORE_BINS.
 SCORE_BINS = 200
+
+
+@dataclass(frozen=True)
+class EdgeRates:
+    """Efficiency and purity of counted edges, overall and split by the partition (NaN:
+    undefined, e.g. no boundary edges, or not recorded).
+
+    Attributes:
+        efficiency, purity: Of all counted edges.
+        boundary_efficiency, boundary_purity: Of the edges the partition cuts.
+        interior_efficiency, interior_purity: Of the other edges.
+        boundary_true_edges: True edges the partition cuts.
+    """
+
+    efficiency: float = NAN
+    purity: float = NAN
+    boundary_efficiency: float = NAN
+    boundary_purity: float = NAN
+    interior_efficiency: float = NAN
+    interior_purity: float = NAN
+    boundary_true_edges: float = NAN
 
 
 @dataclass
@@ -80,17 +103,17 @@ class EdgeCounts:
         tp, fp = self.tp - self.boundary_tp, self.fp - self.boundary_fp
         return ratio(tp, tp + fp)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> EdgeRates:
         """Efficiency and purity overall, on boundary and on interior edges."""
-        return {
-            "efficiency": self.efficiency,
-            "purity": self.purity,
-            "boundary_efficiency": self.boundary_efficiency,
-            "boundary_purity": self.boundary_purity,
-            "interior_efficiency": self.interior_efficiency,
-            "interior_purity": self.interior_purity,
-            "boundary_true_edges": float(self.boundary_tp + self.boundary_fn),
-        }
+        return EdgeRates(
+            efficiency=self.efficiency,
+            purity=self.purity,
+            boundary_efficiency=self.boundary_efficiency,
+            boundary_purity=self.boundary_purity,
+            interior_efficiency=self.interior_efficiency,
+            interior_purity=self.interior_purity,
+            boundary_true_edges=float(self.boundary_tp + self.boundary_fn),
+        )
 
 
 def count_edges(

@@ -6,11 +6,57 @@ Evaluation only (numpy and scipy); the counting it shares with training's valida
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import torch
 from scipy.stats import rankdata
 
-from partgnn.metrics.edge_counts import SCORE_CUT, count_edges, ratio
+from partgnn import json_files
+from partgnn.metrics.edge_counts import SCORE_CUT, EdgeRates, count_edges, ratio
+
+NAN = json_files.NAN
+
+
+@dataclass(frozen=True)
+class EdgeMetrics(EdgeRates):
+    """Edge figures of scored events (the ``edge`` section of an evaluation): the rates of
+    :class:`~partgnn.metrics.edge_counts.EdgeRates` at the score cut (boundary ones NaN without
+    a partition) and the figures below.
+
+    Rates are the mean over events (NaN where no event defines them), counts the sum, and
+    ``auc`` is computed over all edges together. NaN: undefined or not recorded.
+
+    Attributes:
+        auc: Area under the ROC curve (:func:`roc_auc`).
+        target_efficiency: Target edges (true edges of target particles) scored above the cut,
+            as a fraction of those the graphs hold.
+        masked_purity: acorn's: selected target edges over selected target plus selected
+            false edges (true edges of other particles left out).
+        n_target_edges, n_target_selected: Target edges, and those above the cut.
+        n_edges, n_true_edges: Edges scored, and the true ones among them.
+    """
+
+    auc: float = NAN
+    target_efficiency: float = NAN
+    masked_purity: float = NAN
+    n_target_edges: float = NAN
+    n_target_selected: float = NAN
+    n_edges: float = NAN
+    n_true_edges: float = NAN
+
+    @classmethod
+    def of_json(cls, content: dict[str, Any], where: str) -> EdgeMetrics:
+        """The figures of an evaluation's ``edge`` object (what it lacks: NaN; older files lack
+        the target and count fields).
+
+        Raises:
+            InputError: A figure that is not a number (one line naming ``where`` and it).
+        """
+        names = [f.name for f in dataclasses.fields(cls)]
+        return cls(**json_files.numbers(content, names, where))
 
 
 def roc_auc(scores: np.ndarray, y: np.ndarray) -> float:
@@ -63,7 +109,7 @@ def edge_metrics(
     if boundary is not None:
         mask = torch.as_tensor(np.asarray(boundary, dtype=bool))
     counts = count_edges(scores_t, y_t, mask, cut=cut)
-    metrics = counts.summary()
+    metrics = dataclasses.asdict(counts.summary())
     if boundary is None:
         for key in list(metrics):
             if key.startswith(("boundary", "interior")):

@@ -18,9 +18,13 @@ from partgnn.data.event import Event
 from partgnn.data.files.h5_files import file_sha256
 from partgnn.data.files.storage import EventFile, GraphFile, ScoresFile
 from partgnn.errors import InputError
-from partgnn.metrics.construction import construction_counts, construction_summary
+from partgnn.metrics.construction import (
+    ConstructionMetrics,
+    construction_counts,
+    construction_summary,
+)
 from partgnn.metrics.edge_counts import SCORE_CUT
-from partgnn.metrics.edge_metrics import edge_metrics, roc_auc
+from partgnn.metrics.edge_metrics import EdgeMetrics, edge_metrics, roc_auc
 from partgnn.metrics.efficiency_tallies import EfficiencyTallies
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.metrics.track_building import build_tracks
@@ -128,7 +132,7 @@ def evaluate_scores(
             _check_events_source(graphs, events_path)
         event_index = {eid: i for i, eid in enumerate(events.event_ids)} if events else {}
         all_scores, all_y, edge_rows, track_rows = [], [], [], []
-        construction_rows: list[dict[str, int]] = []
+        construction_rows: list[ConstructionMetrics] = []
         for event_id, graph, scores in _scored_events(scores_file, graphs, event_ids):
             y = graph.y.numpy()
             boundary, hit_sector = None, None
@@ -163,8 +167,12 @@ def evaluate_scores(
                 tallies.add_event(graph, scores, cut, target, matching)
             all_scores.append(scores)
             all_y.append(y)
-    edge = _sum_edge_rows(edge_rows)
-    edge["auc"] = roc_auc(np.concatenate(all_scores), np.concatenate(all_y))
+    edge = EdgeMetrics(
+        **{
+            **_sum_edge_rows(edge_rows),
+            "auc": roc_auc(np.concatenate(all_scores), np.concatenate(all_y)),
+        }
+    )
     return EvaluationResults(
         scores=str(scores_path),
         graphs=str(graphs_path),
@@ -174,8 +182,8 @@ def evaluate_scores(
         track_building=track_building,
         target_pt=(pt_min, pt_max),
         edge=edge,
-        track=TrackMetrics.combine(track_rows).to_dict(),
-        construction=construction_summary(construction_rows) or None,
+        track=TrackMetrics.combine(track_rows),
+        construction=construction_summary(construction_rows),
     )
 
 

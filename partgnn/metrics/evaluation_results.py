@@ -15,14 +15,14 @@ from partgnn import json_files
 from partgnn.data.files.output_files import atomic_output
 from partgnn.data.files.output_kinds import EVALUATION_FORMAT
 from partgnn.errors import InputError
+from partgnn.metrics.construction import ConstructionMetrics
+from partgnn.metrics.edge_metrics import EdgeMetrics
+from partgnn.metrics.tracks import TrackMetrics
 
 #: The evaluation ``partgnn evaluate`` stores in a run directory (optional).
 EVALUATION_NAME = "evaluation.json"
 
 NAN = float("nan")
-
-#: The sections of numbers an evaluation holds.
-SECTIONS = ("edge", "track", "construction")
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,8 @@ class EvaluationResults:
     """Edge and track metrics of a scores file over its events.
 
     Attributes:
-        edge: Edge metrics by name (``efficiency``, ``purity``, ``auc``, edge counts...).
-        track: Track metrics by name (``efficiency``, ``fake_rate``, ``trackml_score``...;
-            ``None`` where undefined).
+        edge: The edge figures (efficiency, purity, AUC, edge counts...).
+        track: The track figures (efficiency, fake rate, TrackML score...).
         construction: The fraction of the events' target doublets the graphs hold, and its
             counts (``None``: no events file given).
         scores: The scores file evaluated.
@@ -48,9 +47,9 @@ class EvaluationResults:
     ``None`` (``cut``: NaN).
     """
 
-    edge: dict[str, Any]
-    track: dict[str, Any]
-    construction: dict[str, Any] | None = None
+    edge: EdgeMetrics
+    track: TrackMetrics
+    construction: ConstructionMetrics | None = None
     scores: str | None = None
     graphs: str | None = None
     events: int | None = None
@@ -58,13 +57,6 @@ class EvaluationResults:
     cut_source: str | None = None
     track_building: str | None = None
     target_pt: tuple[float, float | None] | None = None
-
-    def number(self, section: str, key: str) -> float:
-        """A number of ``section`` (``edge``, ``track`` or ``construction``); NaN where absent
-        or undefined."""
-        if section not in SECTIONS:
-            raise ValueError(f"no section {section!r} (one of {', '.join(SECTIONS)})")
-        return json_files.number((getattr(self, section) or {}).get(key))
 
     def as_json(self) -> dict[str, Any]:
         """The content of the written file."""
@@ -105,10 +97,15 @@ class EvaluationResults:
         ):
             raise InputError(f"{where}: target_pt must be [pt_min, pt_max] (got {target_pt!r:.40})")
         cut = field("cut", (int, float))  # a NaN cut is written as null
+        construction = field("construction", dict)
         return cls(
-            edge=field("edge", dict, optional=False),
-            track=field("track", dict, optional=False),
-            construction=field("construction", dict),
+            edge=EdgeMetrics.of_json(field("edge", dict, optional=False), f"{where}: edge"),
+            track=TrackMetrics.of_json(field("track", dict, optional=False), f"{where}: track"),
+            construction=(
+                None
+                if construction is None
+                else ConstructionMetrics.of_json(construction, f"{where}: construction")
+            ),
             scores=field("scores", str),
             graphs=field("graphs", str),
             events=field("events", int),

@@ -20,6 +20,7 @@ from typing import Any
 
 from partgnn import json_files
 from partgnn.errors import InputError
+from partgnn.metrics.epoch_metrics import EpochMetrics
 
 #: The file a finished run writes into its run directory.
 SUMMARY_NAME = "summary.json"
@@ -167,8 +168,7 @@ class RunSummary:
         epochs: Epochs begun.
         parameters: Model parameters (``None``: not recorded).
         wall_time_s: Training wall time over every sitting [s] (NaN: not recorded).
-        final: The last evaluation's numbers (``val_loss``, ``val_efficiency``,
-            ``peak_memory_mb_per_rank``...; ``None``: none ran).
+        final: The last evaluation (``None``: none ran).
         stopped_by: The signal that stopped the run early (``SIGTERM``...; ``None``: it ran
             all its steps).
         communication: Bytes the ranks exchanged.
@@ -188,7 +188,7 @@ class RunSummary:
     sector_margin: int = 0
     parameters: int | None = None
     wall_time_s: float = NAN
-    final: dict[str, Any] | None = None
+    final: EpochMetrics | None = None
     stopped_by: str | None = None
     communication: Communication = field(default_factory=Communication)
     workload: ComputedWork = field(default_factory=ComputedWork)
@@ -205,14 +205,21 @@ class RunSummary:
         """Bytes all ranks sent in halo exchanges during training (NaN: not recorded)."""
         return json_files.number(self.communication.bytes_sent)
 
-    def final_number(self, key: str) -> float:
-        """A number of the last evaluation (NaN: absent or not a number)."""
-        return json_files.number((self.final or {}).get(key))
+    def require_final(self) -> EpochMetrics:
+        """The last evaluation.
+
+        Raises:
+            InputError: None ran (the run stopped before its first).
+        """
+        if self.final is None:
+            raise InputError(f"{SUMMARY_NAME}: the run recorded no evaluation")
+        return self.final
 
     def as_json(self) -> dict[str, Any]:
         """The content of ``summary.json`` (``already_finished`` is not written)."""
         record = dataclasses.asdict(self)
         del record["already_finished"]
+        record["final"] = None if self.final is None else self.final.as_row()
         return record
 
     @classmethod
@@ -257,7 +264,11 @@ class RunSummary:
             sector_margin=_integer(content, "sector_margin", where, default=0),
             parameters=_integer(content, "parameters", where, default=None),
             wall_time_s=json_files.number(content.get("wall_time_s")),
-            final=_object(content, "final", where, default=None),
+            final=(
+                None
+                if (final := _object(content, "final", where, default=None)) is None
+                else EpochMetrics.of_row(final, f"{where}: final")
+            ),
             stopped_by=_string(content, "stopped_by", where),
             communication=Communication.of_json(
                 _object(content, "communication", where, default={}), where

@@ -11,11 +11,13 @@ least ``min_hits`` hits; a *pair* is a (track, particle) combination with its sh
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
 
+from partgnn import json_files
+from partgnn.errors import InputError
 from partgnn.metrics.track_building import as_numpy
 from partgnn.metrics.track_matching import (
     ParticleHitCounts,
@@ -25,7 +27,7 @@ from partgnn.metrics.track_matching import (
 )
 
 # One NaN object, so that metrics with the same undefined rates compare equal.
-_NAN = float("nan")
+_NAN = json_files.NAN
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,35 @@ class TrackMetrics:
     def to_dict(self) -> dict[str, int | float | None]:
         """The fields as a plain dict (for JSON, HDF5 attributes and printing)."""
         return asdict(self)
+
+    @classmethod
+    def of_json(cls, content: dict[str, Any], where: str) -> TrackMetrics:
+        """The metrics of an evaluation's ``track`` object (:meth:`to_dict` written as JSON:
+        undefined rates ``null``). Files of older partgnn lack the fields with defaults.
+
+        Raises:
+            InputError: A count absent (one without a default) or not a whole number, or a
+                rate not a number (one line naming ``where`` and the field).
+        """
+        kinds = {f.name: f for f in fields(cls)}
+        required = [n for n, f in kinds.items() if f.default is MISSING]
+        whole = [n for n in kinds if n.startswith("n_")]
+        scores = ("trackml_score", "trackml_score_max")
+        rates = [n for n in kinds if n not in whole and n not in scores and n != "split_by_sector"]
+        found: dict[str, Any] = {
+            **json_files.counts(content, [n for n in whole if n in required], where, required=True),
+            **json_files.counts(content, [n for n in whole if n not in required], where),
+            **json_files.numbers(content, rates, where),
+        }
+        for name in scores:  # None: the events had no hit weights
+            value = content.get(name)
+            found[name] = (
+                None if value is None else json_files.numbers(content, [name], where)[name]
+            )
+        split = content.get("split_by_sector", False)
+        if not isinstance(split, bool):
+            raise InputError(f"{where}: split_by_sector must be true or false (got {split!r:.40})")
+        return cls(**found, split_by_sector=split)
 
     @classmethod
     def from_counts(

@@ -33,6 +33,7 @@ from partgnn.distributed.communication_counter import CommunicationCounter
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.device import deterministic_algorithms
 from partgnn.errors import InputError
+from partgnn.metrics.epoch_metrics import EpochMetrics
 from partgnn.metrics.run_summary import RunSummary
 from partgnn.models.build import build_model
 from partgnn.train.captured_step import captured_step_for
@@ -262,7 +263,7 @@ class Trainer:
             log.close()
         return summary
 
-    def _summary(self, last_eval: dict[str, Any] | None, stopped_by: int) -> RunSummary:
+    def _summary(self, last_eval: EpochMetrics | None, stopped_by: int) -> RunSummary:
         """The run's summary now (collective: the workload and the bytes are reduced)."""
         return RunSummary(
             mode=self.strategy.name,
@@ -349,26 +350,25 @@ class Trainer:
             training_events=len(self.train_indices),
         )
 
-    def _evaluate_and_log(self, log: RunLog | None) -> dict[str, Any]:
-        metrics = {}
+    def _evaluate_and_log(self, log: RunLog | None) -> EpochMetrics:
+        validation = None
         if self.val_indices:  # loss and edge metrics (:func:`~partgnn.train.validation.evaluate`)
-            metrics = evaluate(
+            validation = evaluate(
                 self.model, self.source, self.val_indices, self.strategy, self.settings,
                 cut_beta=self.config.run.cut_beta,
             )  # fmt: skip
-        if "best_cut" in metrics:
-            self.state.score_cut = metrics["best_cut"]
-        row = epoch_row(
+            self.state.score_cut = validation.best_cut
+        metrics = epoch_row(
             self.state.epoch, self.state.step, self.state.totals,
             lr=self.scheduler.get_last_lr()[0],
             memory_mb=peak_memory_per_rank(self.context, self.device),
             bytes_sent=bytes_exchanged(self.counter, self.context, self.device).bytes_sent,
             cuda_memory=cuda_memory_per_rank(self.context, self.device),
-            validation=metrics,
+            validation=validation,
         )  # fmt: skip
         if log is not None:
-            log.metrics(row)
-        return row
+            log.metrics(metrics)
+        return metrics
 
     def _checkpoint(self) -> None:
         check_weights(self.model, self.state.step, self.last_saved_step)

@@ -3,6 +3,7 @@ the ranks of the run."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import torch
@@ -19,6 +20,7 @@ from partgnn.metrics.edge_counts import (
     count_edges,
     score_histograms,
 )
+from partgnn.metrics.epoch_metrics import ValidationMetrics
 from partgnn.train.items.item_cache import ItemSource
 from partgnn.train.loss import edge_loss
 from partgnn.train.step import StepSettings, edge_logits
@@ -85,7 +87,7 @@ def evaluate(
     settings: StepSettings,
     *,
     cut_beta: float,
-) -> dict[str, float]:
+) -> ValidationMetrics:
     """Loss and edge metrics on the validation events ``indices`` (counts reduced across ranks).
 
     Each rank evaluates the events its strategy gives it and counts the edges it counts in
@@ -126,8 +128,9 @@ def evaluate(
         dist.all_reduce(loss_sum)
         dist.all_reduce(normaliser)
         dist.all_reduce(histograms)
-    metrics = counts.summary()
-    metrics["loss"] = float(loss_sum / normaliser.clamp(min=1.0))
     best = best_score_cut(histograms, beta=cut_beta)
-    metrics.update({f"best_cut{'' if k == 'cut' else '_' + k}": v for k, v in best.items()})
-    return metrics
+    return ValidationMetrics(
+        **dataclasses.asdict(counts.summary()),
+        loss=float(loss_sum / normaliser.clamp(min=1.0)),
+        **{f"best_cut{'' if k == 'cut' else '_' + k}": v for k, v in best.items()},
+    )

@@ -168,21 +168,23 @@ def peak_memory_per_rank(context: DistContext, device: torch.device) -> list[flo
     return _per_rank([peak], context, device)[0]
 
 
-def cuda_memory_per_rank(context: DistContext, device: torch.device) -> dict[str, list[float]]:
+def cuda_memory_per_rank(
+    context: DistContext, device: torch.device
+) -> tuple[list[float], list[float]] | None:
     """On GPUs, every rank's peak allocated bytes (live tensors) and the bytes its GPU has in
     use now (torch's reserve plus the CUDA context and NCCL's buffers, and whatever else runs
-    on that GPU) [MB]; on CPUs nothing.
+    on that GPU) [MB], by global rank; on CPUs ``None``.
 
     .. warning::
         Collective over the whole job.
     """
     if device.type != "cuda":
-        return {}
+        return None
     free, total = torch.cuda.mem_get_info(device)
     allocated, used = _per_rank(
         [torch.cuda.max_memory_allocated(device) / 2**20, (total - free) / 2**20], context, device
     )
-    return {"peak_allocated_mb_per_rank": allocated, "device_used_mb_per_rank": used}
+    return allocated, used
 
 
 def _per_rank(values: list[float], context: DistContext, device: torch.device) -> list[list[float]]:

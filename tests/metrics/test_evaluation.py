@@ -46,16 +46,16 @@ def test_perfect_scores_on_a_subsampled_event_give_efficiency_one(tmp_path: Path
     scores, graphs, events = _write_files(tmp_path, nhits)
     result = evaluate_scores(scores, graphs, events_path=events, pt_min=0.5)
     track = result.track
-    assert track["n_target_particles"] == 2
-    assert track["efficiency"] == 1.0
-    assert track["fake_rate"] == 0.0
-    assert track["trackml_score"] == pytest.approx(1.0)
-    assert result.edge["efficiency"] == 1.0 and result.edge["purity"] == 1.0
+    assert track.n_target_particles == 2
+    assert track.efficiency == 1.0
+    assert track.fake_rate == 0.0
+    assert track.trackml_score == pytest.approx(1.0)
+    assert result.edge.efficiency == 1.0 and result.edge.purity == 1.0
     assert result.target_pt == (0.5, None)
     # A band above every particle's pT: no targets, no target edges.
     band = evaluate_scores(scores, graphs, events_path=events, pt_min=1e6, pt_max=2e6)
-    assert band.track["n_target_particles"] == 0
-    assert math.isnan(band.edge["target_efficiency"])
+    assert band.track.n_target_particles == 0
+    assert math.isnan(band.edge.target_efficiency)
     # An empty band (pt_max <= pt_min) selects nothing by construction: refused, not n/a.
     for pt_min, pt_max in ((2.0, 1.0), (1.0, 1.0)):
         with pytest.raises(InputError, match=rf"--pt-max {pt_max:g} is not above --pt-min"):
@@ -79,8 +79,8 @@ def test_evaluate_uses_the_cut_recorded_with_the_scores(tmp_path: Path):
             "chosen in training" if recorded
             else "the default: the scores record no cut chosen in training"
         )  # fmt: skip
-        assert result.edge["efficiency"] == expected_efficiency
-    assert evaluate_scores(scores, graphs, cut=0.6, pt_min=0.5).edge["efficiency"] == 1.0
+        assert result.edge.efficiency == expected_efficiency
+    assert evaluate_scores(scores, graphs, cut=0.6, pt_min=0.5).edge.efficiency == 1.0
 
 
 @pytest.mark.parametrize(("efficiency", "lowest_kept"), [(1.0, 0.4), (4 / 6, 0.6), (0.5, 0.7)])
@@ -97,14 +97,14 @@ def test_the_cut_chosen_for_a_target_efficiency(tmp_path: Path, efficiency, lowe
     cut = result.cut
     # The highest cut that keeps the fraction: just below the lowest target score kept.
     assert cut < lowest_kept and cut == pytest.approx(lowest_kept, abs=1e-6)
-    assert result.edge["target_efficiency"] >= efficiency - 1e-12
+    assert result.edge.target_efficiency >= efficiency - 1e-12
     said = f"target edge efficiency {efficiency:g} on these events"
     if efficiency == 1.0:  # below every score: said (issue 67)
         said += "; it keeps every edge (the lowest score is 0.4): at this target the scores "
         said += "select nothing"
     assert result.cut_source == said
     higher = evaluate_scores(scores, graphs, pt_min=0.5, cut=lowest_kept)
-    assert higher.edge["target_efficiency"] < efficiency
+    assert higher.edge.target_efficiency < efficiency
     with pytest.raises(InputError, match="no target edges"):
         evaluate_scores(scores, graphs, pt_min=1e6, cut_at_efficiency=0.99)
 
@@ -140,10 +140,10 @@ def test_the_cut_chosen_for_an_impure_track_rate(tmp_path: Path, track_building,
     scored(0.65)
     # Components join the two particles' hits into one impure track below the false edges'
     # score; junction removal cuts the junctions' weaker edges, so no cut leaves one impure.
-    assert (evaluated(cut=0.5).track["impure_rate"] > 0) == (lowest > 0)
+    assert (evaluated(cut=0.5).track.impure_rate > 0) == (lowest > 0)
     result = evaluated(cut_at_impure_rate=0.0)
     assert lowest <= result.cut <= lowest + 2e-3
-    assert result.track["impure_rate"] == 0.0
+    assert result.track.impure_rate == 0.0
     # the rate reached beside the target; a cut below every score is said (issue 67)
     assert result.cut_source.startswith("impure track rate 0 (at most 0) on these events")
     keeps_all = "; it keeps every edge (the lowest score is 0.65): at this target the scores"
@@ -162,8 +162,8 @@ def test_construction_is_counted_from_the_events_file_when_given(tmp_path: Path)
     construction = evaluate_scores(
         scores_path, graphs_path, events_path=events_path, pt_min=0.5
     ).construction
-    assert (construction["target_doublets"], construction["held"]) == (6, 6)
-    assert construction["efficiency"] == construction["beam_line_efficiency"] == 1.0
+    assert (construction.target_doublets, construction.held) == (6, 6)
+    assert construction.efficiency == construction.beam_line_efficiency == 1.0
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,18 @@ import pytest
 from PIL import Image
 
 from partgnn.errors import InputError
+from partgnn.metrics.epoch_metrics import EpochMetrics
 from partgnn.metrics.report import REPORT_NAME, load_run, write_comparison
 from partgnn.metrics.run_summary import RunSummary
 from partgnn.train.run_directory.run_log import RunLog
 from partgnn.train.strategies import STRATEGIES
 
 NAN = float("nan")
+
+
+#: The counts every evaluation's track figures hold (the tests' figures are the rates).
+TRACK_COUNTS = {"n_target_particles": 40, "n_reconstructed_targets": 36, "n_tracks": 40,
+                "n_matched_tracks": 36, "n_fake_tracks": 4, "n_duplicate_tracks": 2}  # fmt: skip
 
 
 def make_run(
@@ -56,7 +62,7 @@ def make_run(
             "bytes_exchanged": bytes_sent * (k + 1) // rows,
             **{f"val_{key}": v if late else v * 0.5 for key, v in final.items()},
         }
-        log.metrics(row)
+        log.metrics(EpochMetrics.of_row(row, "make_run"))
     content = {
         "mode": mode,
         **({"mode_facts": STRATEGIES[mode].facts.as_record()} if recorded_facts else {}),
@@ -209,7 +215,7 @@ def test_nan_is_printed_as_na(tmp_path: Path):
 def test_evaluation_json_adds_track_efficiency(runs: dict[str, Path], tmp_path: Path):
     evaluation = {
         "edge": {"efficiency": 0.91, "purity": 0.8, "auc": 0.97, "boundary_efficiency": 0.9},
-        "track": {"efficiency": 0.875, "fake_rate": 0.1, "duplicate_rate": 0.05},
+        "track": {**TRACK_COUNTS, "efficiency": 0.875, "fake_rate": 0.1, "duplicate_rate": 0.05},
     }
     (runs["halo"] / "evaluation.json").write_text(json.dumps(evaluation))
     report = write_comparison(list(runs.values()), tmp_path / "out")
@@ -326,7 +332,8 @@ def test_overlap_run_is_named_and_its_wins_and_costs_are_said(
 ):
     # Overlapping sectors of 5 hops: exact on boundary edges (as halo), faster per step and
     # without exchange, but 60 % more edges computed; its tracks spanning sectors are as good.
-    track = {"efficiency": 0.95, "spanning_efficiency": 0.9, "contained_efficiency": 0.97}
+    track = {**TRACK_COUNTS, "efficiency": 0.95, "spanning_efficiency": 0.9,
+             "contained_efficiency": 0.97, "n_spanning_targets": 20}  # fmt: skip
     workload = {"replicated_node_fraction": 0.5, "replicated_edge_fraction": 0.6}
     overlap = make_run(
         tmp_path / "runs" / "overlap",
@@ -356,7 +363,7 @@ def test_overlap_run_is_named_and_its_wins_and_costs_are_said(
         in text
     )
     assert "the loss is confined" not in text
-    assert "for the n/a particles whose hits span several sectors 0.9000 vs 0.9200" in text
+    assert "for the 20 particles whose hits span several sectors 0.9000 vs 0.9200" in text
     assert "overlap is cheaper than halo in: step time, bytes exchanged." in text
 
 
@@ -369,7 +376,7 @@ def test_edge_findings_read_the_evaluated_events_when_both_runs_have_them(
     def evaluation(boundary: float, overall: float) -> dict:
         edge = {"efficiency": overall, "boundary_efficiency": boundary,
                 "interior_efficiency": 0.9, "purity": 0.95, "boundary_true_edges": 470}  # fmt: skip
-        return {"cut": 0.6537, "edge": edge, "track": {"efficiency": 0.99}}
+        return {"cut": 0.6537, "edge": edge, "track": {**TRACK_COUNTS, "efficiency": 0.99}}
 
     for name, figures in (("naive", (0.0, 0.88)), ("halo", (0.7, 0.9))):
         (runs[name] / "evaluation.json").write_text(json.dumps(evaluation(*figures)))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from partgnn.errors import InputError
+from partgnn.metrics.epoch_metrics import NAN, EpochMetrics, ValidationMetrics
 from partgnn.metrics.run_summary import Communication, ComputedWork, RecordedMode, RunSummary
 from partgnn.train.run_directory.run_log import RunLog
 from partgnn.train.strategies import STRATEGIES
@@ -19,7 +20,10 @@ def _summary(**changes) -> RunSummary:
     fields = dict(
         mode="halo", mode_facts=STRATEGIES["halo"].facts.as_record(), world_size=4,
         group_size=2, steps=12, total_steps=12, epochs=3, parameters=1234, wall_time_s=2.5,
-        final={"val_loss": 0.25, "val_efficiency": float("nan")},
+        final=EpochMetrics(
+            epoch=2, step=12, train_loss=0.5, peak_memory_mb_per_rank=[10.0, 12.5],
+            validation=ValidationMetrics(loss=0.25, efficiency=0.75, boundary_efficiency=NAN),
+        ),
         communication=Communication(bytes_sent=4096),
         workload=ComputedWork(replicated_node_fraction=0.1, step_seconds_per_rank=[1.5, 2.0]),
     )  # fmt: skip
@@ -35,16 +39,28 @@ def test_the_written_summary_reads_back_as_the_record(tmp_path: Path):
     content = json.loads((tmp_path / "summary.json").read_text())
     assert content["group_size"] == 2 and "graph_parallel_size" not in content
     assert "already_finished" not in content
-    assert content["final"]["val_efficiency"] is None  # strict JSON: NaN is null
+    assert content["final"]["val_boundary_efficiency"] is None  # strict JSON: NaN is null
+    assert content["final"]["val_loss"] == 0.25 and content["final"]["epoch"] == 2
+    assert "peak_allocated_mb_per_rank" not in content["final"]  # GPUs only
     read = RunSummary.read(tmp_path)  # a run directory: its summary.json
-    assert read.final_number("val_loss") == 0.25
-    assert math.isnan(read.final_number("val_efficiency"))
+    assert read == summary
+    assert read.require_final().validation.loss == 0.25
+    assert math.isnan(read.require_final().validation.boundary_efficiency)
     assert read.bytes_sent == 4096.0 and read.workload.replicated_node_fraction == 0.1
     assert read.recorded_mode == RecordedMode("halo", "halo exchange", True, False, False)
-    assert read.as_json() == {
-        **summary.as_json(),
-        "final": {**summary.final, "val_efficiency": None},
-    }
+
+
+def test_a_final_evaluation_without_validation_or_on_gpus_reads_back(tmp_path: Path):
+    """No validation events: no ``val_`` figures; on GPUs the device memory lists."""
+    final = EpochMetrics(epoch=0, step=3, peak_allocated_mb_per_rank=[1.5, 2.5],
+                         device_used_mb_per_rank=[900.0, 950.0])  # fmt: skip
+    assert not any(key.startswith("val_") for key in final.as_row())
+    log = RunLog(tmp_path, tensorboard=False)
+    log.summary(_summary(final=final))
+    log.close()
+    assert RunSummary.read(tmp_path).final == final
+    with pytest.raises(InputError, match="the run recorded no evaluation"):
+        _summary(final=None).require_final()
 
 
 def test_a_summary_of_older_partgnn_reads_by_its_old_names(tmp_path: Path):
@@ -69,6 +85,20 @@ def test_a_summary_of_older_partgnn_reads_by_its_old_names(tmp_path: Path):
         ("{}", "no 'mode_facts' and no known 'mode'"),
         (json.dumps({"mode": "halo", "steps": "many"}), "steps must be an integer"),
         (json.dumps({"mode": "halo", "final": [1]}), "final must be an object"),
+        (json.dumps({"mode": "halo", "final": {"step": 1}}), "final: epoch must be a whole"),
+        (
+            json.dumps({"mode": "halo", "final": {"epoch": 0, "step": 1, "val_loss": "low"}}),
+            "final: val_loss must be a number",
+        ),
+        (
+            json.dumps(
+                {
+                    "mode": "halo",
+                    "final": {"epoch": 0, "step": 1, "peak_memory_mb_per_rank": [1, "x"]},
+                }
+            ),
+            r"final: peak_memory_mb_per_rank\[1\] must be a number",
+        ),
         (json.dumps({"mode": "halo", "mode_facts": {"name": "halo"}}), "'mode_facts' lacks"),
     ],
 )

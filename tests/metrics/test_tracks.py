@@ -385,6 +385,7 @@ def test_trackml_score_by_hand() -> None:
 def test_the_trackml_score_of_a_subsample_is_said_to_be_bounded_by_its_weight(capsys) -> None:
     """Half of an event's hit weight in the graph: the printed score says it is out of 0.5."""
     from partgnn.cli.eval_commands import _print_metrics
+    from partgnn.metrics.edge_metrics import EdgeMetrics
     from partgnn.metrics.evaluation_results import EvaluationResults
 
     labels, particle_id, particle_pt = hand_made_event()
@@ -392,7 +393,7 @@ def test_the_trackml_score_of_a_subsample_is_said_to_be_bounded_by_its_weight(ca
     metrics = track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight)
     assert metrics.trackml_score_max == pytest.approx(0.5)
     results = EvaluationResults(
-        edge={}, track=metrics.to_dict(), target_pt=(1.0, None), events=1, cut=0.5,
+        edge=EdgeMetrics(), track=metrics, target_pt=(1.0, None), events=1, cut=0.5,
         cut_source="given", track_building="components",
     )  # fmt: skip
     _print_metrics(results)

@@ -39,7 +39,7 @@ def test_config_trains_one_step(dataset, tmp_path, path: Path):
     assert (tmp_path / "run" / "summary.json").exists()
     assert (tmp_path / "run" / "config.yaml").exists()
     final = summary.final
-    assert final["train_loss"] == final["train_loss"]  # not NaN
+    assert final.train_loss == final.train_loss  # not NaN
     if config.run.tensorboard:
         assert any((tmp_path / "run" / "tb").iterdir())
 
@@ -66,4 +66,4 @@ def test_bf16_autocast_and_checkpointing_train(dataset, tmp_path):
     finally:
         destroy_distributed(context)
     assert summary.steps == 2
-    assert summary.final["train_loss"] > 0
+    assert summary.final.train_loss > 0

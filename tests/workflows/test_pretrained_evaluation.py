@@ -21,8 +21,8 @@ def test_the_api_evaluates_a_shipped_model_into_a_record(tmp_path: Path):
     assert result.model == "trackml-pt1" and result.events == events
     assert result.track_building == "components" and 0 < result.cut < 1
     assert result.evaluation.events == result.limit.events > 0
-    limit = result.limit.number("track", "efficiency")
-    assert 0 <= result.evaluation.number("track", "efficiency") <= limit <= 1
+    limit = result.limit.track.efficiency
+    assert 0 <= result.evaluation.track.efficiency <= limit <= 1
     assert sorted(p.name for p in work.iterdir()) == [
         "evaluation-limit.json", "evaluation.json", "graphs.h5", "scores-truth.h5", "scores.h5",
     ]  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-# The object-oriented API (no pyplot) draws with Agg and never needs a display.
+from partgnn.metrics.edge_counts import EdgeRates
 from partgnn.metrics.report.runs import NAN, RunRecord
 from partgnn.metrics.report.text import close, fmt, percent
 
@@ -58,35 +58,41 @@ def _who(run: RunRecord) -> str:
     return f"{what} (`{run.name}`, P={run.group_size})"
 
 
-def _edge_figures(sector: RunRecord, ref: RunRecord) -> tuple[dict, dict, str]:
-    """Both runs' edge figures (``efficiency``, ``boundary_efficiency``,
-    ``interior_efficiency``, ``purity``, ``boundary_true_edges``) and where they come from: the
-    events ``partgnn evaluate`` scored (evaluation.json) when both runs have them, else the
-    last validation of training (metrics.csv, score cut 0.5); with a phrase saying which."""
-    keys = ("efficiency", "boundary_efficiency", "interior_efficiency", "purity")
-    if all(not math.isnan(run.evaluated("edge", "efficiency")) for run in (sector, ref)):
-        figures = [
-            {key: run.evaluated("edge", key) for key in (*keys, "boundary_true_edges")}
-            for run in (sector, ref)
-        ]
-        cuts = [run.evaluation.cut for run in (sector, ref) if run.evaluation is not None]
-        cuts = [fmt(c, ".4g") for c in cuts if not math.isnan(c)]
+def _edge_figures(sector: RunRecord, ref: RunRecord) -> tuple[EdgeRates, EdgeRates, str]:
+    """Both runs' edge figures and where they come from: the events ``partgnn evaluate`` scored
+    (evaluation.json) when both runs have them, else the last validation of training
+    (metrics.csv, score cut 0.5: efficiencies and purity only); with a phrase saying which."""
+    if (
+        sector.evaluation is not None
+        and ref.evaluation is not None
+        and not any(math.isnan(run.edge.efficiency) for run in (sector.evaluation, ref.evaluation))
+    ):
+        cuts = [fmt(run.cut, ".4g") for run in (sector.evaluation, ref.evaluation)]
+        cuts = [c for c in cuts if c != "n/a"]
         at = ""
         if len(cuts) == 2:  # each run scored at its own cut (e.g. chosen on its validation)
             at = f" (cut {cuts[0]})" if cuts[0] == cuts[1] else f" (cuts {cuts[0]} and {cuts[1]})"
-        return figures[0], figures[1], f"of the evaluated events{at}"
-    figures = [{key: run.final(f"val_{key}") for key in keys} for run in (sector, ref)]
-    figures[0]["boundary_true_edges"] = sector.boundary_true_edges
-    return figures[0], figures[1], "in the validation set"
+        return sector.evaluation.edge, ref.evaluation.edge, f"of the evaluated events{at}"
+    mine, theirs = (
+        EdgeRates(
+            efficiency=run.final("val_efficiency"),
+            purity=run.final("val_purity"),
+            boundary_efficiency=run.final("val_boundary_efficiency"),
+            interior_efficiency=run.final("val_interior_efficiency"),
+            boundary_true_edges=run.boundary_true_edges,
+        )
+        for run in (sector, ref)
+    )
+    return mine, theirs, "in the validation set"
 
 
 def _sectors_vs_reference(sector: RunRecord, ref: RunRecord) -> list[str]:
     mine, theirs, where = _edge_figures(sector, ref)
-    x, y = mine["boundary_efficiency"], theirs["boundary_efficiency"]
+    x, y = mine.boundary_efficiency, theirs.boundary_efficiency
     who = _who(sector)
     vs = f"{ref.mode.phrase} (`{ref.name}`)"
     edges = ""
-    n_boundary = mine["boundary_true_edges"]
+    n_boundary = mine.boundary_true_edges
     if not math.isnan(n_boundary) and n_boundary > 0:
         edges = f", of {n_boundary:.0f} boundary true edges {where}"
     if math.isnan(x) or math.isnan(y) or y <= 0:
@@ -111,30 +117,34 @@ def _sectors_vs_reference(sector: RunRecord, ref: RunRecord) -> list[str]:
             f"{x:.4f} vs {y:.4f}{edges}, within {SAME_WITHIN:g})."
         ]
     overall = (
-        f"Overall edge efficiency {fmt(mine['efficiency'], '.4f')} vs "
-        f"{fmt(theirs['efficiency'], '.4f')} and interior-edge efficiency "
-        f"{fmt(mine['interior_efficiency'], '.4f')} vs "
-        f"{fmt(theirs['interior_efficiency'], '.4f')} ({sector.name} vs {ref.name}, edges "
+        f"Overall edge efficiency {fmt(mine.efficiency, '.4f')} vs "
+        f"{fmt(theirs.efficiency, '.4f')} and interior-edge efficiency "
+        f"{fmt(mine.interior_efficiency, '.4f')} vs "
+        f"{fmt(theirs.interior_efficiency, '.4f')} ({sector.name} vs {ref.name}, edges "
         f"{where})"
     )
     if (
-        close(mine["interior_efficiency"], theirs["interior_efficiency"])
-        and mine["efficiency"] < theirs["efficiency"]
+        close(mine.interior_efficiency, theirs.interior_efficiency)
+        and mine.efficiency < theirs.efficiency
     ):
         overall += ": the loss is confined to the edges the sectors cut"
     sentences.append(overall + ".")
     quality = [
-        ("overall edge efficiency", mine["efficiency"], theirs["efficiency"]),
-        ("edge purity", mine["purity"], theirs["purity"]),
-        ("interior-edge efficiency", mine["interior_efficiency"], theirs["interior_efficiency"]),
+        ("overall edge efficiency", mine.efficiency, theirs.efficiency),
+        ("edge purity", mine.purity, theirs.purity),
+        ("interior-edge efficiency", mine.interior_efficiency, theirs.interior_efficiency),
     ]
-    track = ("efficiency", "spanning_efficiency", "contained_efficiency")
-    t_sector = [sector.evaluated("track", key) for key in track]
-    t_ref = [ref.evaluated("track", key) for key in track]
+    track = (
+        lambda e: e.track.efficiency,
+        lambda e: e.track.spanning_efficiency,
+        lambda e: e.track.contained_efficiency,
+    )
+    t_sector = [sector.evaluated(figure) for figure in track]
+    t_ref = [ref.evaluated(figure) for figure in track]
     if not (math.isnan(t_sector[0]) or math.isnan(t_ref[0])):
         text = f"Track efficiency {t_sector[0]:.4f} ({sector.name}) vs {t_ref[0]:.4f} ({ref.name})"
         if not (math.isnan(t_sector[1]) or math.isnan(t_ref[1])):
-            n_spanning = sector.evaluated("track", "n_spanning_targets")
+            n_spanning = sector.evaluated(lambda e: e.track.n_spanning_targets)
             text += (
                 f"; for the {fmt(n_spanning, '.0f')} particles whose hits span several sectors "
                 f"{t_sector[1]:.4f} vs "
@@ -147,7 +157,7 @@ def _sectors_vs_reference(sector: RunRecord, ref: RunRecord) -> list[str]:
             ("spanning-track efficiency", t_sector[1], t_ref[1]),
             ("contained-track efficiency", t_sector[2], t_ref[2]),
         ]
-        fake = (sector.evaluated("track", "fake_rate"), ref.evaluated("track", "fake_rate"))
+        fake = [run.evaluated(lambda e: e.track.fake_rate) for run in (sector, ref)]
         quality.append(("fake rate", -fake[0], -fake[1]))
     known = [(name, a, b) for name, a, b in quality if not (math.isnan(a) or math.isnan(b))]
     wins = [name for name, a, b in known if a > b + SAME_WITHIN]

@@ -266,16 +266,16 @@ def _plot_tracks(runs: list[RunRecord], colours: list[Colour]) -> Figure:
     figure = Figure(figsize=(width, 4.5), layout="constrained")
     ax = figure.subplots()
     palette = colormaps["tab10"]
-    keys = (
-        ("efficiency", "track efficiency", 2),
-        ("spanning_efficiency", "spanning sectors", 6),
-        ("contained_efficiency", "inside one sector", 9),
-        ("fake_rate", "fake rate", 3),
-        ("duplicate_rate", "duplicate rate", 1),
-        ("trackml_score", "TrackML score", 4),
+    figures = (
+        (lambda e: e.track.efficiency, "track efficiency", 2),
+        (lambda e: e.track.spanning_efficiency, "spanning sectors", 6),
+        (lambda e: e.track.contained_efficiency, "inside one sector", 9),
+        (lambda e: e.track.fake_rate, "fake rate", 3),
+        (lambda e: e.track.duplicate_rate, "duplicate rate", 1),
+        (lambda e: e.track.trackml_score, "TrackML score", 4),
     )
     series = [
-        (label, [r.evaluated("track", key) for r in runs], palette(c)) for key, label, c in keys
+        (label, [r.evaluated(figure) for r in runs], palette(c)) for figure, label, c in figures
     ]
     _grouped_bars(ax, runs, series, spec=".3f", inches_per_run=0.85 * width / len(runs))
     ax.set_ylim(0, 1.15)

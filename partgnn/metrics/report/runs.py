@@ -5,14 +5,14 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-# The object-oriented API (no pyplot) draws with Agg and never needs a display.
+from partgnn import json_files
 from partgnn.errors import InputError, first_line
 from partgnn.metrics.evaluation_results import EVALUATION_NAME, EvaluationResults
 from partgnn.metrics.run_summary import SUMMARY_NAME, RecordedMode, RunSummary
@@ -107,9 +107,10 @@ class RunRecord:
     def mb_exchanged(self) -> float:
         return self.bytes_sent / BYTES_PER_MB
 
-    def evaluated(self, section: str, key: str) -> float:
-        """A number of evaluation.json (``section`` "edge" or "track"); NaN if absent."""
-        return NAN if self.evaluation is None else self.evaluation.number(section, key)
+    def evaluated(self, figure: Callable[[EvaluationResults], float | None]) -> float:
+        """A figure of evaluation.json, e.g. ``lambda e: e.track.efficiency``; NaN if the run
+        was not evaluated or the figure is undefined."""
+        return NAN if self.evaluation is None else json_files.number(figure(self.evaluation))
 
     @property
     def ranks_label(self) -> str:
@@ -153,7 +154,11 @@ def load_run(directory: str | os.PathLike[str], *, name: str | None = None) -> R
         history=history,
         memory_per_rank=memory,
         bytes_sent=bytes_sent,
-        boundary_true_edges=summary.final_number("val_boundary_true_edges"),
+        boundary_true_edges=(
+            summary.final.validation.boundary_true_edges
+            if summary.final is not None and summary.final.validation is not None
+            else NAN
+        ),
         evaluation=EvaluationResults.read_if_present(directory / EVALUATION_NAME),
         sector_margin=summary.sector_margin,
         replicated_nodes=summary.workload.replicated_node_fraction,

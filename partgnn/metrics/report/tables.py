@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-# The object-oriented API (no pyplot) draws with Agg and never needs a display.
+from collections.abc import Callable
+
+from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.metrics.report.runs import RunRecord
 from partgnn.metrics.report.text import cell, fmt, percent
 
@@ -42,8 +44,8 @@ def summary_table(runs: list[RunRecord]) -> list[str]:
                 fmt(run.final("val_interior_efficiency"), ".4f"),
                 *(
                     [
-                        fmt(run.evaluated("track", "efficiency"), ".4f"),
-                        fmt(run.evaluated("track", "spanning_efficiency"), ".4f"),
+                        fmt(run.evaluated(lambda e: e.track.efficiency), ".4f"),
+                        fmt(run.evaluated(lambda e: e.track.spanning_efficiency), ".4f"),
                     ]
                     if with_tracks
                     else []
@@ -60,23 +62,24 @@ def summary_table(runs: list[RunRecord]) -> list[str]:
 
 def evaluation_table(runs: list[RunRecord]) -> list[str]:
     """The evaluation.json numbers of the evaluated runs, as markdown lines."""
-    columns = (
-        ("edge eff.", "edge", "efficiency"),
-        ("purity", "edge", "purity"),
-        ("AUC", "edge", "auc"),
-        ("boundary-edge eff.", "edge", "boundary_efficiency"),
-        ("interior-edge eff.", "edge", "interior_efficiency"),
-        ("target eff.", "edge", "target_efficiency"),
-        ("track eff.", "track", "efficiency"),
-        ("spanning-track eff.", "track", "spanning_efficiency"),
-        ("contained-track eff.", "track", "contained_efficiency"),
-        ("fake rate", "track", "fake_rate"),
-        ("duplicate rate", "track", "duplicate_rate"),
-        ("TrackML score", "track", "trackml_score"),
+    columns: tuple[tuple[str, Callable[[EvaluationResults], float | None]], ...] = (
+        ("edge eff.", lambda e: e.edge.efficiency),
+        ("purity", lambda e: e.edge.purity),
+        ("AUC", lambda e: e.edge.auc),
+        ("boundary-edge eff.", lambda e: e.edge.boundary_efficiency),
+        ("interior-edge eff.", lambda e: e.edge.interior_efficiency),
+        ("target eff.", lambda e: e.edge.target_efficiency),
+        ("track eff.", lambda e: e.track.efficiency),
+        ("spanning-track eff.", lambda e: e.track.spanning_efficiency),
+        ("contained-track eff.", lambda e: e.track.contained_efficiency),
+        ("fake rate", lambda e: e.track.fake_rate),
+        ("duplicate rate", lambda e: e.track.duplicate_rate),
+        ("TrackML score", lambda e: e.track.trackml_score),
     )
-    header = [("run", "l"), *((label, "r") for label, _, _ in columns)]
+    header = [("run", "l"), *((label, "r") for label, _ in columns)]
     rows = [
-        [cell(run.name), *(fmt(run.evaluated(s, k), ".4f") for _, s, k in columns)] for run in runs
+        [cell(run.name), *(fmt(run.evaluated(figure), ".4f") for _, figure in columns)]
+        for run in runs
     ]
     return _table(header, rows)
 

@@ -18,6 +18,7 @@ import yaml
 from partgnn import json_files
 from partgnn.data.files.output_files import atomic_output
 from partgnn.errors import InputError
+from partgnn.metrics.epoch_metrics import EpochMetrics, ValidationMetrics
 from partgnn.metrics.run_summary import SUMMARY_NAME, RunSummary
 from partgnn.train.run_directory.experiment_loggers import ExperimentLogger, open_loggers
 from partgnn.train.workload import EpochTotals
@@ -57,11 +58,11 @@ def epoch_row(
     lr: float,
     memory_mb: list[float],
     bytes_sent: float,
-    cuda_memory: dict[str, Any],
-    validation: dict[str, float],
-) -> dict[str, Any]:
-    """One evaluation's row of metrics.csv (:data:`METRIC_COLUMNS`; CUDA memory columns are
-    TensorBoard's only).
+    cuda_memory: tuple[list[float], list[float]] | None,
+    validation: ValidationMetrics | None,
+) -> EpochMetrics:
+    """One evaluation's metrics (its :meth:`~EpochMetrics.as_row` is a metrics.csv row,
+    :data:`METRIC_COLUMNS`; the CUDA memory columns are TensorBoard's only).
 
     Args:
         epoch, step: Where training stands.
@@ -69,24 +70,26 @@ def epoch_row(
         lr: The learning rate now.
         memory_mb: Every rank's peak memory [MiB].
         bytes_sent: Bytes the halo exchanges sent, all ranks.
-        cuda_memory: Every rank's CUDA peaks (empty on CPUs).
-        validation: The validation metrics (``val_`` is prefixed).
+        cuda_memory: Every rank's peak allocated and in-use GPU memory [MiB] (``None`` on
+            CPUs).
+        validation: The validation metrics (``None``: no validation events).
     """
-    return {
-        "epoch": epoch,
-        "step": step,
-        "lr": lr,
-        "train_loss": totals.mean(totals.loss),
-        "step_time_s": totals.mean(totals.seconds),
-        "data_time_s": totals.mean(totals.data_seconds),
-        "epoch_wall_s": totals.wall_seconds,
-        "epoch_step_s": totals.seconds,
-        "peak_memory_mb_max": max(memory_mb),
-        "peak_memory_mb_per_rank": memory_mb,
-        "bytes_exchanged": bytes_sent,
-        **cuda_memory,
-        **{f"val_{k}": v for k, v in validation.items()},
-    }
+    return EpochMetrics(
+        epoch=epoch,
+        step=step,
+        lr=lr,
+        train_loss=totals.mean(totals.loss),
+        step_time_s=totals.mean(totals.seconds),
+        data_time_s=totals.mean(totals.data_seconds),
+        epoch_wall_s=totals.wall_seconds,
+        epoch_step_s=totals.seconds,
+        peak_memory_mb_max=max(memory_mb),
+        peak_memory_mb_per_rank=memory_mb,
+        bytes_exchanged=bytes_sent,
+        validation=validation,
+        peak_allocated_mb_per_rank=None if cuda_memory is None else cuda_memory[0],
+        device_used_mb_per_rank=None if cuda_memory is None else cuda_memory[1],
+    )
 
 
 class RunLog:
@@ -165,13 +168,14 @@ class RunLog:
         for logger in self.loggers:
             logger.scalar(name, value, step)
 
-    def metrics(self, row: dict[str, Any]) -> None:
+    def metrics(self, metrics: EpochMetrics) -> None:
         """Appends a metrics.csv row and mirrors its numbers to TensorBoard.
 
         A row for a step already in the file (logged again after a resume) replaces the rows
         from that step on, so the file never holds a step twice. The row is one write, flushed
         and synced, so a kill leaves at most a torn last line, which the next resume drops.
         """
+        row = metrics.as_row()
         formatted = {k: str(_format(row.get(k))) for k in METRIC_COLUMNS}
         step = int(row["step"])
         if self.rows and int(self.rows[-1]["step"]) >= step:

@@ -73,6 +73,7 @@ def test_steps_are_timed_on_every_probe(dataset, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.heap_meter  # the plan's footprint meters the heap: early, while it is unfragmented
 def test_partgnn_plan_step_time_predicts_each_setting(dataset, tmp_path, capsys, monkeypatch):
     probes_at_test_size(monkeypatch)
     monkeypatch.setattr(step_time, "TIME_PROBES", SMALL_TIME_PROBES)
