@@ -54,12 +54,17 @@ SPREAD_FILES = frozenset({"test_smoke.py"})
 def pytest_xdist_make_scheduler(config, log):
     """``make test``'s workers (``--dist loadfile``) take a file's tests whole, so its module
     fixtures are made once, but the tests of :data:`SPREAD_FILES` one by one (the tools' smoke
-    runs, long and independent). Not ``--dist loadgroup`` with a group per file: with pytest 9.2
-    its groups are silently ignored (pytest-dev/pytest-xdist#1386) and a file's module fixtures
-    were made on both workers."""
+    runs, long and independent); files in the order of their first test
+    (:func:`pytest_collection_modifyitems`). Not ``--dist loadgroup`` with a group per file:
+    with pytest 9.2 its groups are silently ignored (pytest-dev/pytest-xdist#1386) and a file's
+    module fixtures were made on both workers."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+
+    # xdist orders files by their number of tests (the most first) unless told not to: the
+    # files of one long test (the soak, the wheel) came last and ran alone at the end.
+    config.option.loadscopereorder = False
 
     class FilesWholeButSpread(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -70,17 +75,25 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked ``heap_meter`` run first: glibc's ``mallinfo2``, which the heap meter calls
-    after every op, walks every free chunk, and the heap of a long test session holds many
-    (50 ms a call against 8 us on a fresh heap; those tests took 20-44 s late in the suite
-    and 1.5-7 s alone). Tests marked ``cuda`` are skipped on machines without a CUDA GPU."""
-    items.sort(key=lambda item: "heap_meter" not in item.keywords)  # stable: order kept
+    """Tests marked ``heap_meter`` run first, then those marked ``slow``, then the others (the
+    workers take files in this order: :func:`pytest_xdist_make_scheduler`). Heap meters first:
+    glibc's ``mallinfo2``, which the heap meter calls after every op, walks every free chunk,
+    and the heap of a long test session holds many (50 ms a call against 8 us on a fresh heap;
+    those tests took 20-44 s late in the suite and 1.5-7 s alone). Slow ones next: the longest
+    first, so that the two workers end together on short tests, not one of them on the
+    soak while the other waits. Tests marked ``cuda`` are skipped on machines without a CUDA
+    GPU."""
+    items.sort(key=_start_order)  # stable: the order within a tier is kept
     if CUDA_AVAILABLE:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+def _start_order(item) -> int:
+    return 0 if "heap_meter" in item.keywords else 1 if "slow" in item.keywords else 2
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -6,6 +6,7 @@ aside) and makes the data the shipped configs read, and README's figures are the
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -251,7 +252,48 @@ def test_every_capability_links_a_history_page_and_every_history_page_is_linked(
 def test_a_result_file_without_a_field_is_named_with_the_field(monkeypatch, tmp_path):
     figures_page = _figures_page(monkeypatch)
     (tmp_path / "x.json").write_text(
-        '{"title": "t", "order": 1, "history": "h", "rows": [{"figure": "f", "value": "v"}]}'
+        '{"title": "t", "headline": "h.", "order": 1, "history": "h", "rows": [{"figure": "f", '
+        '"value": "v"}]}'
     )
     with pytest.raises(ValueError, match=r"x.json: row 0 lacks machine, date, commit, command"):
+        figures_page.load_results(tmp_path)
+    (tmp_path / "x.json").write_text('{"title": "t", "order": 1, "history": "h", "rows": []}')
+    with pytest.raises(ValueError, match=r"x.json: no field 'headline'"):
+        figures_page.load_results(tmp_path)
+
+
+TABLE = {
+    "name": "operations", "caption": "Operations per step", "row_label": "recompute {recompute}",
+    "column_label": "{precision}", "cell": "{operations:,} ({ratio:.2f}x)",
+    "machine": "2 cores", "date": "2026-12-07", "commit": "abc1234", "command": "tool --x",
+    "measurements": [
+        {"recompute": "on", "precision": "float32", "operations": 1814, "ratio": 1.333},
+        {"recompute": "on", "precision": "bf16", "operations": 982, "ratio": 1.34},
+        {"recompute": "off", "precision": "float32", "operations": 609, "ratio": 1.0},
+    ],
+}  # fmt: skip
+
+
+def test_a_table_of_measurements_is_pivoted_with_its_caption_and_command(monkeypatch, tmp_path):
+    """Settings as rows and columns, each cell a measurement's numbers; machine and commit in
+    the caption; the command once; a missing combination an empty cell."""
+    figures_page = _figures_page(monkeypatch)
+    result = {"title": "Launches", "headline": "Few launches.", "order": 1, "history": "h.md",
+              "tables": [TABLE]}  # fmt: skip
+    (tmp_path / "launches.json").write_text(json.dumps(result))
+    page = figures_page.render(figures_page.load_results(tmp_path), "# Figures\n")
+    assert "**Few launches.**" in page and "*Operations per step*" in page
+    assert "|  | float32 | bf16 |" in page
+    assert "| recompute on | 1,814 (1.33x) | 982 (1.34x) |" in page
+    assert "| recompute off | 609 (1.00x) |  |" in page
+    assert "Measured on 2 cores, commit abc1234 (2026-12-07)." in page
+    assert page.count("    tool --x") == 1
+
+
+def test_a_measurement_that_does_not_fit_its_table_is_named(monkeypatch, tmp_path):
+    figures_page = _figures_page(monkeypatch)
+    table = {**TABLE, "measurements": [{"recompute": "on", "precision": "bf16"}]}
+    result = {"title": "t", "headline": "h.", "order": 1, "history": "h", "tables": [table]}
+    (tmp_path / "x.json").write_text(json.dumps(result))
+    with pytest.raises(ValueError, match=r"x.json: table 'operations': a measurement does not"):
         figures_page.load_results(tmp_path)

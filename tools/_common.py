@@ -107,6 +107,11 @@ class ToolParser(argparse.ArgumentParser):
             parsed = super().parse_args(args, namespace)
         if parsed.tiny and getattr(parsed, "record", None) is not None:
             self.error("--tiny runs are smoke tests: their figures are not recorded")
+        if getattr(parsed, "record", None) is not None and commit().endswith(CHANGED):
+            self.error(
+                "--record: the code has uncommitted changes; commit them first, so that the "
+                "figures name a commit one can check out"
+            )
         return parsed
 
 
@@ -363,7 +368,50 @@ def commit() -> str:
     head = git("rev-parse", "--short", "HEAD") or "unknown"
     # The result files and the page are what a recording run changes: not the code measured.
     changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs")
-    return head + ("+changes" if changed else "")
+    return head + (CHANGED if changed else "")
+
+
+#: What :func:`commit` adds to a commit the work tree's code differs from.
+CHANGED = "+changes"
+
+
+def record_table(
+    path: Path | None,
+    name: str,
+    caption: str,
+    measurements: Sequence[dict[str, Any]],
+    *,
+    row_label: str,
+    column_label: str,
+    cell: str,
+) -> None:
+    """Writes one table of measurements into a result file of the current-figures page
+    (``tools/figures_page.py`` pivots it: a row per ``row_label``, a column per
+    ``column_label``, each a format of a measurement's parameters, and ``cell`` the format of
+    its numbers).
+
+    The table replaces the one of the same ``name`` (other tables and rows stay), stamped with
+    this machine, today's date, the commit and the command line that ran.
+
+    Args:
+        path: The result file (``None``: nothing is recorded).
+        name: The table's name in the file.
+        caption: What the table measures (a sentence).
+        measurements: Each a mapping of parameters and numbers (JSON values), e.g.
+            ``{"model": "partgnn", "precision": "bf16", "operations": 982}``.
+        row_label, column_label, cell: ``str.format`` templates of a measurement's fields.
+    """
+    if path is None:
+        return
+    result = _result_file(path)
+    table = {"name": name, "caption": caption, "row_label": row_label,
+             "column_label": column_label, "cell": cell, **_stamp(),
+             "measurements": [dict(m) for m in measurements]}  # fmt: skip
+    tables = {t["name"]: t for t in result.get("tables", [])}
+    tables[name] = table
+    result["tables"] = list(tables.values())
+    _write_result_file(path, result)
+    print(f"recorded table {name!r} in {path}; now run tools/figures_page.py")
 
 
 def record_figures(path: Path | None, figures: Sequence[tuple[str, str]]) -> None:
@@ -379,28 +427,45 @@ def record_figures(path: Path | None, figures: Sequence[tuple[str, str]]) -> Non
     """
     if path is None:
         return
+    result = _result_file(path)
+    stamp = _stamp()
+    rows = {row["figure"]: row for row in result.get("rows", [])}
+    for figure, value in figures:
+        rows[figure] = {"figure": figure, "value": value, **stamp}
+    result["rows"] = list(rows.values())
+    _write_result_file(path, result)
+    print(f"recorded {len(figures)} figures in {path}; now run tools/figures_page.py")
+
+
+def _result_file(path: Path) -> dict[str, Any]:
+    """The content of a result file that exists (a tool does not make one: it needs a title,
+    headline, order and history page)."""
     if not path.exists():
         sys.exit(
-            f"{path}: no such result file: make it with a title, order and history page "
-            "(tools/figures_page.py says what a result file holds)"
+            f"{path}: no such result file: make it with a title, headline, order and history "
+            "page (tools/figures_page.py says what a result file holds)"
         )
-    result = json.loads(path.read_text())
+    return json.loads(path.read_text())
+
+
+def _stamp() -> dict[str, str]:
+    """Where, when and how a figure was measured: the machine, today, the commit, the command
+    line that ran (without ``--record``)."""
     env = " ".join(
         f"{name}={os.environ[name]}" for name in ("OMP_NUM_THREADS",) if name in os.environ
     )
     command = " ".join(
         part for part in (env, ".venv/bin/python", _tool_path(), shlex.join(_arguments())) if part
     )
-    stamp = {"machine": machine(), "date": date.today().isoformat(), "commit": commit()}
-    rows = {row["figure"]: row for row in result["rows"]}
-    for figure, value in figures:
-        rows[figure] = {"figure": figure, "value": value, **stamp, "command": command}
-    result["rows"] = list(rows.values())
+    return {"machine": machine(), "date": date.today().isoformat(), "commit": commit(),
+            "command": command}  # fmt: skip
+
+
+def _write_result_file(path: Path, result: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(path.name + ".tmp")
     staging.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     staging.replace(path)
-    print(f"recorded {len(figures)} figures in {path}; now run tools/figures_page.py")
 
 
 def _tool_path() -> str:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from _common import ON_OFF_CHOICES, ToolParser, on_off_settings, record_figures
+from _common import ON_OFF_CHOICES, ToolParser, on_off_settings, record_table
 from _step_models import (
     PEER_DIR,
     load_peer,
@@ -51,7 +51,7 @@ from partgnn.models.kernel_choice import gpu_kernel_paths
 
 #: Operations listed per setting: those dispatched most.
 TOP_OPERATIONS = 8
-REFERENCE = "reference (acorn InteractionGNN, ckpt)"
+REFERENCE = "reference (acorn InteractionGNN, recomputed)"
 #: Operations that normalise rows (forward passes and recomputations; the fused operator's
 #: forward when it normalises; backward passes are not counted, as for the reference's
 #: ``native_layer_norm_backward``).
@@ -187,7 +187,7 @@ def main() -> None:
     (args.out / "launch_budget.json").write_text(json.dumps(result, indent=1))
     (args.out / "launch_budget.md").write_text(markdown(result))
     print(markdown(result))
-    record_figures(args.record, _figures(result))
+    _record(args.record, result, args)
 
 
 def _chunk_words(args) -> str:
@@ -312,22 +312,46 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _figures(result: dict) -> list[tuple[str, str]]:
-    """One figure per edges, hidden and precision: partgnn's operations, LayerNorm rows and
-    peak against the reference's, recomputation on and off."""
-    figures = []
-    for row in result["rows"]:
-        if row["model"] == REFERENCE:
-            continue
-        name = (f"operations per training step, {row['model']}, {row['edges']:,} edges, "
-                f"hidden {row['hidden']}, {row['precision']}")  # fmt: skip
-        value = (f"{row['operations']:,} = {row.get('x_reference_operations', 0):.2f}x the "
-                 f"reference's; LayerNorm rows {row.get('x_reference_layer_norm_rows', 0):.2f}x; "
-                 f"peak live bytes {row.get('x_reference_peak_mb', 0):.2f}x")  # fmt: skip
-        if row.get("x_reference_step_s") is not None:
-            value += f"; step time {row['x_reference_step_s']:.2f}x (the per-operation graph)"
-        figures.append((name, value))
-    return figures
+def _record(path: Path | None, result: dict, args) -> None:
+    """Two tables of the page: every model's operations and peak against the reference's on
+    the largest graph (first hidden width), and its step time on the tiny graph."""
+    hidden = args.hidden[0]
+    rows = [
+        {**row, **({f"x_reference_{key}": 1.0 for key in ("operations", "layer_norm_rows",
+                                                           "peak_mb", "step_s")}
+                   if row["model"] == REFERENCE else {})}
+        for row in result["rows"]
+        if row["hidden"] == hidden
+    ]  # fmt: skip
+    largest = max(args.edges)
+    counts = {(row["model"], row["precision"]): row["operations"] for row in rows
+              if row["edges"] == largest}  # fmt: skip
+    same = all(
+        counts.get((row["model"], row["precision"])) == row["operations"]
+        for row in result["rows"]
+        if row["edges"] != args.tiny_edges
+    )
+    sizes = sorted({row["edges"] for row in result["rows"]} - {args.tiny_edges})
+    record_table(
+        path, "operations",
+        f"Operations of one training step (not views: about one GPU kernel launch each), and "
+        f"the peak of live tensor bytes, against acorn's InteractionGNN (the reference, 1.00x) "
+        f"on a random graph of {largest:,} edges, hidden {hidden}, {result['chunks']}"
+        + (f"; the same counts at {' and '.join(f'{e:,}' for e in sizes)} edges and hidden "
+           f"{' and '.join(map(str, args.hidden))}" if same and len(sizes) * len(args.hidden) > 1
+           else ""),
+        [row for row in rows if row["edges"] == largest],
+        row_label="{model}", column_label="{precision}",
+        cell="{operations:,} ({x_reference_operations:.2f}x; peak {x_reference_peak_mb:.2f}x)",
+    )  # fmt: skip
+    record_table(
+        path, "tiny_step_time",
+        f"Step time against the reference's on a tiny graph ({args.tiny_edges:,} edges, hidden "
+        f"{hidden}), where a step is its per-operation overhead (median of {args.rounds} rounds "
+        f"of {args.repeats} steps)",
+        [row for row in rows if row["edges"] == args.tiny_edges],
+        row_label="{model}", column_label="{precision}", cell="{x_reference_step_s:.2f}x",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,10 +1,21 @@
 """Writes docs/BENCHMARKS.md, the current-figures page, from the result files the tools write.
 
-Each capability has one result file, ``docs/results/figures/<name>.json``: a title, the page
-of docs/history/ that tells how its figures came about, an optional note, and one row per
-figure (value, machine, date, commit, the command that measured it). Tools write their rows
-with ``--record`` (``tools/_common.py``); this script turns the files into one short table per
-capability, in the files' ``order``. The page's opening is ``docs/results/page_opening.md``.
+Each capability has one result file, ``docs/results/figures/<name>.json``: a title, a headline
+(one sentence: what the figures say), the page of docs/history/ that tells how they came about,
+an optional note, and its figures, in either of two forms:
+
+- ``tables``: measurements (each a mapping of parameters and numbers) that one run of a tool
+  made, shown as one pivoted table: rows and columns are settings (``row_label`` and
+  ``column_label`` format a measurement's parameters), each cell a measurement's numbers
+  (``cell`` formats them); with the run's machine, date, commit and command;
+- ``rows``: one figure per row, its value in words, each with its machine, date, commit and
+  command (the form of the figures recorded before tables).
+
+Tools write theirs with ``--record`` (``tools/_common.py``: ``record_table`` and
+``record_figures``); this script turns the files into one section per capability, in the files'
+``order``: the headline, the tables (rows that share a command form one table), each captioned
+with the machine and commit it was measured on and followed by the command that reproduces it.
+The page's opening is ``docs/results/page_opening.md``.
 
     .venv/bin/python tools/figures_page.py            # rewrite docs/BENCHMARKS.md
     .venv/bin/python tools/figures_page.py --check    # exit 1 when the page is not current
@@ -20,50 +31,132 @@ from _common import FIGURES_DIR, REPOSITORY, ToolParser
 
 PAGE = REPOSITORY / "docs" / "BENCHMARKS.md"
 OPENING = REPOSITORY / "docs" / "results" / "page_opening.md"
+#: What every row of a ``rows`` result holds.
 COLUMNS = ("figure", "value", "machine", "date", "commit", "command")
+#: What every table of a ``tables`` result holds.
+TABLE_FIELDS = ("name", "caption", "row_label", "column_label", "cell", "measurements",
+                "machine", "date", "commit", "command")  # fmt: skip
+#: What every result file holds.
+RESULT_FIELDS = ("title", "headline", "order", "history")
+#: The day partgnn's realistic simulation (module planes, measured field, secondaries) became
+#: the default; rows measured on the ideal-detector simulation of before say so
+#: (``"simulation": "ideal-detector"``).
+REALISTIC_SINCE = "2026-12-02"
 
 
 def load_results(folder: Path = FIGURES_DIR) -> list[dict]:
     """The result files of ``folder``, in their ``order``.
 
     Raises:
-        ValueError: A file lacks a field the page needs (naming the file and the field).
+        ValueError: A file lacks a field the page needs (naming the file and the field), or a
+            table's cell names a number its measurements lack.
     """
     results = []
     for path in sorted(folder.glob("*.json")):
         result = json.loads(path.read_text())
-        for field in ("title", "order", "history", "rows"):
+        for field in RESULT_FIELDS:
             if field not in result:
                 raise ValueError(f"{path}: no field {field!r}")
-        for index, row in enumerate(result["rows"]):
+        if not result.get("rows") and not result.get("tables"):
+            raise ValueError(f"{path}: no rows and no tables")
+        for index, row in enumerate(result.get("rows", [])):
             missing = [column for column in COLUMNS if not row.get(column)]
             if missing:
                 raise ValueError(f"{path}: row {index} lacks {', '.join(missing)}")
+        for table in result.get("tables", []):
+            missing = [field for field in TABLE_FIELDS if not table.get(field)]
+            if missing:
+                raise ValueError(f"{path}: table {table.get('name')!r} lacks {', '.join(missing)}")
+            for measurement in table["measurements"]:
+                try:
+                    _formatted(table, measurement)
+                except (KeyError, ValueError) as error:
+                    raise ValueError(
+                        f"{path}: table {table['name']!r}: a measurement does not fit its labels "
+                        f"and cell ({error})"
+                    ) from None
         results.append({**result, "name": path.stem})
     return sorted(results, key=lambda result: (result["order"], result["name"]))
 
 
 def render(results: list[dict], opening: str) -> str:
-    """The page's markdown: the opening, an index, then one table per capability."""
+    """The page's markdown: the opening, an index, then one section per capability."""
     lines = [opening.rstrip(), "", "## Capabilities", ""]
     lines += [f"- [{result['title']}](#{_anchor(result['title'])})" for result in results]
     for result in results:
-        lines += ["", f"## {result['title']}", ""]
+        lines += ["", f"## {result['title']}", "", f"**{result['headline']}**", ""]
         if result.get("note"):
             lines += [result["note"], ""]
-        lines.append("| " + " | ".join(COLUMNS) + " |")
-        lines.append("|" + "---|" * len(COLUMNS))
-        for row in result["rows"]:
-            cells = [_cell(row[column], code=column == "command") for column in COLUMNS]
-            lines.append("| " + " | ".join(cells) + " |")
+        for table in result.get("tables", []):
+            lines += _pivoted(table)
+        for rows in _by_command(result.get("rows", [])):
+            lines += _figures_table(rows)
         history = result["history"]
-        lines += ["", f"How these figures came about: [{history}]({history})."]
+        lines += [f"How these figures came about: [{history}]({history})."]
     return "\n".join(lines) + "\n"
 
 
-def _cell(text: str, *, code: bool) -> str:
-    text = str(text).replace("|", "\\|").replace("\n", " ")
-    return f"`{text}`" if code else text
+def _pivoted(table: dict) -> list[str]:
+    """A ``tables`` entry: its measurements pivoted, rows and columns by their labels."""
+    labelled = [_formatted(table, measurement) for measurement in table["measurements"]]
+    rows = list(dict.fromkeys(row for row, _, _ in labelled))
+    columns = list(dict.fromkeys(column for _, column, _ in labelled))
+    cells = {(row, column): cell for row, column, cell in labelled}
+    lines = [
+        "| " + " | ".join(["", *(_cell(c) for c in columns)]) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for row in rows:
+        shown = [_cell(cells.get((row, column), "")) for column in columns]
+        lines.append("| " + " | ".join([_cell(row), *shown]) + " |")
+    stamp = f"Measured on {table['machine']}, commit {table['commit']} ({table['date']})"
+    stamp += _simulation([table])
+    return [f"*{table['caption']}*", "", *lines, "", stamp + ".", "", *_reproduce(table["command"])]
+
+
+def _formatted(table: dict, measurement: dict) -> tuple[str, str, str]:
+    """A measurement's row label, column label and cell."""
+    return tuple(table[key].format(**measurement) for key in ("row_label", "column_label", "cell"))
+
+
+def _figures_table(rows: list[dict]) -> list[str]:
+    """Figures that one command measured: a table of figure and value, captioned with where
+    and when they were measured (and which simulation made their events, where not today's
+    default), and the command."""
+    lines = ["| figure | value |", "|---|---|"]
+    lines += [f"| {_cell(row['figure'])} | {_cell(row['value'])} |" for row in rows]
+    machines = list(dict.fromkeys(row["machine"] for row in rows))
+    commits = list(dict.fromkeys(f"{row['commit']} ({row['date']})" for row in rows))
+    stamp = (f"Measured on {'; '.join(machines)}, "
+             f"commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}")  # fmt: skip
+    stamp += _simulation(rows)
+    return [*lines, "", stamp + ".", "", *_reproduce(rows[0]["command"])]
+
+
+def _simulation(measured: list[dict]) -> str:
+    """Which simulation made the events of these rows or tables (a caption's end): said where
+    it is not the default of today."""
+    simulations = list(dict.fromkeys(m.get("simulation", "") for m in measured))
+    if simulations == [""]:
+        return ""
+    named = " and ".join(s or "today's" for s in simulations)
+    return f"; events of the {named} simulation (the default before {REALISTIC_SINCE})"
+
+
+def _by_command(rows: list[dict]) -> list[list[dict]]:
+    """The rows, grouped by the command that measured them (in the order they first appear)."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row["command"], []).append(row)
+    return list(groups.values())
+
+
+def _reproduce(command: str) -> list[str]:
+    return ["Reproduce:", "", f"    {command}", ""]
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _anchor(title: str) -> str:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from partgnn import json_files
+from partgnn.metrics.tracks import TrackMetrics
 from tests.distributed.launch import REPOSITORY
 
 
@@ -22,7 +24,10 @@ def tool() -> dict:
 
 
 def _evaluation(path: Path, **fields) -> str:
-    metrics = {"events": 3, "cut": 0.5, "edge": {"target_efficiency": 0.99}, "track": {}}
+    track = TrackMetrics.from_counts(n_target_particles=4, n_reconstructed_targets=3, n_tracks=4,
+                                     n_matched_tracks=3, n_duplicate_tracks=0)  # fmt: skip
+    metrics = {"events": 3, "cut": 0.5, "edge": {"target_efficiency": 0.99},
+               "track": json_files.strict(track.to_dict())}  # fmt: skip
     path.write_text(json.dumps({**metrics, **fields}))
     return f"{path.stem}={path}"
 
