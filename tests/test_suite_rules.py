@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 from tests import conftest
 from tests.subprocesses import PYTEST_TIMEOUT_S
@@ -107,6 +108,7 @@ class _Options:
 
     def __init__(self, **values) -> None:
         self.values = values
+        self.option = SimpleNamespace(loadscopereorder=True)  # xdist's default
 
     def getvalue(self, name: str):
         return self.values[name]
@@ -127,3 +129,18 @@ def test_make_tests_workers_take_a_file_whole_and_the_smoke_runs_one_by_one():
     smoke_ids = [f"tests/tools/test_smoke.py::test_the_tool_runs_tiny[{n}]" for n in ("a", "b")]
     assert {scheduler._split_scope(nodeid) for nodeid in smoke_ids} == set(smoke_ids)
     assert conftest.pytest_xdist_make_scheduler(_Options(dist="load", **options), None) is None
+
+
+def test_files_start_heap_meters_first_then_slow_ones_in_collection_order():
+    """xdist would order the files by their number of tests (the soak, one test, last): the
+    workers take them in the order of their first test instead, which puts heap meters first
+    and slow tests next."""
+    config = _Options(dist="loadfile", numprocesses=2, tx=["2*popen"])
+    conftest.pytest_xdist_make_scheduler(config, None)
+    assert config.option.loadscopereorder is False
+    items = [SimpleNamespace(name=name, keywords=set(marks)) for name, marks in (
+        ("quick", ()), ("slow", ("slow",)), ("meter", ("heap_meter",)), ("quick2", ()),
+        ("slow2", ("slow",)),
+    )]  # fmt: skip
+    conftest.pytest_collection_modifyitems(config, items)
+    assert [item.name for item in items] == ["meter", "slow", "slow2", "quick", "quick2"]

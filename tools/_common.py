@@ -414,6 +414,28 @@ def record_table(
     print(f"recorded table {name!r} in {path}; now run tools/figures_page.py")
 
 
+def record_evaluations(path: Path | None, name: str, caption: str, evaluations: dict) -> None:
+    """Writes a table of evaluations (``partgnn evaluate``'s records, by label) into a result
+    file: per evaluation, the figures a model card quotes (acorn's target edge efficiency and
+    masked purity, AUC, double-majority and ATLAS track efficiency, impure rate)."""
+    measurements = [
+        {"label": label, "events": result.events, "cut": result.cut,
+         **{key: _number(value) for key, value in result.held_out_figures().figures.items()}}
+        for label, result in evaluations.items()
+    ]  # fmt: skip
+    record_table(
+        path, name, caption, measurements,
+        row_label="{label} ({events} events, cut {cut:.4g})",
+        column_label="target edge eff. / masked purity, AUC, track eff. (ATLAS), impure",
+        cell="{edge_target_efficiency:.4f} / {edge_masked_purity:.4f}, {edge_auc:.4f}, "
+        "{track_efficiency:.4f} ({track_efficiency_atlas:.4f}), {track_impure_rate:.4f}",
+    )  # fmt: skip
+
+
+def _number(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
 def record_figures(path: Path | None, figures: Sequence[tuple[str, str]]) -> None:
     """Writes measured figures into a result file of the current-figures page.
 

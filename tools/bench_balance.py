@@ -6,7 +6,8 @@ Simulates ``--events`` events with a whole pile-up drawn uniformly in ``[--pileu
 ``--parts`` ranks per group) and trains halo mode with ``--groups`` graph groups under
 ``torchrun`` (one thread per rank), once per sampling (``random``, ``size_buckets``), with the
 same seed, and repeats both for every training seed of ``--train-seeds`` (model initialisation
-and event order; the events stay those of ``--seed``). Prints markdown:
+and event order; the events stay those of ``--seed``). Prints markdown; ``--record`` puts each
+sampling's step time, gradient wait and last validation loss on the current-figures page:
 
     .venv/bin/python tools/bench_balance.py --events 18 --groups 2 --epochs 6 --train-seeds 0 1 2
 
@@ -25,14 +26,14 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ToolParser
+from _common import ToolParser, record_table
 from _group_runs import mean_sd, train_halo, write_varied_events
 
 SAMPLINGS = ("random", "size_buckets")
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="parallelism")
     parser.add_argument("--events", type=int, default=18, help="events (2 of them validation)")
     parser.add_argument("--pileup-min", type=int, default=140)
     parser.add_argument("--pileup-max", type=int, default=200)
@@ -71,6 +72,23 @@ def main() -> None:
         }
     _print_waiting(runs)
     _print_learning_curves(runs, args.epochs, seeds)
+    record_table(
+        args.record, "sampling",
+        f"Size-bucketed sampling against random, {args.groups} graph groups x {args.parts} "
+        f"ranks, {args.events} events of pile-up {args.pileup_min}-{args.pileup_max} (pT > "
+        f"{args.pt_min:g} GeV), {args.epochs} epochs, training seeds "
+        f"{', '.join(map(str, seeds))}: mean step time, mean share of it waiting at the gradient "
+        "all-reduce, last validation loss (mean over seeds)",
+        [
+            {"sampling": sampling,
+             "step_s": float(np.mean([r["step_s"] for r in results])),
+             "wait": float(np.mean(np.concatenate([r["waiting"] for r in results]))),
+             "val_loss": float(np.mean([r["val_loss"][-1] for r in results]))}
+            for sampling, results in runs.items()
+        ],
+        row_label="{sampling}", column_label="step time, gradient wait, validation loss",
+        cell="{step_s:.3f} s, {wait:.3f}, {val_loss:.3f}",
+    )  # fmt: skip
 
 
 def _print_waiting(runs: dict[str, list[dict]]) -> None:

@@ -27,7 +27,9 @@ table each, e.g. the cut keeping 99 % of the target edges and the cut of the bes
 efficiency; the first is ``evaluation.json`` of a run, the others ``evaluation-cutC.json``).
 
 Prints markdown tables and draws ``OUT/spanning_vs_p.png`` and
-``OUT/cost_vs_p.png``. Finished runs are kept and skipped on a re-run (a run directory with
+``OUT/cost_vs_p.png``; ``--record`` puts each cut's spanning-track and target edge efficiencies
+on the current-figures page (``--record docs/results/figures/comparison_full.json`` for full
+events). Finished runs are kept and skipped on a re-run (a run directory with
 its ``evaluation.json`` is finished; ``docs/results/compare/`` keeps the small files of the
 finished runs, which can be copied into ``OUT/runs/`` to resume on a new checkout)::
 
@@ -49,7 +51,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from _common import ToolParser, partgnn
+from _common import ToolParser, partgnn, record_table
 from _paths import shipped_config
 from matplotlib.figure import Figure
 
@@ -64,7 +66,7 @@ MODES = {"naive": "naive", "overlap": "overlapping", "halo": "halo"}
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="comparison_pt1")
     parser.add_argument("--recipe", type=Path, default=Path("bench-recipe"))
     parser.add_argument("--out", type=Path, default=Path("bench-compare"))
     parser.add_argument("--methods", nargs="+", default=["phi", "metis"])
@@ -115,6 +117,24 @@ def main() -> None:
             results += _read_cell(out, method, n_parts, args.cut)
     _print_tables(results, margin, args)
     _plot(results, out)
+    models = ("models trained on their sectors" if args.sector_models == "trained"
+              else "the recipe's model")  # fmt: skip
+    for cut in _cuts(results):
+        scored = "each at its own cut" if cut is None else f"at cut {cut}"
+        record_table(
+            args.record, f"strategies-cut-{cut or 'own'}",
+            f"Naive, overlapping ({margin} hops) and halo sectors of {args.config}'s graphs, "
+            f"scored {scored} ({models}): track efficiency of particles whose hits span "
+            "sectors, and target edge efficiency",
+            [
+                {"method": r["method"], "parts": r["P"], "strategy": r["strategy"],
+                 "spanning": r["track"].spanning_efficiency,
+                 "target": r["edge"].target_efficiency}
+                for r in results if r["asked"] == cut
+            ],
+            row_label="{method}, P = {parts}", column_label="{strategy}",
+            cell="{spanning:.3f} ({target:.4f})",
+        )  # fmt: skip
 
 
 def _shards(out: Path, method: str, n_parts: int, name: str, margin: int) -> Path:

@@ -7,7 +7,8 @@ event cache on (``data.cache_mb`` default) and off (``data.cache_mb=0``: every s
 decodes its event, one step ahead in a background thread). Reads ``epoch_wall_s`` (everything
 between the first step's start and the last step's end: data, steps, logging, checkpoints) and
 ``epoch_step_s`` (compute and communication) from each run's metrics.csv. Prints a markdown
-table:
+table; ``--record`` puts wall time over step time per strategy and cache setting on the
+current-figures page:
 
     .venv/bin/python tools/bench_data_path.py --out bench-data-path
 """
@@ -19,7 +20,7 @@ import os
 import platform
 from pathlib import Path
 
-from _common import ToolParser, partgnn
+from _common import ToolParser, partgnn, record_table
 from _paths import shipped_config
 
 CONFIG = shipped_config("full")
@@ -30,7 +31,7 @@ STRATEGIES = ("full", "halo", "naive", "overlap")
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="parallelism")
     parser.add_argument("--events", type=int, default=12)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=32)
@@ -91,6 +92,7 @@ def main() -> None:
         "naive": ("naive", 2, shards),
         "overlap": ("overlapping", 2, overlapping),
     }
+    measurements = []
     for strategy in args.strategies:
         mode, ranks, strategy_shards = strategies[strategy]
         for cache_mb in (1024, 0):
@@ -133,6 +135,22 @@ def main() -> None:
                 f"| {strategy} | {ranks} | {'on' if cache_mb else 'off'} | {n_steps} "
                 f"| {step_s:.2f} | {wall_s:.2f} | {wall_s / step_s:.3f} | {data_ms:.1f} |"
             )
+            measurements.append(
+                {
+                    "strategy": strategy,
+                    "cache": "on" if cache_mb else "off",
+                    "wall_over_steps": wall_s / step_s,
+                    "data_ms": data_ms,
+                }
+            )
+    record_table(
+        args.record, "data_path",
+        f"The data path: an epoch's wall time over the sum of its step times (1: no time waiting "
+        f"for data), and the data time per step, in the last of {args.epochs} epochs "
+        f"({args.events - 2} training events of pile-up {args.pileup:g}, pT > 1 GeV)",
+        measurements, row_label="{strategy}", column_label="cache {cache}",
+        cell="{wall_over_steps:.3f} ({data_ms:.1f} ms)",
+    )  # fmt: skip
 
 
 def _run(ranks: int, *arguments: str) -> None:

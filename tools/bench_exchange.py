@@ -2,7 +2,8 @@
 
 Simulates one pile-up-200 event, builds its graph (no pT cut: ~1e5 nodes, ~1.1e6 edges unless
 --pt-min is given), partitions it with METIS for each P, and times forward + backward halo
-exchanges under torchrun (one thread per rank). Prints markdown rows:
+exchanges under torchrun (one thread per rank). Prints markdown rows; ``--record`` puts the
+time and bytes of each P, hidden size and transport on the current-figures page:
 
     .venv/bin/python tools/bench_exchange.py --parts 2 3 4 --hidden 16 64 128
 """
@@ -10,6 +11,7 @@ exchanges under torchrun (one thread per rank). Prints markdown rows:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -18,16 +20,17 @@ import time
 from pathlib import Path
 
 import torch
-from _common import ToolParser, torchrun
+from _common import ToolParser, record_table, torchrun
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="exchange")
     parser.add_argument("--parts", type=int, nargs="+", default=[2, 3, 4])
     parser.add_argument("--hidden", type=int, nargs="+", default=[16, 64, 128])
     parser.add_argument("--pt-min", type=float, default=0.0)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--results", type=Path, default=None, help=argparse.SUPPRESS)
     parser.tiny(parts=[2], hidden=[8], repeats=2, pt_min=1.0)
     args = parser.parse_args()
     if args.worker is not None:
@@ -53,6 +56,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
+        results = Path(folder) / "results.jsonl"
         graphs = Path(folder) / "graphs.h5"
         write_graphs(graphs, [(graph, quality.to_dict())])
         for n_parts in args.parts:
@@ -60,10 +64,22 @@ def main() -> None:
             write_shards(graphs, shards, PartitionOptions(n_parts=n_parts), progress=False)
             command = torchrun(
                 n_parts, __file__, "--worker", shards, "--repeats", str(args.repeats),
-                "--hidden", *map(str, args.hidden),
+                "--hidden", *map(str, args.hidden), "--results", results,
             )  # fmt: skip
             env = dict(os.environ, OMP_NUM_THREADS="1")
             subprocess.run(command, check=True, env=env)
+        measurements = [json.loads(line) for line in results.read_text().splitlines()]
+    edges = f"{graph.edge_index.shape[1]:,} edges" + (
+        f", pT > {args.pt_min:g} GeV" if args.pt_min else ", every hit"
+    )
+    record_table(
+        args.record, "exchange",
+        f"One forward + backward halo exchange of a pile-up-200 event graph ({edges}, METIS), "
+        f"median of {args.repeats}, one thread per rank: milliseconds, and MB all ranks send "
+        "forward",
+        measurements, row_label="P = {parts}, H = {hidden}", column_label="{transport}",
+        cell="{ms:.2f} ms, {mb_sent:.2f} MB",
+    )  # fmt: skip
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -110,6 +126,13 @@ def _worker(args: argparse.Namespace) -> None:
                     f"| {maxima[1].item() / 1e6:.3f} |",
                     flush=True,
                 )
+                measured = {"parts": context.group_size, "hidden": hidden,
+                            "transport": transport, "ms": median.item() * 1e3,
+                            "rows_sent_max": maxima[0].item(),
+                            "mb_sent": forward_total.item() / 1e6,
+                            "mb_per_step_max": maxima[1].item() / 1e6}  # fmt: skip
+                with open(args.results, "a") as results:
+                    results.write(json.dumps(measured) + "\n")
     destroy_distributed(context)
 
 

@@ -49,6 +49,7 @@ from _common import (
     machine,
     partgnn,
     realism_arguments,
+    record_evaluations,
     recorded_sitting,
 )
 from _paths import shipped_config
@@ -72,7 +73,7 @@ SCORED = "scored-step.json"
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="recipe_full")
     parser.add_argument("--train-events", type=int, default=148)
     parser.add_argument("--val-events", type=int, default=2, help="the trainer's, in the file")
     parser.add_argument("--cut-events", type=int, default=10, help="validation events for the cut")
@@ -138,7 +139,7 @@ def main() -> None:
                 else ("--cut-at-impure-rate", str(args.impure_rate))
             )
             _score_and_evaluate(out, run_dir, rule, args.track_building)
-    _print_tables(out, run_dir, args.ranks)
+    _print_tables(out, run_dir, args.ranks, args.record)
 
 
 def _make_graphs(
@@ -256,7 +257,7 @@ def _evaluate(
     return EvaluationResults.read(out / result)
 
 
-def _print_tables(out: Path, run_dir: Path, ranks: int) -> None:
+def _print_tables(out: Path, run_dir: Path, ranks: int, record: Path | None = None) -> None:
     sittings_path = out / "sittings.json"
     sittings = json.loads(sittings_path.read_text()) if sittings_path.exists() else []
     walls = [s["stop"] - s["start"] for s in sittings]
@@ -326,6 +327,16 @@ def _print_tables(out: Path, run_dir: Path, ranks: int) -> None:
             f"| {track.fake_rate:.4f} | {track.impure_rate:.4f} "
             f"| {track.duplicate_rate:.4f} |"
         )
+    if record is not None and scored != steps:
+        sys.exit("bench_full_recipe: --record: the evaluations are not of the run's last "
+                 "checkpoint (run without --no-score to score it)")  # fmt: skip
+    labels = dict(rows)
+    record_evaluations(
+        record, "evaluations",
+        f"The full recipe's model (step {scored}) on its events: validation (where the cut is "
+        "chosen), held-out, and the held-out graphs' truth scored (the construction's limit)",
+        {labels[name]: result for name, result in results.items()},
+    )  # fmt: skip
     for band, (test, perfect) in {
         "pT > 1": ("evaluation-test.json", "evaluation-perfect.json"),
         "0.5 < pT <= 1": ("evaluation-test-low-pt.json", "evaluation-perfect-low-pt.json"),

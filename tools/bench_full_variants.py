@@ -12,7 +12,7 @@ of the sittings up to the checkpoint's writing) and acorn's two figures on pT > 
 (>= 3 hits): masked purity at 99 % target edge efficiency, target edge efficiency at 90 %
 masked purity (:func:`partgnn.metrics.edge_metrics.target_operating_points`). ``--report``
 prints the table of every variant under ``OUT`` and plots their curves
-(``OUT/learning_curves.png``)::
+(``OUT/learning_curves.png``); with ``--record``, the table goes on the current-figures page::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_full_variants.py --out runs/variants \\
         --shards data/full41/metis2-train-a --test-graphs data/full41/graphs-test.h5 \\
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import ToolParser, markdown_table, partgnn, recorded_sitting
+from _common import ToolParser, markdown_table, partgnn, record_table, recorded_sitting
 from _paths import shipped_config
 
 from partgnn.data.files.storage import GraphFile
@@ -43,7 +43,7 @@ EFFICIENCY, PURITY = 0.99, 0.90
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="recipe_full")
     parser.add_argument("--out", type=Path, required=True, help="one folder per variant")
     parser.add_argument("--variant", help="the variant's name (its folder under --out)")
     parser.add_argument("--shards", type=Path, help="training shards (partgnn partition)")
@@ -67,7 +67,7 @@ def main() -> None:
         if not args.no_train:
             _train(folder, args)
         _write_curve(folder, args.test_graphs, args.ranks)
-    _report(args.out)
+    _report(args.out, args.record)
 
 
 def _tiny_data(args) -> None:
@@ -136,8 +136,9 @@ def _write_curve(folder: Path, test_graphs: Path, ranks: int) -> None:
     curve_path.write_text(json.dumps(curve, indent=1) + "\n")
 
 
-def _report(out: Path) -> None:
-    """The table of every variant's last point and the plot of their curves."""
+def _report(out: Path, record: Path | None = None) -> None:
+    """The table of every variant's last point and the plot of their curves (``record``: the
+    last points on the current-figures page)."""
     variants = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("*/curve.json"))}
     variants = {name: curve for name, curve in variants.items() if curve}
     rows = []
@@ -153,6 +154,16 @@ def _report(out: Path) -> None:
         ("variant", "steps", "CPU hours", f"masked purity at {EFFICIENCY:.0%} target eff.",
          f"target eff. at {PURITY:.0%} masked purity", "best masked purity"), rows,
     ))  # fmt: skip
+    record_table(
+        record, "variants",
+        f"Variants of the full recipe trained from scratch (acorn's definitions, on the held-out "
+        f"curve events): masked purity at {EFFICIENCY:.0%} target edge efficiency and target "
+        f"edge efficiency at {PURITY:.0%} masked purity, at each variant's last step",
+        [{"variant": name, **curve[-1]} for name, curve in variants.items()],
+        row_label="{variant} ({step} steps, {cpu_hours:.2f} CPU hours)",
+        column_label="masked purity / target efficiency",
+        cell="{masked_purity_at_efficiency:.3f} / {efficiency_at_purity:.3f}",
+    )  # fmt: skip
     if not variants:
         return
     import matplotlib

@@ -9,7 +9,8 @@ steps): forward, backward (with the recomputation of the checkpointed regions), 
 exchange (seconds a rank was blocked in exchanges, inside forward and backward; hiding communication
 most of an exchange runs behind the interior edges' compute), the gradient all-reduce (with the
 wait for the slowest rank's backward pass: the ranks' imbalance) and the optimizer; matmul FLOPs
-counted per rank by ``FlopCounterMode`` and summed. Prints markdown rows:
+counted per rank by ``FlopCounterMode`` and summed. Prints markdown rows; ``--record`` puts each
+P's step time, the exchange it waits for and the bytes on the current-figures page:
 
     .venv/bin/python tools/bench_halo_step.py --parts 1 2 --pileup 40
 """
@@ -28,13 +29,13 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-from _common import ToolParser, torchrun
+from _common import ToolParser, record_table, torchrun
 
 PHASES = ("forward", "backward", "exchange", "all_reduce", "optimizer")
 
 
 def main() -> None:
-    parser = ToolParser(__doc__.split("\n\n")[0])
+    parser = ToolParser(__doc__.split("\n\n")[0], figures="exchange")
     parser.add_argument("--parts", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--pileup", type=float, default=40.0)
     parser.add_argument("--pt-min", type=float, default=0.0)
@@ -67,6 +68,7 @@ def main() -> None:
               "| MB exchanged per step (max rank) | step vs P = 1 |")  # fmt: skip
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         single: dict[tuple[str, str], float] = {}
+        measurements = []
         for n_parts in args.parts:
             shards = Path(folder) / f"metis{n_parts}"
             write_shards(graphs, shards, PartitionOptions(n_parts=n_parts), progress=False)
@@ -96,6 +98,20 @@ def main() -> None:
                     f"| {row['bytes_sent'] / 1e6:.1f} | {ratio} |",
                     flush=True,
                 )
+                measurements.append({
+                    "parts": n_parts, "precision": row["precision"], "fused": row["fused"],
+                    "step_s": step, "exchange_ms": row["exchange"] * 1e3,
+                    "mb_exchanged": row["bytes_sent"] / 1e6,
+                })  # fmt: skip
+    record_table(
+        args.record, "halo_step",
+        f"A training step of one pile-up-{args.pileup:g} event graph ({nodes:,} nodes, "
+        f"{edges:,} edges; METIS) split over P ranks sharing {args.threads} cores: step time, "
+        "the exchange time the step waits for (hidden behind interior edges) and MB exchanged "
+        "per step by the busiest rank",
+        measurements, row_label="P = {parts}", column_label="{precision}, fused {fused}",
+        cell="{step_s:.2f} s, {exchange_ms:.1f} ms waited, {mb_exchanged:.1f} MB",
+    )  # fmt: skip
 
 
 def _worker(args: argparse.Namespace) -> None:

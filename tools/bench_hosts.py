@@ -7,7 +7,7 @@ with METIS for each P; ``partgnn train`` runs in mode full on one process for t1
 under ``torchrun --nnodes 2`` (P / 2 ranks per host) for each P, link and ``--hide-communication``
 setting (``run.hide_communication``), one thread per rank; and in mode naive (sectors without
 exchange) over the unlimited link, the same processes without halo communication. Prints markdown
-rows:
+rows; ``--record`` puts the halo runs' step times and efficiencies on the current-figures page:
 
     .venv/bin/python tools/bench_hosts.py --parts 2 4 --links none 10gbit 1gbit 100mbit
 
@@ -30,12 +30,12 @@ import time
 from pathlib import Path
 
 import yaml
-from _common import ToolParser
+from _common import ToolParser, record_table
 from _two_hosts import two_hosts, unavailable_reason
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="two_hosts")
     parser.add_argument("--parts", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--links", nargs="+", default=["none", "10gbit", "1gbit"])
     parser.add_argument(
@@ -91,6 +91,7 @@ def main() -> None:
         common = {"graphs": graphs, "args": args}
         t1, _ = _run(folder, 1, "none", "off", None, **common)
         print(f"| 1 | - | - | {t1:.2f} | - | 1.00 | 0.0 |", flush=True)
+        measurements = []
         for n_parts in args.parts:
             shards = folder / f"metis{n_parts}"
             write_shards(graphs, shards, PartitionOptions(n_parts=n_parts), progress=False)
@@ -117,6 +118,21 @@ def main() -> None:
                         f"| {t1 / (n_parts * step_time):.2f} | {exchanged:.1f} |",
                         flush=True,
                     )
+                    measurements.append({
+                        "parts": n_parts, "link": link, "hide_communication": hide,
+                        "step_s": step_time, "efficiency": t1 / (n_parts * step_time),
+                        "mb_exchanged_per_step": exchanged,
+                    })  # fmt: skip
+    record_table(
+        args.record, "links",
+        f"Halo training of one pile-up-{args.pileup:g} event graph ({n_nodes:,} nodes, "
+        f"{n_edges:,} edges) across two hosts (network namespaces joined by a veth pair, the "
+        f"link shaped), Interaction Network H = {args.hidden}, recompute {args.recompute}: step "
+        f"time and parallel efficiency t1 / (P tP) (t1 = {t1:.2f} s on one process)",
+        measurements, row_label="P = {parts}, {link}",
+        column_label="hide communication {hide_communication}",
+        cell="{step_s:.2f} s ({efficiency:.2f})",
+    )  # fmt: skip
 
 
 def _run(

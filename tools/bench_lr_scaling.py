@@ -6,7 +6,8 @@ validation loss given as mean +- standard deviation over them.
 
 With G groups a step trains G events and an epoch has 1/G of the steps; without scaling the
 model moves less per epoch. Events as in tools/bench_balance.py (pile-up drawn in a range,
-METIS shards; one rank per group here). Prints markdown:
+METIS shards; one rank per group here). Prints markdown; ``--record`` puts the last epoch's
+validation losses on the current-figures page:
 
     .venv/bin/python tools/bench_lr_scaling.py --events 34 --epochs 6 --train-seeds 0 1 2
 """
@@ -19,12 +20,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ToolParser
+from _common import ToolParser, record_table
 from _group_runs import mean_sd, train_halo, write_varied_events
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="parallelism")
     parser.add_argument("--events", type=int, default=34, help="events (2 of them validation)")
     parser.add_argument("--pileup-min", type=int, default=140)
     parser.add_argument("--pileup-max", type=int, default=200)
@@ -82,6 +83,19 @@ def main() -> None:
         print(f"| {epoch + 1} | " + " | ".join(mean_sd(c[:, epoch]) for c in curves) + " |")
     steps = [str(per_seed[0]["steps"]) for per_seed in results.values()]
     print("| optimizer steps | " + " | ".join(steps) + " |")
+    record_table(
+        args.record, "lr_scaling",
+        f"Graph x data parallelism: the validation loss after {args.epochs} epochs with G graph "
+        f"groups and the learning rate scaled by G (linear, sqrt) or not, mean over training "
+        f"seeds {', '.join(map(str, seeds))} ({args.events} events of pile-up "
+        f"{args.pileup_min}-{args.pileup_max}, pT > {args.pt_min:g} GeV, lr {args.lr:g})",
+        [
+            {"groups": groups, "scaling": scaling,
+             "val_loss": float(np.mean([r["val_loss"][-1] for r in per_seed]))}
+            for (groups, scaling), per_seed in results.items()
+        ],
+        row_label="G = {groups}", column_label="{scaling}", cell="{val_loss:.3f}",
+    )  # fmt: skip
 
 
 def _train(

@@ -6,7 +6,7 @@ construction efficiency (true doublets of particles with pT > ``--pt-min`` prese
 the all-particle efficiency ``build-graphs`` prints, edge purity and seconds per event. With
 ``--coverage``, also, per map, the share of the target doublets that lie on a recorded module
 pair and, of those, the share inside the pair's windows (what limits a map: coverage or
-windows). Prints markdown rows::
+windows). Prints markdown rows (``--record``: the builders' figures on the current-figures page)::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_module_map.py bench-full/events-test.h5 \\
         floor0.5=maps/pt1-floor0.5.npz --coverage
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import ToolParser
+from _common import ToolParser, record_table
 
 from partgnn.data.detector.geometry import default_geometry
 from partgnn.data.files.storage import EventFile
@@ -29,7 +29,7 @@ from partgnn.data.module_map.pretrained_maps import resolve_map
 
 
 def main() -> None:
-    parser = ToolParser(__doc__.split("\n\n")[0])
+    parser = ToolParser(__doc__.split("\n\n")[0], figures="module_map")
     parser.add_argument("events", type=Path, help="held-out events file")
     parser.add_argument("maps", nargs="*", metavar="NAME=MAP", help="module maps to compare")
     parser.add_argument("--pt-min", type=float, default=1.0, help="target particles' pT above")
@@ -72,11 +72,23 @@ def main() -> None:
         "| edge purity | seconds per event |"
     )
     print("|---|---|---|---|---|---|")
+    measurements = []
+    n_events = len(next(iter(rows.values()), []))
     for name, values in rows.items():
         edges, target, every, purity, seconds = np.mean(values, axis=0)
         print(
             f"| {name} | {edges:,.0f} | {target:.4f} | {every:.4f} | {purity:.4f} | {seconds:.1f} |"
         )
+        measurements.append({"builder": name, "edges": float(edges), "target": float(target),
+                             "purity": float(purity), "seconds": float(seconds)})  # fmt: skip
+    record_table(
+        args.record, f"builders-{args.events.stem}",
+        f"Graph construction of the held-out events of {args.events.name} ({n_events} events): "
+        f"target construction efficiency (true doublets of particles with pT > "
+        f"{args.pt_min:g} GeV kept as edges), edges and seconds per event",
+        measurements, row_label="{builder}", column_label="efficiency, edges, purity, seconds",
+        cell="{target:.4f}, {edges:,.0f}, {purity:.4f}, {seconds:.1f} s",
+    )  # fmt: skip
     if coverage:
         print("\n| map | target doublets on a recorded pair | of those, inside its windows |")
         print("|---|---|---|")

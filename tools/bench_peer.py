@@ -14,8 +14,9 @@ process per model, alternating, ``--rounds`` times:
   for the backward pass), and the peak over the whole step (forward, backward, recomputation,
   optimizer) above the bytes in use before it.
 
-Prints markdown; ratios are partgnn / peer of the same round. The
-peer's source is read from ``--acorn-src`` (see PEER/README.md), never copied::
+Prints markdown; ratios are partgnn / peer of the same round (``--record`` puts their medians
+over the rounds on the current-figures page). The peer's source is read from ``--acorn-src``
+(see PEER/README.md), never copied::
 
     .venv/bin/python tools/bench_peer.py --acorn-src /tmp/acorn-src --nodes 100000 \\
         --edges 1000000 --threads 2 --steps 3 --rounds 2
@@ -36,12 +37,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import ToolParser
+from _common import ToolParser, record_table
 from _step_models import PEER_DIR, check_peer_source, load_peer, partgnn_model, peer_model
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="step_time")
     parser.add_argument("--acorn-src", type=Path, default=Path("/tmp/acorn-src"))
     parser.add_argument("--peer-dir", type=Path, default=PEER_DIR)
     parser.add_argument("--nodes", type=int, default=10_000)
@@ -112,6 +113,29 @@ def _compare(args: argparse.Namespace, graph: Path) -> None:
              *flags[variant]]
         )  # fmt: skip
     _print_tables(args, runs, profiles)
+    record_table(
+        args.record, f"peer-{args.edges}",
+        f"partgnn's step against acorn's InteractionGNN (peer harness, recomputing, float32) on "
+        f"a random graph of {args.nodes:,} nodes and {args.edges:,} edges, hidden {args.hidden}, "
+        f"{args.iters} iterations, {args.threads} threads: step time and peak RSS as a multiple "
+        f"of the peer's (median over {args.rounds} rounds)",
+        [_ratios(variant, runs) for variant in args.variants],
+        row_label="recompute {recompute}", column_label="{options}",
+        cell="{step_x:.2f}x time, {rss_x:.2f}x RSS",
+    )  # fmt: skip
+
+
+def _ratios(variant: str, runs: dict) -> dict:
+    """A variant's step time and peak RSS over the peer's, median over the rounds."""
+    recompute, *options = variant.split("+")
+    pairs = list(zip(runs[variant], runs["peer"], strict=True))
+    return {
+        "recompute": recompute, "options": " + ".join(options) or "plain",
+        "step_x": statistics.median(ours["step_s"] / peer["step_s"] for ours, peer in pairs),
+        "rss_x": statistics.median(
+            ours["peak_rss_gb"] / peer["peak_rss_gb"] for ours, peer in pairs
+        ),
+    }  # fmt: skip
 
 
 def _variant_flags(variant: str) -> list[str]:

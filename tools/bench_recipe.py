@@ -23,7 +23,13 @@ import time
 from functools import partial
 from pathlib import Path
 
-from _common import ToolParser, add_realism_option, partgnn, realism_arguments
+from _common import (
+    ToolParser,
+    add_realism_option,
+    partgnn,
+    realism_arguments,
+    record_evaluations,
+)
 from _paths import sample_dir, shipped_config
 
 from partgnn.data.files.h5_files import file_sha256
@@ -37,7 +43,7 @@ CONFIG = shipped_config("recipe")
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="recipe_pt1")
     parser.add_argument("--train-events", type=int, default=100)
     parser.add_argument("--val-events", type=int, default=5)
     parser.add_argument("--test-events", type=int, default=5)
@@ -62,7 +68,7 @@ def main() -> None:
     args = parser.parse_args()
     out = args.out
     if args.tables_only:
-        _print_tables(out / "run", _saved_results(out), None)
+        _print_tables(out / "run", _saved_results(out), None, args.record)
         return
     out.mkdir(parents=True, exist_ok=True)
     n_train = args.train_events + args.val_events
@@ -135,7 +141,7 @@ def main() -> None:
             results["perfect"] = _evaluate(
                 perfect, graphs, events, out / "evaluation-perfect.json", cut=0.5
             )
-    _print_tables(run_dir, results, train_seconds)
+    _print_tables(run_dir, results, train_seconds, args.record)
 
 
 def _evaluate(
@@ -172,7 +178,9 @@ def _write_truth_scores(graphs: Path, out: Path) -> None:
     write_scores(out, items, provenance={"source_sha256": file_sha256(graphs)})
 
 
-def _print_tables(run_dir: Path, results: dict, train_seconds: float | None) -> None:
+def _print_tables(
+    run_dir: Path, results: dict, train_seconds: float | None, record: Path | None = None
+) -> None:
     from partgnn.metrics.run_summary import RunSummary
 
     summary = RunSummary.read(run_dir)
@@ -229,6 +237,14 @@ def _print_tables(run_dir: Path, results: dict, train_seconds: float | None) -> 
     if "perfect" in results:
         ratio = results["test"].track.efficiency / results["perfect"].track.efficiency
         print(f"\ntrack efficiency / perfect-score limit: {ratio:.4f}")
+    labels = {"test": "held-out simulated", "perfect": "held-out, perfect scores",
+              "sample": "real TrackML sample"}  # fmt: skip
+    record_evaluations(
+        record, "evaluations",
+        "The pT > 1 GeV recipe's model on held-out simulated events, their truth scored (the "
+        "construction's limit) and the real TrackML sample event",
+        {labels[name]: result for name, result in results.items() if name in labels},
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

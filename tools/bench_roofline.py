@@ -7,7 +7,8 @@ source node as the graph builder writes them, phase by phase: forward,
 backward (with the recomputation of the checkpointed regions), optimizer. Each phase's matmul
 FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode`` (every ``mm``/``addmm``
 really run, the recomputation included) and checked against the analytic count written out in
-:func:`analytic_flops`. Prints markdown rows:
+:func:`analytic_flops`. Prints markdown rows; ``--record`` puts each step's time and rate on the
+current-figures page:
 
     OMP_NUM_THREADS=2 .venv/bin/python tools/bench_roofline.py --edges 200000 1000000
 
@@ -24,7 +25,7 @@ import time
 from contextlib import nullcontext
 
 import torch
-from _common import ON_OFF_CHOICES, ToolParser, on_off_settings
+from _common import ON_OFF_CHOICES, ToolParser, on_off_settings, record_table
 from torch.utils.flop_counter import FlopCounterMode
 
 HIDDEN = 64
@@ -32,7 +33,7 @@ STEPS = 8
 
 
 def main() -> None:
-    parser = ToolParser(__doc__.split("\n\n")[0])
+    parser = ToolParser(__doc__.split("\n\n")[0], figures="step_time")
     parser.add_argument("--edges", type=int, nargs="+", default=[200_000, 1_000_000])
     parser.add_argument("--edges-per-node", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
@@ -80,6 +81,7 @@ def main() -> None:
         "| x own FLOP-bound time | fwd / bwd GFLOP/s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    measurements = []
     for edges in args.edges:
         nodes = edges // args.edges_per_node
         for precision, fused in itertools.product(args.precisions, variants):
@@ -98,6 +100,21 @@ def main() -> None:
                 f"{row['backward_flops'] / row['backward_s'] / 1e9:.0f} |",
                 flush=True,
             )
+            measurements.append({
+                "edges": edges, "precision": precision, "fused": "on" if fused else "off",
+                "step_s": step, "gflops": rate, "of_peak": rate / peaks["float32", "square"],
+                "x_bound": step / bound,
+            })  # fmt: skip
+    record_table(
+        args.record, f"roofline-{torch.backends.cpu.get_cpu_capability()}",
+        f"The roofline model's training step (Interaction Network, H = {HIDDEN}, "
+        f"{args.edges_per_node} edges per node) on {args.threads} threads, CPU capability "
+        f"{torch.backends.cpu.get_cpu_capability()}: step time, the matmul rate it reaches "
+        f"(GFLOP/s, and as a share of the float32 square-matmul rate, "
+        f"{peaks['float32', 'square']:.0f} GFLOP/s) and the step over its own FLOP-bound time",
+        measurements, row_label="{edges:,} edges, {precision}", column_label="fused {fused}",
+        cell="{step_s:.3f} s, {gflops:.0f} GFLOP/s ({of_peak:.2f}), {x_bound:.1f}x",
+    )  # fmt: skip
     if args.profile:
         for edges in args.edges:
             for precision, fused in itertools.product(args.precisions, variants):

@@ -7,7 +7,8 @@ activation recomputation (``--recompute``: ``model.recompute``). Before each run
 predicts every rank's peak; the rows show the prediction and its error against the measured peak
 RSS. ``--model-of CONFIG`` takes the model, the loss and the precision (``run.dtype``, ``run.bf16``)
 of a run config (a shipped one's name or a path) instead of ``--hidden``/``--steps``. Prints
-markdown rows:
+markdown rows; ``--record`` puts the peak per rank, the plan's error and the step time of each P
+and recomputation setting on the current-figures page:
 
     .venv/bin/python tools/bench_train.py --parts 1 2 4 --hidden 32 --steps 4 --train-steps 3
     .venv/bin/python tools/bench_train.py --parts 1 2 4 --model-of recipe --recompute on
@@ -22,11 +23,11 @@ import time
 from pathlib import Path
 
 import yaml
-from _common import ToolParser, partgnn_launcher, planned_mib
+from _common import ToolParser, partgnn_launcher, planned_mib, record_table
 
 
 def main() -> None:
-    parser = ToolParser(__doc__)
+    parser = ToolParser(__doc__, figures="training_memory")
     parser.add_argument("--parts", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--pileup", type=float, default=200.0)
     parser.add_argument("--pt-min", type=float, default=0.0)
@@ -71,6 +72,7 @@ def main() -> None:
         )
         print("|---|---|---|---|---|---|---|---|---|")
         step_time_1 = {}
+        measurements = []
         for recompute in args.recompute:
             for n_parts in args.parts:
                 shards = folder / f"metis{n_parts}"
@@ -142,6 +144,20 @@ def main() -> None:
                     f"| {efficiency:.2f} | {exchanged:.1f} |",
                     flush=True,
                 )
+                measurements.append({
+                    "parts": n_parts, "recompute": recompute, "peak_mib_max": max(memory),
+                    "plan_error_min": min(errors), "plan_error_max": max(errors),
+                    "step_s": step_time, "mb_exchanged_per_step": exchanged,
+                })  # fmt: skip
+    record_table(
+        args.record, f"training-{args.model_of or 'hidden-' + str(args.hidden)}",
+        f"Training on one pile-up-{args.pileup:g} event graph ({n_nodes:,} nodes, {n_edges:,} "
+        f"edges), {model}, one thread per rank: the largest rank's peak RSS, the plan's error "
+        "against each rank's, and the step time",
+        measurements, row_label="P = {parts}", column_label="recompute {recompute}",
+        cell="{peak_mib_max:,.0f} MiB (plan {plan_error_min:+.1f} .. {plan_error_max:+.1f} %), "
+        "{step_s:.2f} s",
+    )  # fmt: skip
 
 
 def _model_of(spec: str) -> dict:

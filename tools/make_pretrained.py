@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import math
 import shlex
 import shutil
 import subprocess
@@ -32,23 +31,17 @@ import torch
 import yaml
 
 from partgnn.data.files.h5_files import file_sha256
-from partgnn.data.files.model_card import DEFAULT_TRACK_BUILDING
+from partgnn.data.files.model_card import DEFAULT_TRACK_BUILDING, CardConstruction
 from partgnn.data.files.storage import GraphFile
 from partgnn.data.graphs.graph_construction import graph_construction
 from partgnn.data.graphs.input_features import OWN_NODE_COLUMNS, InputFeatures
 from partgnn.data.module_map.pretrained_maps import SHIPPED_MAP_SUFFIX
+from partgnn.errors import InputError
 from partgnn.export.export_model import recorded_input_features
 from partgnn.export.node_inputs import NodeInputs
 from partgnn.metrics.evaluation_results import EvaluationResults
 from partgnn.resources import pretrained_dir
 from partgnn.train.run_directory.saved_model import SavedModel
-
-#: The figures a card quotes from an evaluation JSON, by section.
-FIGURES = {
-    "edge": ("efficiency", "target_efficiency", "purity", "masked_purity", "auc"),
-    "track": ("efficiency", "efficiency_atlas", "fake_rate", "impure_rate", "duplicate_rate"),
-    "construction": ("efficiency", "beam_line_efficiency"),  # evaluate --events
-}
 
 
 def without_machine_paths(config: dict) -> dict:
@@ -172,7 +165,7 @@ def main() -> None:
         "data": args.data,
         **({"simulation": shlex.split(args.simulation)} if args.simulation else {}),
         **(
-            {"construction": {**construction, "how": args.construction_how}} if construction else {}
+            {"construction": _card_construction(construction, args, parser)} if construction else {}
         ),
         "score_cut": kept["score_cut"],
         "track_building": _track_building(args.evaluation),
@@ -183,6 +176,18 @@ def main() -> None:
     card_path = target.with_suffix(".yaml")
     card_path.write_text(yaml.safe_dump(card, sort_keys=False, width=100))
     print(f"{target} ({target.stat().st_size / 1e6:.1f} MB) and {card_path}")
+
+
+def _card_construction(construction: dict, args, parser) -> dict:
+    """The card's ``construction``: the checkpoint's, with how to build such graphs, written
+    by its record (the fit's arguments checked as the card's reader will)."""
+    try:
+        card = CardConstruction.of_yaml(
+            {**construction, "how": args.construction_how}, "--construction-from"
+        )
+    except InputError as error:
+        parser.error(str(error))
+    return card.as_yaml()
 
 
 def export_entry(name: str, features: InputFeatures) -> dict[str, str]:
@@ -234,17 +239,7 @@ def _add_evaluations(card: dict, evaluations: list[str]) -> None:
                 f"--evaluation {label}: tracks built by {built}, the card's "
                 f"by {method} (partgnn evaluate --track-building {method})"
             )
-        card["held_out"][label] = {
-            "events": metrics.events,
-            "cut": metrics.cut,
-            "target_pt": list(metrics.target_pt or (1.0, None)),
-            **{
-                f"{section}_{key}": _rounded(getattr(getattr(metrics, section), key))
-                for section, keys in FIGURES.items()
-                if getattr(metrics, section)
-                for key in keys
-            },
-        }
+        card["held_out"][label] = metrics.held_out_figures().as_yaml()
 
 
 def add_to_card(name: str, evaluations: list[str]) -> None:
@@ -258,12 +253,6 @@ def add_to_card(name: str, evaluations: list[str]) -> None:
     _add_evaluations(card, evaluations)
     card_path.write_text(yaml.safe_dump(card, sort_keys=False, width=100))
     print(f"{card_path}: held_out {', '.join(e.partition('=')[0] for e in evaluations)}")
-
-
-def _rounded(value: object) -> float | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return round(float(value), 4)
 
 
 def _commit() -> str:

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from _common import ToolParser
+from _common import ToolParser, record_table
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 FAULTS = ("kill", "term", "disk", "corrupt")
@@ -314,8 +314,25 @@ def _inject(
                 os.kill(pid, signal.SIGKILL)
 
 
+def _record(path: Path | None, result: dict) -> None:
+    """The soak's one measurement on the current-figures page."""
+    kinds = ", ".join(f"{n} {kind}" for kind, n in result["faults_by_kind"].items() if n)
+    kept = ("steps", "lost_s_mean", "extra_s_per_fault", "steps_logged_twice")
+    measured = {**{key: result[key] for key in kept}, "faults": len(result["faults"]),
+                "kinds": kinds}  # fmt: skip
+    record_table(
+        path, "soak",
+        "Halo training on 2 ranks under torchrun with faults injected at random steps (a rank "
+        "killed, torchrun stopped by SIGTERM, the disk filled before a checkpoint, the last "
+        "checkpoints corrupted), resumed with --resume auto, against an uninterrupted run",
+        [measured], row_label="{steps} steps, {faults} faults ({kinds})", column_label="result",
+        cell="{lost_s_mean:.1f} s lost per fault; final weights and metrics.csv bit-identical; "
+        "{steps_logged_twice} steps logged twice",
+    )  # fmt: skip
+
+
 def main() -> None:
-    parser = ToolParser(__doc__.split("\n\n")[0])
+    parser = ToolParser(__doc__.split("\n\n")[0], figures="reliability")
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--faults", type=int, default=12)
@@ -334,7 +351,10 @@ def main() -> None:
         args.json.write_text(text + "\n")
     ok = result["bit_identical"] and result["metrics_as_reference"]
     ok = ok and not result["planned_not_injected"]
-    raise SystemExit(0 if ok and not result["lock_left"] and not result["temporaries_left"] else 1)
+    ok = ok and not result["lock_left"] and not result["temporaries_left"]
+    if ok:  # a failed soak is no figure
+        _record(args.record, result)
+    raise SystemExit(0 if ok else 1)
 
 
 if __name__ == "__main__":

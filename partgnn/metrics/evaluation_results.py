@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from partgnn import json_files
+from partgnn.data.files.model_card import HeldOutFigures
 from partgnn.data.files.output_files import atomic_output
 from partgnn.data.files.output_kinds import EVALUATION_FORMAT
 from partgnn.errors import InputError
@@ -21,6 +22,14 @@ from partgnn.metrics.tracks import TrackMetrics
 
 #: The evaluation ``partgnn evaluate`` stores in a run directory (optional).
 EVALUATION_NAME = "evaluation.json"
+
+#: The figures a model card quotes from an evaluation, by section (a card names each
+#: ``SECTION_NAME``, e.g. ``track_efficiency_atlas``).
+CARD_FIGURES = {
+    "edge": ("efficiency", "target_efficiency", "purity", "masked_purity", "auc"),
+    "track": ("efficiency", "efficiency_atlas", "fake_rate", "impure_rate", "duplicate_rate"),
+    "construction": ("efficiency", "beam_line_efficiency"),
+}
 
 NAN = float("nan")
 
@@ -57,6 +66,22 @@ class EvaluationResults:
     cut_source: str | None = None
     track_building: str | None = None
     target_pt: tuple[float, float | None] | None = None
+
+    def held_out_figures(self) -> HeldOutFigures:
+        """The figures a model card quotes from this evaluation (:data:`CARD_FIGURES`; the
+        construction's only where the evaluation counted it)."""
+        sections = {"edge": self.edge, "track": self.track, "construction": self.construction}
+        return HeldOutFigures(
+            events=self.events,
+            cut=self.cut,
+            target_pt=self.target_pt or (1.0, None),
+            figures={
+                f"{section}_{name}": getattr(sections[section], name)
+                for section, names in CARD_FIGURES.items()
+                if sections[section] is not None
+                for name in names
+            },
+        )
 
     def as_json(self) -> dict[str, Any]:
         """The content of the written file."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from partgnn.data.files import output_kinds
-from partgnn.data.files.model_card import ModelCard
+from partgnn.data.files.model_card import HeldOutFigures, ModelCard
 from partgnn.data.files.output_files import refuse_output_over
 from partgnn.errors import InputError
 from partgnn.resources import PRETRAINED_PREFIX
@@ -125,7 +125,7 @@ def evaluate_pretrained(name: str, events: Path, work: Path) -> PretrainedEvalua
     if card.score_cut is None:
         raise InputError(f"{card.path}: the card records no score_cut; cannot evaluate at it")
     track_building = card_track_building(card)
-    pt_min, pt_max = (card.held_out.get(CARD_HELD_OUT) or {}).get("target_pt", [1.0, None])
+    pt_min, pt_max = card.held_out.get(CARD_HELD_OUT, HeldOutFigures()).target_pt
     if not events.is_file():
         raise InputError(f"{events}: no such events file")
     refuse_output_over(work, iter([("EVENTS", events)]), folder=True, option="work")

@@ -1,9 +1,12 @@
 """The options every tool shares (tools/_common.py): an option's former name is read as its name
-with a one-line notice; both given is refused."""
+with a one-line notice; both given is refused; a measured table is recorded with where and how
+it was measured, and never from uncommitted code."""
 
 from __future__ import annotations
 
+import json
 import runpy
+import sys
 
 import pytest
 
@@ -39,3 +42,36 @@ def test_a_former_and_a_new_name_together_are_refused(common, capsys):
         _parser(common).parse_args(["--checkpointing", "on", "--recompute", "off"])
     assert stopped.value.code == 2
     assert "--checkpointing is the former name of --recompute: give one" in capsys.readouterr().err
+
+
+def test_a_table_is_recorded_by_name_with_where_and_how_it_was_measured(
+    common, tmp_path, monkeypatch
+):
+    """record_table replaces the table of its name and keeps the others and the rows; each is
+    stamped with the machine, date, commit and command."""
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({"title": "t", "headline": "h.", "order": 1, "history": "h",
+                                "rows": [{"figure": "kept"}]}))  # fmt: skip
+    record = common["record_table"]
+    monkeypatch.setitem(record.__globals__, "commit", lambda: "abc1234")
+    monkeypatch.setattr(sys, "argv", ["tools/bench_x.py", "--record", str(path), "--fast"])
+    for value in (1.0, 2.0):
+        record(path, "ops", "Operations", [{"m": "a", "v": value}], row_label="{m}",
+               column_label="v", cell="{v}")  # fmt: skip
+    record(path, "other", "Other", [{"m": "b", "v": 3.0}], row_label="{m}", column_label="v",
+           cell="{v}")  # fmt: skip
+    result = json.loads(path.read_text())
+    assert [table["name"] for table in result["tables"]] == ["ops", "other"]
+    ops = result["tables"][0]
+    assert ops["measurements"] == [{"m": "a", "v": 2.0}] and ops["commit"] == "abc1234"
+    assert ops["command"].endswith("bench_x.py --fast") and "--record" not in ops["command"]
+    assert result["rows"] == [{"figure": "kept"}]
+    assert record(None, "ops", "x", [], row_label="", column_label="", cell="") is None
+
+
+def test_recording_from_uncommitted_code_is_refused_before_measuring(common, monkeypatch, capsys):
+    parser = common["ToolParser"]("a tool", figures="exchange")
+    monkeypatch.setitem(parser.parse_args.__globals__, "commit", lambda: "abc1234+changes")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--record"])
+    assert "--record: the code has uncommitted changes" in capsys.readouterr().err

@@ -50,6 +50,19 @@ class CardConstruction:
         """Whether the graphs are built with a module map."""
         return self.method == "module-map"
 
+    def as_yaml(self) -> dict[str, Any]:
+        """The construction as a card holds it (:meth:`of_yaml` reads it back)."""
+        entry: dict[str, Any] = {"method": self.method}
+        if self.by_module_map:
+            entry["module_map_sha256"] = self.module_map_sha256
+        entry["pt_min"] = self.pt_min
+        if self.map_fit is not None:
+            entry["fit_module_map"] = list(self.map_fit.arguments)
+        if self.module_map_file is not None:
+            entry["module_map_file"] = self.module_map_file
+            entry["module_map_bytes"] = self.module_map_bytes
+        return {**entry, "how": self.how}
+
     @classmethod
     def of_yaml(cls, content: Mapping[str, Any], where: str) -> CardConstruction:
         """The construction a card's ``construction`` mapping records.
@@ -77,6 +90,72 @@ class CardConstruction:
 
 
 @dataclass(frozen=True)
+class HeldOutFigures:
+    """One ``held_out`` entry of a card: figures measured on events the model never saw.
+
+    Attributes:
+        events: Events evaluated (``None``: not recorded).
+        cut: The score cut applied (NaN: not recorded).
+        target_pt: The target particles' ``(pt_min, pt_max)`` [GeV] (``pt_max`` ``None``: no
+            upper bound).
+        figures: The figures by their card name (``edge_target_efficiency``,
+            ``track_efficiency_atlas``...; ``None``: undefined).
+    """
+
+    events: int | None = None
+    cut: float = math.nan
+    target_pt: tuple[float, float | None] = (1.0, None)
+    figures: Mapping[str, float | None] = field(default_factory=dict)
+
+    def figure(self, name: str) -> float:
+        """A figure (NaN: the entry has none by that name, or it is undefined)."""
+        value = self.figures.get(name)
+        return float(value) if isinstance(value, (int, float)) else math.nan
+
+    def as_yaml(self) -> dict[str, Any]:
+        """The entry as a card holds it (figures rounded to 4 digits; undefined ones ``null``)."""
+        return {
+            "events": self.events,
+            "cut": self.cut,
+            "target_pt": list(self.target_pt),
+            **{name: _rounded(value) for name, value in self.figures.items()},
+        }
+
+    @classmethod
+    def of_yaml(cls, content: Any, where: str) -> HeldOutFigures:
+        """The entry a card's ``held_out`` mapping holds under one label.
+
+        Raises:
+            InputError: Not a mapping, a target pT band that is not ``[pt_min, pt_max]``, or a
+                figure that is not a number (one line naming ``where``).
+        """
+        if not isinstance(content, Mapping):
+            raise InputError(f"{where}: expected a mapping of figures")
+        content = dict(content)
+        events, cut = content.pop("events", None), content.pop("cut", None)
+        band = content.pop("target_pt", None) or [1.0, None]
+        if not (isinstance(band, list) and len(band) == 2):
+            raise InputError(f"{where}: target_pt {band!r}: [pt_min, pt_max]")
+        for name, value in content.items():
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):
+                raise InputError(f"{where}: {name} {value!r:.40}: a number")
+        return cls(
+            events=events if isinstance(events, int) else None,
+            cut=float(cut) if isinstance(cut, (int, float)) else math.nan,
+            target_pt=(float(band[0]), None if band[1] is None else float(band[1])),
+            figures=content,
+        )
+
+
+def _rounded(value: float | None) -> float | None:
+    if value is None or math.isnan(value):
+        return None
+    return round(float(value), 4)
+
+
+@dataclass(frozen=True)
 class ModelCard:
     """A shipped model's card.
 
@@ -89,7 +168,7 @@ class ModelCard:
         track_building: How its figures built tracks.
         construction: How its graphs are built (``None``: the card records none).
         held_out: Its measured figures, by label (``simulated``, ``construction-limit``,
-            ``trackml-sample``...): each a mapping of figure names to values.
+            ``trackml-sample``...).
         content: The whole card as YAML holds it (what ``partgnn pretrained NAME`` prints).
     """
 
@@ -99,7 +178,7 @@ class ModelCard:
     score_cut: float | None
     track_building: str = DEFAULT_TRACK_BUILDING
     construction: CardConstruction | None = None
-    held_out: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    held_out: Mapping[str, HeldOutFigures] = field(default_factory=dict)
     content: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -140,7 +219,10 @@ class ModelCard:
             score_cut=None if cut is None else float(cut),
             track_building=method,
             construction=construction or None,
-            held_out=dict(content.get("held_out") or {}),
+            held_out={
+                str(label): HeldOutFigures.of_yaml(entry, f"{where}: held_out.{label}")
+                for label, entry in (content.get("held_out") or {}).items()
+            },
             content=dict(content),
         )
 
@@ -149,7 +231,7 @@ class ModelCard:
         """``pretrained:NAME``."""
         return PRETRAINED_PREFIX + self.name
 
-    def figure(self, label: str, key: str) -> float:
-        """A held-out figure (NaN: the card has none by that label and key)."""
-        value = (self.held_out.get(label) or {}).get(key)
-        return float(value) if isinstance(value, (int, float)) else math.nan
+    def figure(self, label: str, name: str) -> float:
+        """A held-out figure (NaN: the card has none by that label and name)."""
+        entry = self.held_out.get(label)
+        return math.nan if entry is None else entry.figure(name)
