@@ -290,6 +290,17 @@ def test_a_table_of_measurements_is_pivoted_with_its_caption_and_command(monkeyp
     assert page.count("    tool --x") == 1
 
 
+def test_tables_of_one_run_share_one_caption_stamp_and_reproduce_block(monkeypatch, tmp_path):
+    figures_page = _figures_page(monkeypatch)
+    second = {**TABLE, "name": "times", "caption": "Step times"}
+    result = {"title": "t", "headline": "h.", "order": 1, "history": "h",
+              "tables": [TABLE, second]}  # fmt: skip
+    (tmp_path / "x.json").write_text(json.dumps(result))
+    page = figures_page.render(figures_page.load_results(tmp_path), "# Figures\n")
+    assert page.count("    tool --x") == 1 and page.count("Measured on 2 cores") == 1
+    assert page.index("*Step times*") < page.index("Measured on 2 cores")
+
+
 def test_a_measurement_that_does_not_fit_its_table_is_named(monkeypatch, tmp_path):
     figures_page = _figures_page(monkeypatch)
     table = {**TABLE, "measurements": [{"recompute": "on", "precision": "bf16"}]}

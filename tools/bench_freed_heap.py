@@ -91,8 +91,8 @@ def main() -> None:
                 f"{result['sys_s']:.1f}", f"{result['faults']:,}", f"{result['peak_rss_gb']:.2f}",
             ))  # fmt: skip
         figures.append((
-            f"one rank's step on half a full event graph, {name}: freed memory kept / returned "
-            "(run.keep_freed_heap)",
+            f"one rank's step on half a full event graph ({kept['edges']:,} edges), {name}: freed "
+            "memory kept / returned (run.keep_freed_heap)",
             f"{kept['wall_s']:.1f} s / {returned['wall_s']:.1f} s "
             f"({returned['faults']:,} -> {kept['faults']:,} page faults; peak RSS "
             f"{returned['peak_rss_gb']:.2f} -> {kept['peak_rss_gb']:.2f} GB)",

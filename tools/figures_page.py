@@ -87,8 +87,12 @@ def render(results: list[dict], opening: str) -> str:
         lines += ["", f"## {result['title']}", "", f"**{result['headline']}**", ""]
         if result.get("note"):
             lines += [result["note"], ""]
-        for table in result.get("tables", []):
-            lines += _pivoted(table)
+        tables = result.get("tables", [])
+        for index, table in enumerate(tables):
+            following = tables[index + 1] if index + 1 < len(tables) else None
+            # Tables one run measured share their caption's stamp and one reproduce block.
+            last_of_run = following is None or _run_of(following) != _run_of(table)
+            lines += _pivoted(table, stamped=last_of_run)
         for rows in _by_command(result.get("rows", [])):
             lines += _figures_table(rows)
         history = result["history"]
@@ -96,8 +100,13 @@ def render(results: list[dict], opening: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _pivoted(table: dict) -> list[str]:
-    """A ``tables`` entry: its measurements pivoted, rows and columns by their labels."""
+def _run_of(table: dict) -> tuple[str, ...]:
+    return tuple(table[key] for key in ("machine", "date", "commit", "command"))
+
+
+def _pivoted(table: dict, *, stamped: bool = True) -> list[str]:
+    """A ``tables`` entry: its measurements pivoted, rows and columns by their labels; then
+    (``stamped``) where and when it was measured, and the command."""
     labelled = [_formatted(table, measurement) for measurement in table["measurements"]]
     rows = list(dict.fromkeys(row for row, _, _ in labelled))
     columns = list(dict.fromkeys(column for _, column, _ in labelled))
@@ -109,9 +118,12 @@ def _pivoted(table: dict) -> list[str]:
     for row in rows:
         shown = [_cell(cells.get((row, column), "")) for column in columns]
         lines.append("| " + " | ".join([_cell(row), *shown]) + " |")
+    lines = [f"*{table['caption']}*", "", *lines, ""]
+    if not stamped:
+        return lines
     stamp = f"Measured on {table['machine']}, commit {table['commit']} ({table['date']})"
     stamp += _simulation([table])
-    return [f"*{table['caption']}*", "", *lines, "", stamp + ".", "", *_reproduce(table["command"])]
+    return [*lines, stamp + ".", "", *_reproduce(table["command"])]
 
 
 def _formatted(table: dict, measurement: dict) -> tuple[str, str, str]:
