@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import torch
-from _common import ToolParser, record_figures
+from _common import ToolParser, record_table
 
 from partgnn.data.detector.geometry import default_geometry
 from partgnn.data.graphs.graph_builder import GraphBuildConfig, build_event_graph
@@ -40,7 +40,7 @@ def main() -> None:
         for i in range(args.events)
     ]
     print(f"machine: {os.cpu_count()} cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
-    figures = []
+    measurements, sizes = [], []
     for pt_min in (0.0, 1.0):
         graphs = [
             build_event_graph(e, geometry, GraphBuildConfig(pt_min=pt_min))[0] for e in events
@@ -48,6 +48,7 @@ def main() -> None:
         nodes = np.mean([g.num_nodes for g in graphs])
         edges = np.mean([g.edge_index.shape[1] for g in graphs])
         cut = "no pT cut" if pt_min == 0 else f"pT > {pt_min:g} GeV"
+        sizes.append(f"{edges:,.0f} edges {'without pT cut' if pt_min == 0 else f'at {cut}'}")
         print(
             f"\n### pile-up {args.pileup:g}, {cut}: {nodes:,.0f} nodes, {edges:,.0f} edges "
             f"({len(graphs)} events)\n"
@@ -59,21 +60,27 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for method in ("metis", "metis-degree", "phi", "phieta"):
             for n_parts in (2, 4, 8):
-                summary = _row(graphs, method, n_parts, args.hidden)
+                measured = _row(graphs, method, n_parts, args.hidden)
                 if method in ("metis", "phi") and n_parts in (2, 8):
-                    figures.append((
-                        f"{method}, P = {n_parts}, pile-up {args.pileup:g}, {cut} "
-                        f"({edges:,.0f} edges): seconds, edge cut, work imbalance, halo/owned",
-                        summary,
-                    ))  # fmt: skip
-    record_figures(args.record, figures)
+                    measurements.append({"method": method, "parts": n_parts, "cut": cut,
+                                         **measured})  # fmt: skip
+    record_table(
+        args.record, "partitions",
+        f"Partitions of {args.events} simulated pile-up-{args.pileup:g} event graphs (mean "
+        f"{' and '.join(sizes)}): edge cut (the share of edges between parts), work imbalance "
+        "(the busiest rank's edges and owned and halo nodes over the mean), halo over owned "
+        "nodes, and the seconds to partition",
+        measurements, row_label="{method}, P = {parts}", column_label="{cut}",
+        cell="cut {edge_cut:.4f}, imbalance {work_imbalance:.3f}, halo {halo_ratio:.4f}, "
+        "{seconds:.3f} s",
+    )  # fmt: skip
 
 
-def _row(graphs, method: str, n_parts: int, hidden: int) -> str:
+def _row(graphs, method: str, n_parts: int, hidden: int) -> dict[str, float]:
     """Partitions ``graphs`` into ``n_parts`` by ``method``, prints a table row.
 
     Returns:
-        The figures in words: partition seconds, edge cut, work imbalance, halo/owned.
+        The figures: partition seconds (median), edge cut, work imbalance, halo/owned.
     """
     partition_seconds, plan_seconds, stats = [], [], []
     for graph in graphs:
@@ -100,10 +107,8 @@ def _row(graphs, method: str, n_parts: int, hidden: int) -> str:
         f"| {s['bytes_per_exchange_total'] / 1e6:.3f} |",
         flush=True,
     )
-    return (
-        f"{statistics.median(partition_seconds):.3f} s, edge cut {s['edge_cut_fraction']:.4f}, "
-        f"work imbalance {s['work_imbalance']:.3f}, halo/owned {s['halo_ratio_mean']:.4f}"
-    )
+    return {"seconds": statistics.median(partition_seconds), "edge_cut": s["edge_cut_fraction"],
+            "work_imbalance": s["work_imbalance"], "halo_ratio": s["halo_ratio_mean"]}  # fmt: skip
 
 
 if __name__ == "__main__":
