@@ -149,11 +149,12 @@ def main() -> None:
                     "plan_error_min": min(errors), "plan_error_max": max(errors),
                     "step_s": step_time, "mb_exchanged_per_step": exchanged,
                 })  # fmt: skip
+    caption_model = f"the model of {args.model_of}" if args.model_of else model
     record_table(
         args.record, f"training-{args.model_of or 'hidden-' + str(args.hidden)}",
         f"Training on one pile-up-{args.pileup:g} event graph ({n_nodes:,} nodes, {n_edges:,} "
-        f"edges), {model}, one thread per rank: the largest rank's peak RSS, the plan's error "
-        "against each rank's, and the step time",
+        f"edges), {caption_model}, one thread per rank: the largest rank's peak RSS, the plan's "
+        "error against each rank's, and the step time",
         measurements, row_label="P = {parts}", column_label="recompute {recompute}",
         cell="{peak_mib_max:,.0f} MiB (plan {plan_error_min:+.1f} .. {plan_error_max:+.1f} %), "
         "{step_s:.2f} s",
