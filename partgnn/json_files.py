@@ -19,6 +19,11 @@ import numpy as np
 
 from partgnn.errors import InputError, first_line
 
+#: The one NaN object the readers below return, so that a record read from a file compares
+#: equal to the record written (``nan == nan`` is false, but a tuple holding the same object
+#: compares equal).
+NAN = float("nan")
+
 
 def strict(value: Any) -> Any:
     """``value`` with every non-finite float (Python or numpy) replaced by ``None``, recursively
@@ -68,17 +73,11 @@ def read_file(path: str | os.PathLike[str], *, missing: str = "not found") -> An
 
 
 def number(value: Any) -> float:
-    """A JSON value as a float: NaN for ``null`` (how :func:`dumps` writes NaN), a value that is
-    not a number (``true`` included) or one that is not finite."""
+    """A JSON value as a float: :data:`NAN` for ``null`` (how :func:`dumps` writes NaN), a value
+    that is not a number (``true`` included) or one that is not finite."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return float("nan")
-    return float(value) if math.isfinite(value) else float("nan")
-
-
-#: The one NaN object the readers below return, so that a record read from a file compares
-#: equal to the record written (``nan == nan`` is false, but a tuple holding the same object
-#: compares equal).
-NAN = float("nan")
+        return NAN
+    return float(value) if math.isfinite(value) else NAN
 
 
 def numbers(content: dict[str, Any], names: Iterable[str], where: str) -> dict[str, float]:
@@ -93,7 +92,7 @@ def numbers(content: dict[str, Any], names: Iterable[str], where: str) -> dict[s
         value = content.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise InputError(f"{where}: {name} must be a number (got {value!r:.40})")
-        found[name] = NAN if value is None or not math.isfinite(value) else float(value)
+        found[name] = number(value)
     return found
 
 

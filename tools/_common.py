@@ -418,9 +418,11 @@ def record_evaluations(path: Path | None, name: str, caption: str, evaluations: 
     """Writes a table of evaluations (``partgnn evaluate``'s records, by label) into a result
     file: per evaluation, the figures a model card quotes (acorn's target edge efficiency and
     masked purity, AUC, double-majority and ATLAS track efficiency, impure rate)."""
+    from partgnn.json_files import number
+
     measurements = [
         {"label": label, "events": result.events, "cut": result.cut,
-         **{key: _number(value) for key, value in result.held_out_figures().figures.items()}}
+         **{key: number(value) for key, value in result.held_out_figures().figures.items()}}
         for label, result in evaluations.items()
     ]  # fmt: skip
     record_table(
@@ -430,10 +432,6 @@ def record_evaluations(path: Path | None, name: str, caption: str, evaluations: 
         cell="{edge_target_efficiency:.4f} / {edge_masked_purity:.4f}, {edge_auc:.4f}, "
         "{track_efficiency:.4f} ({track_efficiency_atlas:.4f}), {track_impure_rate:.4f}",
     )  # fmt: skip
-
-
-def _number(value: float | None) -> float:
-    return float("nan") if value is None else float(value)
 
 
 def record_figures(path: Path | None, figures: Sequence[tuple[str, str]]) -> None:

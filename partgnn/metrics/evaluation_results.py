@@ -31,7 +31,7 @@ CARD_FIGURES = {
     "construction": ("efficiency", "beam_line_efficiency"),
 }
 
-NAN = float("nan")
+NAN = json_files.NAN
 
 
 @dataclass(frozen=True)

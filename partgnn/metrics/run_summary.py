@@ -12,7 +12,6 @@ own).
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ SUMMARY_NAME = "summary.json"
 #: labelled ``overlap``.
 FORMER_MODE_NAMES: dict[str, str] = {"overlap": "overlapping"}
 
-NAN = float("nan")
+NAN = json_files.NAN
 
 
 @dataclass(frozen=True)
@@ -140,13 +139,13 @@ class ComputedWork:
             for key in ("computed_nodes", "owned_nodes", "computed_edges", "counted_edges")
         }
         fractions = {
-            key: _number(content.get(key))
+            key: json_files.number(content.get(key))
             for key in (
                 "replicated_node_fraction", "replicated_edge_fraction", "gradient_wait_fraction"
             )
         }  # fmt: skip
         lists = {
-            key: [_number(value) for value in content.get(key) or []]
+            key: [json_files.number(value) for value in content.get(key) or []]
             for key in ("step_seconds_per_rank", "gradient_wait_fraction_per_rank")
         }
         return cls(**counts, **fractions, **lists)
@@ -315,10 +314,3 @@ def _string(content: dict[str, Any], key: str, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InputError(f"{where}: {key} must be a string (got {value!r:.40})")
     return value
-
-
-def _number(value: Any) -> float:
-    """``value`` as a number (:data:`NAN`, the one NaN object, where absent or undefined: so
-    records read from files compare equal to the records written)."""
-    number = json_files.number(value)
-    return NAN if math.isnan(number) else number
