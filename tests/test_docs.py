@@ -301,6 +301,23 @@ def test_tables_of_one_run_share_one_caption_stamp_and_reproduce_block(monkeypat
     assert page.index("*Step times*") < page.index("Measured on 2 cores")
 
 
+def test_rows_of_another_simulation_say_so_in_the_caption_or_where_mixed_each(
+    monkeypatch, tmp_path
+):
+    figures_page = _figures_page(monkeypatch)
+    stamp = {"machine": "m", "date": "2026-11-25", "commit": "abc1234", "command": "tool"}
+    old = {**stamp, "figure": "old", "value": "1", "simulation": "ideal-detector"}
+    new = {**stamp, "figure": "new", "value": "2"}
+    said = "events of the ideal-detector simulation (the default before 2026-12-02)"
+    for rows, caption in (([old], True), ([old, new], False), ([new], False)):
+        result = {"title": "t", "headline": "h.", "order": 1, "history": "h", "rows": rows}
+        (tmp_path / "x.json").write_text(json.dumps(result))
+        page = figures_page.render(figures_page.load_results(tmp_path), "# Figures\n")
+        assert (f"(2026-11-25); {said}." in page) == caption
+        assert (f"| old; {said} | 1 |" in page) == (len(rows) == 2)
+        assert "today's" not in page
+
+
 def test_a_measurement_that_does_not_fit_its_table_is_named(monkeypatch, tmp_path):
     figures_page = _figures_page(monkeypatch)
     table = {**TABLE, "measurements": [{"recompute": "on", "precision": "bf16"}]}

@@ -135,24 +135,26 @@ def _figures_table(rows: list[dict]) -> list[str]:
     """Figures that one command measured: a table of figure and value, captioned with where
     and when they were measured (and which simulation made their events, where not today's
     default), and the command."""
+    mixed = len({row.get("simulation", "") for row in rows}) > 1
     lines = ["| figure | value |", "|---|---|"]
-    lines += [f"| {_cell(row['figure'])} | {_cell(row['value'])} |" for row in rows]
+    for row in rows:
+        figure = row["figure"] + (_simulation([row]) if mixed else "")
+        lines.append(f"| {_cell(figure)} | {_cell(row['value'])} |")
     machines = list(dict.fromkeys(row["machine"] for row in rows))
     commits = list(dict.fromkeys(f"{row['commit']} ({row['date']})" for row in rows))
     stamp = (f"Measured on {'; '.join(machines)}, "
              f"commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}")  # fmt: skip
-    stamp += _simulation(rows)
+    stamp += "" if mixed else _simulation(rows)
     return [*lines, "", stamp + ".", "", *_reproduce(rows[0]["command"])]
 
 
 def _simulation(measured: list[dict]) -> str:
-    """Which simulation made the events of these rows or tables (a caption's end): said where
-    it is not the default of today."""
-    simulations = list(dict.fromkeys(m.get("simulation", "") for m in measured))
-    if simulations == [""]:
+    """Which simulation made the events of these rows or tables, all made by one (the end of a
+    caption or of a figure's name): said where it is not the default of today."""
+    simulation = measured[0].get("simulation")
+    if not simulation:
         return ""
-    named = " and ".join(s or "today's" for s in simulations)
-    return f"; events of the {named} simulation (the default before {REALISTIC_SINCE})"
+    return f"; events of the {simulation} simulation (the default before {REALISTIC_SINCE})"
 
 
 def _by_command(rows: list[dict]) -> list[list[dict]]:
