@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _common import ToolParser, best_of, markdown_table, record_figures
+from _common import ToolParser, best_of, markdown_table, record_table
 from _paths import sample_dir
 
 from partgnn.data.detector.detector_modules import detector_modules
@@ -98,7 +98,7 @@ def main() -> None:
         )
         plot(rows, args.by, args.out / "cells.png")
         print(f"wrote {args.out / 'cells.json'} and {args.out / 'cells.png'}")
-    record_figures(args.record, figures(rows, cost, args))
+    record(args, rows, cost)
 
 
 def torch_threads_one() -> None:
@@ -282,51 +282,47 @@ def plot(rows: list[dict], by: str, path: Path) -> None:
     plt.close(figure)
 
 
-def relative_gap(feature: dict) -> float:
-    """The simulated mean at the real incidence (else the plain one) against the real, as a
-    fraction of the real."""
-    simulated = feature["at_real_incidence"]
-    simulated = feature["simulated"] if np.isnan(simulated) else simulated
-    return abs(simulated - feature["real"]) / max(abs(feature["real"]), 1e-12)
-
-
-def figures(rows: list[dict], cost: dict[str, float], args) -> list[tuple[str, str]]:
-    worst = max(rows, key=lambda r: max(relative_gap(r[f]) for f in FEATURES))
-    worst_feature = max(FEATURES, key=lambda f: relative_gap(worst[f]))
-    gap = worst[worst_feature]
-    return [
-        (
-            f"simulate, pile-up {args.pileup:g}: cells' cost (realistic simulation, one thread)",
-            f"{cost['simulate_ratio']:.2f}x the simulation without them ({cost['simulate_s']:.2f} "
-            f"s per event, {cost['cells_s']:.2f} s of it the cells; target <= 1.5x)",
-        ),
-        (
-            "import-trackml, the real sample: reading its cells file",
-            f"{cost['import_ratio']:.2f}x the import without it ({cost['import_cells_s']:.3f} s "
-            f"against {cost['import_plain_s']:.3f} s; target <= 1.5x)",
-        ),
-        *(
-            [
-                (
-                    "import-trackml, a full-size event (simulated pile-up 200 as TrackML CSV.gz, "
-                    "with its simulated cells): reading its cells file",
-                    f"{cost['full_import_ratio']:.2f}x the import without it "
-                    f"({cost['full_import_cells_s']:.2f} s against "
-                    f"{cost['full_import_plain_s']:.2f} s; {cost['full_hits']:,} hits, "
-                    f"{cost['full_cells']:,} cells; target <= 1.5x)",
-                )
-            ]
-            if "full_import_ratio" in cost
-            else []
-        ),
-        (
-            f"simulated cluster shapes against the real sample ({args.hits} hits, per {args.by})",
-            f"largest gap at the real incidence: volume {worst['volume']} mean "
-            f"{FEATURES[worst_feature]} {gap['real']:.2f} real, {gap['at_real_incidence']:.2f} "
-            f"simulated ({100 * relative_gap(gap):.0f} %; plain means {gap['simulated']:.2f}, "
-            f"{gap['sigma']:+.1f} sigma)",
-        ),
-    ]
+def record(args, rows: list[dict], cost: dict[str, float]) -> None:
+    """Writes the cells' cost (with against without, per step that reads or makes them) and the
+    cluster shapes (per group and feature: real, simulated at the real incidence, and the plain
+    means' difference in sigma) into the result file (``--record``)."""
+    costs = [
+        {"what": f"simulate, pile-up {args.pileup:g}", "with_s": cost["simulate_s"],
+         "without_s": cost["simulate_s"] - cost["cells_s"], "ratio": cost["simulate_ratio"]},
+        {"what": "import-trackml, the real sample", "with_s": cost["import_cells_s"],
+         "without_s": cost["import_plain_s"], "ratio": cost["import_ratio"]},
+    ]  # fmt: skip
+    if "full_import_ratio" in cost:
+        costs.append({
+            "what": f"import-trackml, a full-size event ({cost['full_hits']:,} hits, "
+            f"{cost['full_cells']:,} cells; simulated pile-up 200 as TrackML CSV.gz)",
+            "with_s": cost["full_import_cells_s"], "without_s": cost["full_import_plain_s"],
+            "ratio": cost["full_import_ratio"],
+        })  # fmt: skip
+    record_table(
+        args.record, "cells_cost",
+        "What cells cost (the realistic simulation, best of the repeats, one thread): the step "
+        "with them against without (target <= 1.5x)",
+        costs,
+        row_label="{what}", column_label="with cells / without",
+        cell="{ratio:.2f}x ({with_s:.3f} s / {without_s:.3f} s)",
+    )  # fmt: skip
+    keys = ["volume"] if args.by == "volume" else ["volume", "layer"]
+    shapes = [
+        {**{key: row[key] for key in keys}, "hits": row["real_hits"],
+         "simulated_hits": row["simulated_hits"], "feature": label, **row[feature]}
+        for row in rows for feature, label in FEATURES.items()
+    ]  # fmt: skip
+    group = "volume {volume}" if args.by == "volume" else "volume {volume}, layer {layer}"
+    record_table(
+        args.record, "cluster_shapes",
+        f"Mean cluster shapes of the real sample's {args.hits} hits against {args.events} "
+        f"simulated pile-up-{args.pileup:g} events, per {args.by}: real / simulated at the real "
+        "incidence (the plain simulated mean's difference in sigma)",
+        shapes,
+        row_label=group + " ({hits:,} real hits)", column_label="{feature}",
+        cell="{real:.2f} / {at_real_incidence:.2f} ({sigma:+.1f})",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

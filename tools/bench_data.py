@@ -1,7 +1,8 @@
 """Benchmark of the data stage: simulation and graph construction on pile-up-200 events.
 
-Prints markdown tables; ``--record`` writes the figures into docs/results/figures/data.json
-(the current-figures page). Run single-threaded on purpose:
+Prints markdown tables; ``--record`` writes them into docs/results/figures/data.json (the
+current-figures page: a table of the simulation, one of the graphs by events and pT cut). Run
+single-threaded on purpose:
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_data.py --events 3 --pileup 200 --record
 """
@@ -15,7 +16,7 @@ import time
 
 import numpy as np
 import torch
-from _common import ToolParser, markdown_table, record_figures
+from _common import ToolParser, markdown_table, record_table
 from _paths import sample_dir
 
 from partgnn.data.detector.geometry import default_geometry
@@ -57,29 +58,47 @@ def main() -> None:
             header, [(f"{particles:,.0f}", f"{hits:,.0f}", f"{np.mean(noise):.3f}", seconds)]
         )
     )
-    sample = f"simulate, pile-up {args.pileup:g}"
-    figures = [
-        (f"{sample}: hits per event (noise fraction)", f"{hits:,.0f} ({np.mean(noise):.3f})"),
-        (f"{sample}: seconds per event, median (min-max), one thread", seconds),
-    ]
+    simulation = {"pileup": args.pileup, "events": args.events, "hits": float(hits),
+                  "noise": float(np.mean(noise)), "median_s": statistics.median(sim_times),
+                  "min_s": min(sim_times), "max_s": max(sim_times)}  # fmt: skip
     print(f"\n### build-graphs, pile-up {args.pileup:g} simulated events\n")
-    figures += _graph_table(f"pile-up {args.pileup:g}", events, geometry)
+    graphs = _graph_table(f"pile-up {args.pileup:g} ({args.events} simulated events)", events,
+                          geometry)  # fmt: skip
 
     sample_folder = sample_dir()
     if sample_folder is not None:
         sample_event = read_trackml_event(sample_folder / "event000000001", geometry=geometry)
         print("\n### build-graphs, real TrackML sample event (5% of a pile-up-200 event)\n")
-        figures += _graph_table("the real TrackML sample event", [sample_event], geometry)
-    record_figures(args.record, figures)
+        graphs += _graph_table("the real TrackML sample event", [sample_event], geometry)
+    record_table(
+        args.record, "simulate",
+        "Simulated events (partgnn simulate, one thread): hits per event and the share of noise "
+        "hits, seconds per event",
+        [simulation],
+        row_label="pile-up {pileup:g} ({events} events)",
+        column_label="hits per event (noise), seconds per event: median (min-max)",
+        cell="{hits:,.0f} ({noise:.3f}), {median_s:.2f} s ({min_s:.2f}-{max_s:.2f})",
+    )  # fmt: skip
+    record_table(
+        args.record, "geometric_graphs",
+        "Geometric graphs (partgnn build-graphs, one thread): nodes, edges, construction "
+        "efficiency (true consecutive pairs kept as edges among the kept hits), edge purity and "
+        "seconds per event",
+        graphs,
+        row_label="{events}", column_label="{cut}",
+        cell="{nodes:,.0f} nodes, {edges:,.0f} edges, efficiency {efficiency:.4f}, purity "
+        "{purity:.4f}, {seconds:.2f} s",
+    )  # fmt: skip
 
 
-def _graph_table(name: str, events, geometry) -> list[tuple[str, str]]:
+def _graph_table(name: str, events, geometry) -> list[dict]:
     """Builds the geometric graphs of ``events`` without and with a 1 GeV cut, prints a table.
 
     Returns:
-        The figures: per cut, nodes, edges, construction efficiency, purity and seconds.
+        The measurements: per cut, mean nodes, edges, construction efficiency and purity, and
+        the median seconds per event.
     """
-    rows, figures = [], []
+    rows, measurements = [], []
     for pt_min in (0.0, 1.0):
         config = GraphBuildConfig(pt_min=pt_min)
         qualities, seconds = [], []
@@ -104,14 +123,14 @@ def _graph_table(name: str, events, geometry) -> list[tuple[str, str]]:
                 f"{statistics.median(seconds):.2f}",
             )
         )
-        figures.append((
-            f"build-graphs (geometric), {name}, {cut}: nodes, edges, efficiency, purity, seconds",
-            f"{nodes:,.0f} nodes, {edges:,.0f} edges, efficiency {efficiency:.4f}, purity "
-            f"{purity:.4f}, {statistics.median(seconds):.2f} s per event",
-        ))  # fmt: skip
+        measurements.append({
+            "events": name, "cut": cut, "nodes": float(nodes), "edges": float(edges),
+            "efficiency": float(efficiency), "purity": float(purity),
+            "seconds": statistics.median(seconds),
+        })  # fmt: skip
     header = ("events", "pT cut", "nodes", "edges", "efficiency", "purity", "seconds/event")
     print(markdown_table(header, rows))
-    return figures
+    return measurements
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import REPOSITORY, ToolParser, machine, markdown_table, partgnn, record_figures
+from _common import REPOSITORY, ToolParser, machine, markdown_table, partgnn, record_table
 
 from partgnn.data.files.storage import GraphFile, ScoresFile
 from partgnn.export.export_model import (
@@ -68,10 +68,20 @@ def main() -> None:
         npz = work / "graph.npz"
         np.savez(npz, node_features=given, edge_index=graph.edge_index.numpy())
         size = f"{graph.num_nodes:,} nodes, {graph.edge_index.shape[1]:,} edges"
-        rows, figures = [], []
+        rows, timings, agreements = [], [], []
+        edges = graph.edge_index.shape[1]
         own = _partgnn_times(model_spec, x, graph.edge_index, edge_attr, args.threads,
                              args.repeats)  # fmt: skip
         rows.append(("partgnn (model forward, as infer)", *(f"{t:.3f}" for t in own), "-", "-"))
+        timings += [
+            {
+                "scoring": "partgnn (its model's forward pass, as infer)",
+                "threads": n,
+                "seconds": t,
+                "ratio": 1.0,
+            }
+            for t, n in zip(own, args.threads, strict=True)
+        ]
         for fmt in args.formats:
             exported = work / f"model.{'pt2' if fmt == 'aoti' else fmt}"
             partgnn("export", model_spec, "--format", fmt, "--out", exported, in_process=True)
@@ -83,21 +93,32 @@ def main() -> None:
             largest = float(np.abs(got - infer_scores).max())
             flipped = int(((got > cut) != (infer_scores > cut)).sum())
             rows.append((fmt, *(f"{t:.3f}" for t in times), f"{largest:.1e}", str(flipped)))
-            ratios = ", ".join(
-                f"{t:.3f} s on {n} thread(s) ({t / o:.2f}x partgnn's)"
-                for t, o, n in zip(times, own, args.threads, strict=True)
-            )
-            figures.append((
-                f"pretrained:{args.model} exported as {fmt}, one pile-up-{args.pileup:g} event "
-                f"graph ({size}), scored without partgnn: time per graph; scores against partgnn "
-                "infer's (max |difference|, edges on the other side of the card's cut)",
-                f"{ratios}; {largest:.1e}, {flipped} of {graph.edge_index.shape[1]:,}",
-            ))  # fmt: skip
+            timings += [{"scoring": f"the {fmt} file", "threads": n, "seconds": t, "ratio": t / o}
+                        for t, o, n in zip(times, own, args.threads, strict=True)]  # fmt: skip
+            agreements.append({"scoring": f"the {fmt} file", "largest": largest,
+                               "flipped": flipped, "edges": edges})  # fmt: skip
     print(f"{machine()}; {size}; medians of {args.repeats}\n")
     header = ["scoring", *(f"s per graph, {n} thread(s)" for n in args.threads),
               "max abs(score - infer's)", f"edges across the cut ({cut:.4g})"]  # fmt: skip
     print(markdown_table(header, rows))
-    record_figures(args.record, figures)
+    graph_named = f"one pile-up-{args.pileup:g} event graph ({size}; its module map's construction)"
+    record_table(
+        args.record, "export_time",
+        f"pretrained:{args.model} exported and scored without partgnn "
+        f"(tools/score_exported.py), against partgnn's own scoring: seconds per graph on "
+        f"{graph_named}, median of {args.repeats}",
+        timings,
+        row_label="{scoring}", column_label="{threads} thread(s)",
+        cell="{seconds:.3f} s ({ratio:.2f}x)",
+    )  # fmt: skip
+    record_table(
+        args.record, "export_scores",
+        "The exported files' scores against partgnn infer's on the same graph: the largest "
+        f"difference, and the edges on the other side of the card's cut ({cut:.4g})",
+        agreements,
+        row_label="{scoring}", column_label="max |score - infer's|, edges across the cut",
+        cell="{largest:.1e}, {flipped} of {edges:,}",
+    )  # fmt: skip
 
 
 def _partgnn_times(

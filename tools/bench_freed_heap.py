@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ToolParser, markdown_table, partgnn, record_figures
+from _common import ToolParser, markdown_table, partgnn, record_table
 
 #: The models measured: name -> InteractionNetwork settings.
 MODELS = {
@@ -80,28 +80,33 @@ def main() -> None:
         if not args.tiny:
             parser.error("give --graphs (full event graphs, e.g. build-graphs on pile-up 200)")
         graphs = _tiny_graphs(args.out)
-    rows, figures = [], []
+    rows, measurements = [], []
     for name, settings in MODELS.items():
         results = {mode: _step(graphs, settings, mode) for mode in ("return", "keep")}
-        returned, kept = results["return"], results["keep"]
         for mode, result in results.items():
             rows.append((
                 name, "kept" if mode == "keep" else "returned (glibc default)",
                 f"{result['edges']:,}", f"{result['wall_s']:.1f}", f"{result['user_s']:.1f}",
                 f"{result['sys_s']:.1f}", f"{result['faults']:,}", f"{result['peak_rss_gb']:.2f}",
             ))  # fmt: skip
-        figures.append((
-            f"one rank's step on half a full event graph ({kept['edges']:,} edges), {name}: freed "
-            "memory kept / returned (run.keep_freed_heap)",
-            f"{kept['wall_s']:.1f} s / {returned['wall_s']:.1f} s "
-            f"({returned['faults']:,} -> {kept['faults']:,} page faults; peak RSS "
-            f"{returned['peak_rss_gb']:.2f} -> {kept['peak_rss_gb']:.2f} GB)",
-        ))  # fmt: skip
+            measurements.append({
+                "model": name, "freed": "kept" if mode == "keep" else "returned (glibc's default)",
+                **result,
+            })  # fmt: skip
     print(markdown_table(
         ("model", "freed memory", "edges", "step [s]", "user [s]", "system [s]", "page faults",
          "peak RSS [GB]"), rows,
     ))  # fmt: skip
-    record_figures(args.record, figures)
+    edges = measurements[0]["edges"]
+    record_table(
+        args.record, "freed_heap",
+        f"One rank's training step on half a full event graph ({edges:,} edges; bf16, "
+        "recomputation, fused kernels, one thread) with the memory it frees kept by the process "
+        "(run.keep_freed_heap) or returned to the system: seconds, minor page faults, peak RSS",
+        measurements,
+        row_label="{model}", column_label="freed memory {freed}",
+        cell="{wall_s:.1f} s, {faults:,} faults, peak {peak_rss_gb:.2f} GB",
+    )  # fmt: skip
 
 
 def _step(graphs: Path, settings: dict, mode: str) -> dict:

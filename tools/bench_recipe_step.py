@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import ToolParser, markdown_table, partgnn, record_figures, train_sitting
+from _common import ToolParser, markdown_table, partgnn, record_table, train_sitting
 from _paths import shipped_config
 
 CONFIG = shipped_config("full-recipe")
@@ -74,11 +74,15 @@ def main() -> None:
     ))  # fmt: skip
     if args.tiny:
         return
-    record_figures(args.record, [(
-        f"the full recipe's training step on {args.ranks} ranks (1 thread each), {name}",
-        f"{r['step_s']:.2f} s ({r['nodes']:,.0f} nodes and {r['edges']:,.0f} edges computed per "
-        f"step; peak {r['peak_gb']:.2f} GB per rank)",
-    ) for name, r in results.items()])  # fmt: skip
+    record_table(
+        args.record, "recipe_step",
+        f"The full recipe's training step (configs/full-recipe.yaml, halo) on {args.ranks} ranks "
+        f"of one thread, by how it computes: seconds per step (the mean of {args.steps}), the "
+        "largest rank's peak memory, and the nodes and edges the ranks computed per step",
+        [{"variant": name, **r} for name, r in results.items()],
+        row_label="{variant}", column_label="s per step, peak per rank, computed per step",
+        cell="{step_s:.2f} s, {peak_gb:.2f} GB, {nodes:,.0f} nodes and {edges:,.0f} edges",
+    )  # fmt: skip
 
 
 def _measure(run_dir: Path, shards: Path, args, overrides: list[str]) -> dict[str, float]:

@@ -2,8 +2,8 @@
 
 Random edges and scores (seed 3), 1e4 particles: the time of ``build_tracks`` plus
 ``track_metrics`` for each track-building method, and of ``track_metrics`` alone on labels
-that are 90 % right. Best of ``--repeats``; one thread. Prints markdown rows; ``--record``
-writes them into docs/results/figures/tracks.json (the target, from issue 8: under 1 s each)::
+that are 90 % right. Best of ``--repeats``; one thread. Prints a markdown table; ``--record``
+writes it into docs/results/figures/tracks.json (the target, from issue 8: under 1 s each)::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_tracks.py --repeats 5 --record
 """
@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 import torch
-from _common import ToolParser, best_of, markdown_table, record_figures
+from _common import ToolParser, best_of, markdown_table, record_table
 
 
 def main() -> None:
@@ -38,7 +38,7 @@ def main() -> None:
 
     print(f"{args.hits:,} hits, {args.edges:,} edges; {os.cpu_count()} cores, one thread\n")
     size = f"{args.hits:,} hits, {args.edges:,} random edges"
-    rows = []
+    rows, measurements = [], []
     for method in ("components", "walk"):
 
         def build_and_score(method=method) -> None:
@@ -47,14 +47,23 @@ def main() -> None:
 
         seconds = best_of(build_and_score, args.repeats)
         rows.append((f"build_tracks ({method}) + track_metrics, {size}", f"{seconds:.3f} s"))
+        measurements.append({"what": f"build_tracks ({method}) + track_metrics",
+                             "seconds": seconds})  # fmt: skip
     labels = np.where(rng.random(args.hits) < 0.9, particle_id, -1)
     seconds = best_of(
         lambda: track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight),
         args.repeats,
     )
     rows.append((f"track_metrics (90 % right labels), {size}", f"{seconds:.3f} s"))
+    measurements.append({"what": "track_metrics (90 % right labels)", "seconds": seconds})
     print(markdown_table(("what", f"seconds (best of {args.repeats})"), rows))
-    record_figures(args.record, rows)
+    record_table(
+        args.record, "tracks",
+        f"Seconds to build and match tracks on {size} and random scores (best of "
+        f"{args.repeats}, one thread; target: under 1 s)",
+        [{**m, "size": size} for m in measurements],
+        row_label="{what}", column_label="{size}", cell="{seconds:.3f} s",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
