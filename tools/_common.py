@@ -472,13 +472,18 @@ def _stamp() -> dict[str, str]:
     """Where, when and how a figure was measured: the machine, today, the commit, the command
     line that ran (without ``--record``)."""
     env = " ".join(
-        f"{name}={os.environ[name]}" for name in ("OMP_NUM_THREADS",) if name in os.environ
+        f"{name}={os.environ[name]}" for name in STAMPED_ENVIRONMENT if name in os.environ
     )
     command = " ".join(
         part for part in (env, ".venv/bin/python", _tool_path(), shlex.join(_arguments())) if part
     )
     return {"machine": machine(), "date": date.today().isoformat(), "commit": commit(),
             "command": command}  # fmt: skip
+
+
+#: The environment variables a figure's command line names: the thread count, and the CPU
+#: capability torch and oneDNN are limited to (measuring a CPU without AVX-512 on one with it).
+STAMPED_ENVIRONMENT = ("OMP_NUM_THREADS", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
 
 
 def _write_result_file(path: Path, result: dict[str, Any]) -> None:

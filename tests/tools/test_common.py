@@ -69,6 +69,27 @@ def test_a_table_is_recorded_by_name_with_where_and_how_it_was_measured(
     assert record(None, "ops", "x", [], row_label="", column_label="", cell="") is None
 
 
+def test_a_tables_command_names_the_thread_count_and_the_cpu_capability_it_ran_with(
+    common, tmp_path, monkeypatch
+):
+    """A figure measured with torch and oneDNN limited to AVX2 reproduces only with the same
+    variables: the command line recorded names them (and no other variable)."""
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({"title": "t", "headline": "h.", "order": 1, "history": "h"}))
+    record = common["record_table"]
+    monkeypatch.setitem(record.__globals__, "commit", lambda: "abc1234")
+    monkeypatch.setattr(sys, "argv", ["tools/bench_x.py", "--record", str(path)])
+    for name, value in (("OMP_NUM_THREADS", "2"), ("ATEN_CPU_CAPABILITY", "avx2"),
+                        ("ONEDNN_MAX_CPU_ISA", "AVX2"), ("MKL_NUM_THREADS", "1")):  # fmt: skip
+        monkeypatch.setenv(name, value)
+    record(path, "ops", "Operations", [{"v": 1}], row_label="a", column_label="v", cell="{v}")
+    command = json.loads(path.read_text())["tables"][0]["command"]
+    assert command.startswith(
+        "OMP_NUM_THREADS=2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python "
+    ), command
+    assert "MKL_NUM_THREADS" not in command
+
+
 def test_recording_from_uncommitted_code_is_refused_before_measuring(common, monkeypatch, capsys):
     parser = common["ToolParser"]("a tool", figures="exchange")
     monkeypatch.setitem(parser.parse_args.__globals__, "commit", lambda: "abc1234+changes")
