@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from _common import ToolParser, best_of, markdown_table, partgnn, planned_mib, record_figures
+from _common import ToolParser, best_of, markdown_table, partgnn, planned_mib, record_table
 
 #: partgnn's own four node columns (the default) and acorn's 12 (its CTD 2023 node_features).
 OWN = ["r", "phi", "z", "eta"]
@@ -88,7 +88,7 @@ def main() -> None:
         print(markdown_table(("P", "node features", "step time (s)", "peak RSS per rank (MiB)",
                               "planned (MiB)", "plan error"), rows))  # fmt: skip
         hidden = int(base["model"].get("hidden", 64))
-        figures = []
+        measurements = []
         for n_parts in args.parts:
             narrow, wide = measured[n_parts, 4], measured[n_parts, 12]
             layer = {f: _first_layer_time(-(-n_nodes // n_parts), f, hidden) for f in WIDTHS}
@@ -105,17 +105,29 @@ def main() -> None:
                 f"({1e3 * layer_delta:+.2f} ms); peak {peak_ratio:.3f}x; the plan within "
                 f"{100 * plan_error:.1f} % of the 12-feature run's peak"
             )
-            where = f"{n_nodes // 1000}k nodes, {n_edges // 1000}k edges, P = {n_parts}"
-            figures += [
-                (f"12 node features (acorn's) vs 4, {where}: step time",
-                 f"{narrow['step_time']:.3f} -> {wide['step_time']:.3f} s "
-                 f"({wide['step_time'] / narrow['step_time']:.3f}x; the first layer alone "
-                 f"{1e3 * layer_delta:+.2f} ms, the step {1e3 * step_delta:+.1f} ms)"),
-                (f"12 node features (acorn's) vs 4, {where}: peak RSS per rank, planned",
-                 f"{max(narrow['peak']):.0f} -> {max(wide['peak']):.0f} MiB ({peak_ratio:.3f}x); "
-                 f"plan within {100 * plan_error:.1f} %"),
-            ]  # fmt: skip
-        record_figures(args.record, figures)
+            for width in WIDTHS:
+                run = measured[n_parts, width]
+                worst = max(zip(run["planned"], run["peak"], strict=True),
+                            key=lambda pair: abs(pair[0] / pair[1] - 1))  # fmt: skip
+                measurements.append({
+                    "parts": n_parts, "width": width, "step_s": run["step_time"],
+                    "step_ratio": run["step_time"] / narrow["step_time"],
+                    "layer_ms": 1e3 * layer[width], "peak_mib": max(run["peak"]),
+                    "plan_error_percent": 100 * (worst[0] / worst[1] - 1),
+                })  # fmt: skip
+        record_table(
+            args.record, "input_width",
+            f"Training on acorn's 12 node features against partgnn's 4: one event graph of "
+            f"{n_nodes:,} nodes and {n_edges:,} edges (pile-up {args.pileup:g}, pT > "
+            f"{args.pt_min:g} GeV), the model of {args.model_of}, {args.train_steps} steps, one "
+            f"thread per rank; medians of {args.repeats} alternating runs: step time (x the "
+            "4 features'), the node encoder's first layer alone, the largest rank's peak RSS "
+            "and partgnn plan's error on the worst rank",
+            measurements,
+            row_label="P = {parts}", column_label="{width} node features",
+            cell="{step_s:.3f} s ({step_ratio:.3f}x; first layer {layer_ms:.2f} ms), "
+            "{peak_mib:,.0f} MiB (plan {plan_error_percent:+.1f} %)",
+        )  # fmt: skip
 
 
 def _median_run(runs: list[dict]) -> dict:
