@@ -38,7 +38,7 @@ def main() -> None:
 
     print(f"{args.hits:,} hits, {args.edges:,} edges; {os.cpu_count()} cores, one thread\n")
     size = f"{args.hits:,} hits, {args.edges:,} random edges"
-    rows, measurements = [], []
+    measurements = []
     for method in ("components", "walk"):
 
         def build_and_score(method=method) -> None:
@@ -46,7 +46,6 @@ def main() -> None:
             track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight)
 
         seconds = best_of(build_and_score, args.repeats)
-        rows.append((f"build_tracks ({method}) + track_metrics, {size}", f"{seconds:.3f} s"))
         measurements.append({"what": f"build_tracks ({method}) + track_metrics",
                              "seconds": seconds})  # fmt: skip
     labels = np.where(rng.random(args.hits) < 0.9, particle_id, -1)
@@ -54,8 +53,8 @@ def main() -> None:
         lambda: track_metrics(labels, particle_id, particle_pt=particle_pt, hit_weight=weight),
         args.repeats,
     )
-    rows.append((f"track_metrics (90 % right labels), {size}", f"{seconds:.3f} s"))
     measurements.append({"what": "track_metrics (90 % right labels)", "seconds": seconds})
+    rows = [(f"{m['what']}, {size}", f"{m['seconds']:.3f} s") for m in measurements]
     print(markdown_table(("what", f"seconds (best of {args.repeats})"), rows))
     record_table(
         args.record, "tracks",
