@@ -10,8 +10,8 @@ a communication traceback.
 The store is the default process group's: under torchrun it is served by torchrun's agent (so a
 notice outlives its writer, and keys are per restart attempt), under the other launchers by
 global rank 0: when rank 0 itself fails, it serves the store a little longer after leaving its
-notice, until the other ranks have read it (:func:`hold_store_for_readers`, at most
-:data:`HOLD_S`), so that its notice does not go down with it. Every store operation here is
+notice, until every other rank has read the notices or left its own (:func:`hold_store_for_readers`,
+at most :data:`HOLD_S`), so that its notice does not go down with it. Every store operation here is
 bounded by a short timeout: a failing process never waits long.
 """
 
@@ -32,8 +32,9 @@ NOTICE_TIMEOUT_S = 5.0
 HOLD_S = 10.0
 
 _KEY = "partgnn/failed/{rank}"
-#: How many ranks have read the notices (each adds 1 once it has).
-_READ_KEY = "partgnn/failed/read"
+#: Set by a rank that knows why the job failed: it read the notices, or its group agreed on the
+#: failure (:func:`mark_informed`).
+_INFORMED_KEY = "partgnn/failed/informed/{rank}"
 #: How many notices were left (read without waiting by :func:`notices_left`).
 _COUNT_KEY = "partgnn/failed/count"
 
@@ -123,8 +124,18 @@ def read_notices() -> list[FailureNotice]:
             break
     if notices:
         with contextlib.suppress(Exception):  # read: the rank serving the store may leave
-            store.add(_READ_KEY, 1)
+            store.set(_INFORMED_KEY.format(rank=me), "1")
     return notices
+
+
+def mark_informed() -> None:
+    """Says that this rank needs no notice (its group agreed on the failure it reports), so that
+    a failing rank serving the store does not wait for it to read; never raises."""
+    store = _store()
+    if store is None:
+        return
+    with contextlib.suppress(Exception):  # the rank serving the store may be gone
+        store.set(_INFORMED_KEY.format(rank=dist.get_rank()), "1")
 
 
 def serves_store() -> bool:
@@ -142,16 +153,25 @@ def notice_store() -> dist.Store | None:
     return _store()
 
 
-def hold_store_for_readers(store: dist.Store, readers: int, timeout_s: float = HOLD_S) -> None:
-    """Waits until ``readers`` ranks have read the notices, or ``timeout_s``; never raises."""
+def hold_store_for_readers(
+    store: dist.Store, rank: int, world_size: int, timeout_s: float = HOLD_S
+) -> None:
+    """Waits until every rank of the job but ``rank`` has left its own notice or knows why the
+    job failed (read the notices, or its group agreed on the failure: :func:`mark_informed`),
+    or ``timeout_s``; never raises."""
+    pending = set(range(world_size)) - {rank}
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while pending and time.monotonic() < deadline:
         try:
-            if int(store.add(_READ_KEY, 0)) >= readers:
-                return
+            pending = {
+                other for other in pending
+                if not store.check([_KEY.format(rank=other)])
+                and not store.check([_INFORMED_KEY.format(rank=other)])
+            }  # fmt: skip
         except Exception:  # a store that cannot answer: nobody can read from it
             return
-        time.sleep(0.05)
+        if pending:
+            time.sleep(0.05)
 
 
 def is_lost_peer(err: BaseException) -> bool:

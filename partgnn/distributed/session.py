@@ -22,6 +22,7 @@ from partgnn.distributed.failure_notices import (
     hold_store_for_readers,
     is_lost_peer,
     leave_notice,
+    mark_informed,
     notice_store,
     read_notices,
     serves_store,
@@ -67,12 +68,14 @@ def distributed_session(
         if explained is err:
             if _left_notice(err, context) and serves_store():
                 store = notice_store()  # held: served until the others have read the notice
+            elif isinstance(err, PeerFailure) and context.global_world_size > 1:
+                mark_informed()  # agreed by the group: this rank reads no notice
             raise
         raise explained from err
     finally:
         destroy_distributed(context)
         if store is not None:
-            hold_store_for_readers(store, context.global_world_size - 1)
+            hold_store_for_readers(store, context.global_rank, context.global_world_size)
 
 
 def _left_notice(err: BaseException, context: DistContext) -> bool:

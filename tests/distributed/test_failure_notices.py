@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
-import pytest
+import datetime
+import time
 
+import pytest
+import torch.distributed as dist
+
+from partgnn.distributed import failure_notices
 from partgnn.distributed.context import DistContext
 from partgnn.distributed.failure_notices import is_lost_peer, read_notices
 from partgnn.distributed.session import explain_failure
@@ -82,3 +87,21 @@ def test_watching_for_notices_leaves_the_stores_timeout_alone():
         assert store.timeout == datetime.timedelta(seconds=123)
     finally:
         destroy_distributed(context)
+
+
+def test_the_rank_serving_the_store_waits_only_for_ranks_that_do_not_know_why(monkeypatch):
+    """Rank 0 of four left its notice: it holds the store while a rank neither left its own
+    notice nor knows why the job failed (read the notices, or its group agreed), and no longer."""
+    store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=5))
+    store.set("partgnn/failed/0", "2\tbad input")
+    store.set("partgnn/failed/1", "2\tbad input")  # rank 1 failed on its own
+    store.set("partgnn/failed/informed/2", "1")  # rank 2 read the notices
+    started = time.monotonic()
+    failure_notices.hold_store_for_readers(store, 0, 4, timeout_s=1.0)  # rank 3 never reads
+    assert time.monotonic() - started >= 1.0
+    monkeypatch.setattr(failure_notices, "_store", lambda short_timeout=True: store)
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 3)
+    failure_notices.mark_informed()  # rank 3's group agreed on the failure
+    started = time.monotonic()
+    failure_notices.hold_store_for_readers(store, 0, 4, timeout_s=30.0)
+    assert time.monotonic() - started < 1.0
