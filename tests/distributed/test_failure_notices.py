@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import datetime
-import time
+import threading
 
 import pytest
 import torch.distributed as dist
@@ -92,16 +92,19 @@ def test_watching_for_notices_leaves_the_stores_timeout_alone():
 def test_the_rank_serving_the_store_waits_only_for_ranks_that_do_not_know_why(monkeypatch):
     """Rank 0 of four left its notice: it holds the store while a rank neither left its own
     notice nor knows why the job failed (read the notices, or its group agreed), and no longer."""
-    store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=5))
-    store.set("partgnn/failed/0", "2\tbad input")
-    store.set("partgnn/failed/1", "2\tbad input")  # rank 1 failed on its own
-    store.set("partgnn/failed/informed/2", "1")  # rank 2 read the notices
-    started = time.monotonic()
-    failure_notices.hold_store_for_readers(store, 0, 4, timeout_s=1.0)  # rank 3 never reads
-    assert time.monotonic() - started >= 1.0
-    monkeypatch.setattr(failure_notices, "_store", lambda short_timeout=True: store)
+    server = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=30))
+    server.set("partgnn/failed/0", "2\tbad input")
+    server.set("partgnn/failed/1", "2\tbad input")  # rank 1 failed on its own
+    server.set("partgnn/failed/informed/2", "1")  # rank 2 read the notices
+    holding = threading.Thread(
+        target=failure_notices.hold_store_for_readers, args=(server, 0, 4), kwargs={"timeout_s": 60}
+    )
+    holding.start()
+    holding.join(0.5)
+    assert holding.is_alive()  # rank 3 has not said it knows
+    rank3 = dist.TCPStore("127.0.0.1", server.port, 1, False)
+    monkeypatch.setattr(failure_notices, "_store", lambda short_timeout=True: rank3)
     monkeypatch.setattr(dist, "get_rank", lambda group=None: 3)
     failure_notices.mark_informed()  # rank 3's group agreed on the failure
-    started = time.monotonic()
-    failure_notices.hold_store_for_readers(store, 0, 4, timeout_s=30.0)
-    assert time.monotonic() - started < 1.0
+    holding.join(30)
+    assert not holding.is_alive()
