@@ -229,7 +229,11 @@ FORKED_MODULES = {"partgnn": "partgnn", "torchrun": "torch.distributed.run"}
 #: The repository's folders of scripts a test runs (``python tools/NAME.py``, the examples'
 #: Python scripts): forked, but for the ones that must start bare (score_exported shows that a
 #: file scores without partgnn).
-SCRIPT_FOLDERS = (_REPOSITORY / "tools", _REPOSITORY / "examples")
+SCRIPT_FOLDERS = (
+    _REPOSITORY / "tools",
+    _REPOSITORY / "tools" / "studies",
+    _REPOSITORY / "examples",
+)
 FRESH_SCRIPTS = {"score_exported.py"}
 #: Variables of a rank started by an MPI launcher: its MPI library reaches the launcher through
 #: what the process inherited (PMI_FD), which a forked child does not have.

@@ -57,7 +57,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--map", type=Path, default=pretrained_dir() / "trackml-full.map.npz")
     parser.add_argument("--tables-only", action="store_true")
-    parser.tiny(steps=2, train_events=3, cut_events=1, test_events=1, pileup=3.0, ranks=1)
+    parser.tiny(
+        steps=2, train_events=3, cut_events=1, test_events=1, pileup=3.0, ranks=1, workers=1
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.tables_only:

@@ -160,10 +160,12 @@ def main() -> None:
     parser.add_argument(
         "--no-reference", action="store_true", help="partgnn alone (no peer source needed)"
     )
-    parser.tiny(edges=[3000], hidden=[8], tiny_edges=500, repeats=1, rounds=1, breakdown_edges=600)
+    parser.tiny(edges=[], hidden=[8], tiny_edges=500, repeats=1, rounds=1, breakdown_edges=600)
     args = parser.parse_args()
     if args.record is not None and args.no_reference:
         parser.error("--record needs the reference (its figures are ratios to it)")
+    if args.record is not None and not args.edges:
+        parser.error("--record needs a counted graph (--edges)")
     if not args.no_reference:
         load_peer(args.acorn_src, args.peer_dir)
     torch.set_num_threads(args.threads)
@@ -315,6 +317,8 @@ def markdown(result: dict) -> str:
 def _record(path: Path | None, result: dict, args) -> None:
     """Two tables of the page: every model's operations and peak against the reference's on
     the largest graph (first hidden width), and its step time on the tiny graph."""
+    if path is None:
+        return
     hidden = args.hidden[0]
     rows = [
         {**row, **({f"x_reference_{key}": 1.0 for key in ("operations", "layer_norm_rows",
