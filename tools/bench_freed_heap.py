@@ -4,9 +4,9 @@ its own (the setting is process-wide).
 The step is one rank's share of a full event graph (the first half of the edges of event 0 of
 ``--graphs``): forward under bf16 autocast and backward, with recomputation and the fused kernels
 as the full-graph recipe trains, for the default model and the reference-style one
-(``model.batch_norm`` and ``model.concat_initial``, unchunked). Each process runs a warm-up step,
-then the measured one: wall, user and system CPU time, minor page faults, peak RSS
-(``--record`` writes the step times to the current-figures page's step-time file)::
+(``model.batch_norm`` and ``model.concat_initial``, unchunked; ``--models`` picks). Each
+process runs a warm-up step, then the measured one: wall, user and system CPU time, minor page
+faults, peak RSS (``--record`` writes the step times to the current-figures page's step-time file)::
 
     OMP_NUM_THREADS=1 .venv/bin/python tools/bench_freed_heap.py --graphs GRAPHS.h5
 """
@@ -73,7 +73,9 @@ def main() -> None:
     parser = ToolParser(__doc__, figures="step_time")
     parser.add_argument("--graphs", type=Path, help="graphs file (default: --tiny makes one)")
     parser.add_argument("--out", type=Path, default=Path("bench-freed-heap"))
-    parser.tiny(out=Path("bench-freed-heap-tiny"))
+    names = [_short(name) for name in MODELS]
+    parser.add_argument("--models", nargs="+", choices=names, default=names, help="the measured")
+    parser.tiny(out=Path("bench-freed-heap-tiny"), models=["default"])
     args = parser.parse_args()
     graphs = args.graphs
     if graphs is None:
@@ -82,6 +84,8 @@ def main() -> None:
         graphs = _tiny_graphs(args.out)
     rows, measurements = [], []
     for name, settings in MODELS.items():
+        if _short(name) not in args.models:
+            continue
         results = {mode: _step(graphs, settings, mode) for mode in ("return", "keep")}
         for mode, result in results.items():
             rows.append((
@@ -107,6 +111,11 @@ def main() -> None:
         row_label="{model}", column_label="freed memory {freed}",
         cell="{wall_s:.1f} s, {faults:,} faults, peak {peak_rss_gb:.2f} GB",
     )  # fmt: skip
+
+
+def _short(name: str) -> str:
+    """A model's name on the command line: its name's first word (``default``...)."""
+    return name.split(" ")[0]
 
 
 def _step(graphs: Path, settings: dict, mode: str) -> dict:
