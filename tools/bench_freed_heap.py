@@ -74,7 +74,7 @@ def main() -> None:
     parser.add_argument("--graphs", type=Path, help="graphs file (default: --tiny makes one)")
     parser.add_argument("--out", type=Path, default=Path("bench-freed-heap"))
     names = [_short(name) for name in MODELS]
-    parser.add_argument("--models", nargs="+", choices=names, default=names, help="the measured")
+    parser.add_argument("--models", nargs="+", choices=names, default=names, help="models measured")
     parser.tiny(out=Path("bench-freed-heap-tiny"), models=["default"])
     args = parser.parse_args()
     graphs = args.graphs

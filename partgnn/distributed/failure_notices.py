@@ -123,8 +123,7 @@ def read_notices() -> list[FailureNotice]:
         except Exception:  # a store that cannot answer has no notice for us.
             break
     if notices:
-        with contextlib.suppress(Exception):  # read: the rank serving the store may leave
-            store.set(_INFORMED_KEY.format(rank=me), "1")
+        _set_informed(store)
     return notices
 
 
@@ -132,8 +131,12 @@ def mark_informed() -> None:
     """Says that this rank needs no notice (its group agreed on the failure it reports), so that
     a failing rank serving the store does not wait for it to read; never raises."""
     store = _store()
-    if store is None:
-        return
+    if store is not None:
+        _set_informed(store)
+
+
+def _set_informed(store: dist.Store) -> None:
+    """Sets this rank's :data:`_INFORMED_KEY`; never raises."""
     with contextlib.suppress(Exception):  # the rank serving the store may be gone
         store.set(_INFORMED_KEY.format(rank=dist.get_rank()), "1")
 
